@@ -1,0 +1,1 @@
+"""Retrieval and generation backends behind small interfaces, chosen per study by name."""

@@ -1,0 +1,5 @@
+"""Django project package for the summarisation human-evaluation platform."""
+
+from config.celery import app as celery_app
+
+__all__ = ("celery_app",)
