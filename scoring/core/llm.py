@@ -1,0 +1,356 @@
+"""A small, robust client for any OpenAI-compatible chat-completions server.
+
+Used by generation backends and LLM judges alike: vLLM, Ollama, llama.cpp's server and
+hosted APIs all speak this protocol. Transient faults (timeouts, 429, 5xx, dropped
+connections, truncated bodies) are retried with exponential backoff and jitter;
+configuration faults (400/401/403/404) fail at once with a reason a researcher can act
+on. Results can be cached on disk by input hash. Plain Python: no Django.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any, cast
+
+import openai
+
+__all__ = ["ChatClient", "ChatConfig", "ChatResult", "LLMError", "cache_key"]
+
+logger = logging.getLogger(__name__)
+
+# Statuses a retry can fix: request timeout, conflict/lock, too early, rate limit, server side.
+_TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
+_BACKOFF_CAP_S = 20.0
+
+_HINTS: Mapping[int, str] = {
+    400: "the server rejected the request (check the model's context length, max_tokens and parameters)",
+    401: "check the API key",
+    403: "the API key is not allowed to use this model or endpoint",
+    404: "check the model name and the base URL (it usually ends in /v1)",
+    405: "check the base URL (it usually ends in /v1)",
+    413: "the prompt is too large for this server",
+    422: "the server could not process the request parameters",
+}
+
+
+@dataclass(frozen=True)
+class ChatConfig:
+    """Where and how to call one model; everything that changes the output is in the cache key."""
+
+    base_url: str
+    model: str
+    api_key: str = "EMPTY"
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    seed: int | None = None
+    timeout: float = 60.0
+    max_retries: int = 3
+    concurrency: int = 4
+    backoff_s: float = 0.5
+    """First backoff delay in seconds; doubles on each retry, with jitter, capped at 20 s."""
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """One completion with what is needed to audit it."""
+
+    text: str
+    raw: dict[str, Any]
+    usage: dict[str, Any]
+    latency_s: float
+    finish_reason: str | None
+    model: str
+    cached: bool = False
+
+
+class LLMError(Exception):
+    """A chat completion failed; `transient` says whether retrying later may help."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        transient: bool,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.transient = transient
+        self.status = status
+        self.retry_after = retry_after
+
+
+def cache_key(config: ChatConfig, messages: list[dict[str, str]]) -> str:
+    """The sha256 of everything that determines a completion."""
+    payload = {
+        "base_url": config.base_url.rstrip("/"),
+        "model": config.model,
+        "messages": messages,
+        "temperature": config.temperature,
+        "max_tokens": config.max_tokens,
+        "seed": config.seed,
+    }
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+_semaphores: dict[str, threading.BoundedSemaphore] = {}
+_semaphores_lock = threading.Lock()
+
+
+def _semaphore_for(base_url: str, limit: int) -> threading.BoundedSemaphore:
+    """One semaphore per server per process, so that all clients of a server share its limit."""
+    key = base_url.rstrip("/")
+    with _semaphores_lock:
+        sem = _semaphores.get(key)
+        if sem is None:
+            sem = threading.BoundedSemaphore(max(1, limit))
+            _semaphores[key] = sem
+        return sem
+
+
+def _status_phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "HTTP error"
+
+
+def _server_message(body: object, text: str) -> str:
+    """The error message the server sent, in OpenAI's {"error": {"message": ...}} shape or as text."""
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("detail")
+            if msg:
+                return str(msg)[:300]
+        elif isinstance(err, str):
+            return err[:300]
+    return text.strip()[:300]
+
+
+class ChatClient:
+    """Calls one OpenAI-compatible server with retries, an optional disk cache and a concurrency limit."""
+
+    def __init__(
+        self,
+        config: ChatConfig,
+        cache_dir: Path | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._sleep = sleep
+        self._client = openai.OpenAI(
+            base_url=config.base_url,
+            api_key=config.api_key or "EMPTY",
+            timeout=config.timeout,
+            max_retries=0,
+        )
+        self._semaphore = _semaphore_for(config.base_url, config.concurrency)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> ChatClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- public API -------------------------------------------------------------------
+
+    def complete(self, messages: list[dict[str, str]], *, use_cache: bool = True) -> ChatResult:
+        """Return the model's reply to `messages`, from the cache when allowed and present.
+
+        Raises LLMError after the retries are spent (transient) or at once (permanent).
+        """
+        key = cache_key(self.config, messages) if self.cache_dir is not None else ""
+        if use_cache and key:
+            hit = self._cache_read(key)
+            if hit is not None:
+                return hit
+
+        attempts = max(0, self.config.max_retries) + 1
+        last: LLMError | None = None
+        for attempt in range(attempts):
+            try:
+                result = self._call_once(messages)
+            except LLMError as exc:
+                if not exc.transient:
+                    raise
+                last = exc
+                if attempt + 1 >= attempts:
+                    break
+                delay = self._backoff(attempt, exc.retry_after)
+                logger.warning(
+                    "LLM call to %s failed (%s); retry %d/%d in %.2fs",
+                    self.config.base_url,
+                    exc.reason,
+                    attempt + 1,
+                    attempts - 1,
+                    delay,
+                )
+                self._sleep(delay)
+                continue
+            if key:
+                self._cache_write(key, result)
+            return result
+        assert last is not None
+        raise LLMError(
+            f"{last.reason} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})",
+            transient=True,
+            status=last.status,
+        )
+
+    # -- one HTTP call ------------------------------------------------------------------
+
+    def _call_once(self, messages: list[dict[str, str]]) -> ChatResult:
+        cfg = self.config
+        extra: dict[str, Any] = {}
+        if cfg.seed is not None:
+            extra["seed"] = cfg.seed
+        where = cfg.base_url.rstrip("/")
+        started = time.perf_counter()
+        try:
+            with self._semaphore:
+                started = time.perf_counter()
+                response = self._client.chat.completions.with_raw_response.create(
+                    model=cfg.model,
+                    messages=cast(Any, messages),
+                    temperature=cfg.temperature,
+                    max_tokens=cfg.max_tokens,
+                    **extra,
+                )
+                body_text = response.text
+        except openai.APITimeoutError as exc:
+            raise LLMError(f"timed out after {cfg.timeout:g}s waiting for {where}", transient=True) from exc
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise LLMError(
+                f"connection to {where} failed ({type(cause).__name__}: {cause})",
+                transient=True,
+            ) from exc
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc) from exc
+        latency = time.perf_counter() - started
+        return self._parse(body_text, latency)
+
+    def _status_error(self, exc: openai.APIStatusError) -> LLMError:
+        status = exc.status_code
+        where = self.config.base_url.rstrip("/")
+        message = _server_message(exc.body, exc.response.text if exc.response is not None else "")
+        transient = status in _TRANSIENT_STATUSES or status >= 500
+        hint = _HINTS.get(status, "")
+        if status == 404:
+            hint = f"check the model name {self.config.model!r} and the base URL (it usually ends in /v1)"
+        reason = f"{status} {_status_phrase(status)} from {where}"
+        if hint:
+            reason += f": {hint}"
+        if message:
+            reason += f" (server said: {message})"
+        retry_after: float | None = None
+        header = exc.response.headers.get("retry-after") if exc.response is not None else None
+        if header:
+            try:
+                retry_after = float(header)
+            except ValueError:
+                retry_after = None
+        return LLMError(reason, transient=transient, status=status, retry_after=retry_after)
+
+    def _parse(self, body_text: str, latency: float) -> ChatResult:
+        where = self.config.base_url.rstrip("/")
+        try:
+            raw = json.loads(body_text)
+        except json.JSONDecodeError as exc:
+            # A cut-off body usually comes from a proxy or a restarting server: worth a retry.
+            snippet = body_text[:80].replace("\n", " ")
+            raise LLMError(
+                f"malformed JSON from {where} ({exc.msg} at char {exc.pos}; body starts {snippet!r})",
+                transient=True,
+            ) from exc
+        if not isinstance(raw, dict):
+            raise LLMError(
+                f"unexpected response from {where}: a JSON {type(raw).__name__}, not an object", transient=False
+            )
+        choices = raw.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise LLMError(
+                f"response from {where} has no choices: is this an OpenAI-compatible chat-completions endpoint?",
+                transient=False,
+            )
+        choice = choices[0]
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise LLMError(f"response from {where} has a choice without a message", transient=False)
+        content = message.get("content")
+        text = content if isinstance(content, str) else ""
+        usage = raw.get("usage")
+        finish = choice.get("finish_reason")
+        return ChatResult(
+            text=text,
+            raw=raw,
+            usage=dict(usage) if isinstance(usage, dict) else {},
+            latency_s=latency,
+            finish_reason=str(finish) if finish is not None else None,
+            model=str(raw.get("model") or self.config.model),
+        )
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        ceiling = min(_BACKOFF_CAP_S, self.config.backoff_s * (2.0**attempt))
+        delay = ceiling / 2 + random.uniform(0, ceiling / 2)
+        if retry_after is not None and 0 <= retry_after <= _BACKOFF_CAP_S:
+            delay = max(delay, retry_after)
+        return delay
+
+    # -- cache ------------------------------------------------------------------------
+
+    def _cache_path(self, key: str) -> Path:
+        assert self.cache_dir is not None
+        return self.cache_dir / f"{key}.json"
+
+    def _cache_read(self, key: str) -> ChatResult | None:
+        path = self._cache_path(key)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return ChatResult(
+                text=str(data["text"]),
+                raw=dict(data["raw"]),
+                usage=dict(data["usage"]),
+                latency_s=float(data["latency_s"]),
+                finish_reason=data["finish_reason"],
+                model=str(data["model"]),
+                cached=True,
+            )
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            logger.warning("ignoring unreadable LLM cache entry %s: %s", path, exc)
+            return None
+
+    def _cache_write(self, key: str, result: ChatResult) -> None:
+        assert self.cache_dir is not None
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        data = asdict(result)
+        data.pop("cached", None)
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=self.cache_dir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, ensure_ascii=False)
+            os.replace(tmp, self._cache_path(key))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
