@@ -1,0 +1,1 @@
+"""Tests of the retrieval and generation backends, against local stand-ins."""

@@ -1,0 +1,147 @@
+"""ChatClient against a local server speaking the OpenAI chat-completions protocol."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from scoring.core.llm import ChatClient, ChatConfig, LLMError
+from tests.support.openai_standin import openai_standin
+
+MESSAGES = [
+    {"role": "system", "content": "Answer from the abstracts and cite them as [n]."},
+    {"role": "user", "content": "What helps nurses at handover?"},
+]
+
+
+def client_for(base_url: str, cache_dir: Path | None = None, **overrides: object) -> ChatClient:
+    options: dict[str, object] = {"backoff_s": 0.01, "timeout": 5.0, "max_retries": 3} | overrides
+    return ChatClient(ChatConfig(base_url=base_url, model="standin-model", **options), cache_dir)  # type: ignore[arg-type]
+
+
+def test_success_returns_text_usage_and_finish_reason() -> None:
+    with openai_standin(lambda body: "Handover checklists help [1].") as server:
+        result = client_for(server.base_url, temperature=0.2, max_tokens=64, seed=7).complete(MESSAGES)
+
+    assert result.text == "Handover checklists help [1]."
+    assert result.finish_reason == "stop"
+    assert result.usage["completion_tokens"] == 4
+    assert result.usage["total_tokens"] == result.usage["prompt_tokens"] + 4
+    assert result.model == "standin-model"
+    assert result.raw["object"] == "chat.completion"
+    assert result.latency_s > 0
+    assert not result.cached
+    # What went over the wire is what the config says.
+    (sent,) = server.requests
+    assert sent["messages"] == MESSAGES
+    assert sent["model"] == "standin-model"
+    assert sent["temperature"] == 0.2
+    assert sent["max_tokens"] == 64
+    assert sent["seed"] == 7
+
+
+def test_api_key_is_sent_as_bearer_token() -> None:
+    with openai_standin(api_key="sk-local") as server:
+        assert client_for(server.base_url, api_key="sk-local").complete(MESSAGES).text
+    assert server.headers[0]["authorization"] == "Bearer sk-local"
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "503", "drop"])
+def test_transient_fault_then_success(fault: str) -> None:
+    with openai_standin(script=[fault]) as server:
+        result = client_for(server.base_url).complete(MESSAGES)
+    assert result.text.startswith("Stand-in summary")
+    assert server.script.played == [fault]
+    assert server.completions == 2
+
+
+def test_timeout_then_success() -> None:
+    with openai_standin(script=["timeout"], hang_s=5.0) as server:
+        started = time.perf_counter()
+        result = client_for(server.base_url, timeout=0.3).complete(MESSAGES)
+        elapsed = time.perf_counter() - started
+    assert result.finish_reason == "stop"
+    assert server.completions == 2
+    assert elapsed < 3.0
+
+
+def test_retries_are_bounded_and_the_reason_survives() -> None:
+    with openai_standin(script=["503"] * 10) as server:
+        with pytest.raises(LLMError) as caught:
+            client_for(server.base_url, max_retries=2).complete(MESSAGES)
+    assert caught.value.transient
+    assert "503 Service Unavailable" in caught.value.reason
+    assert "gave up after 3 attempts" in caught.value.reason
+    assert server.completions == 3
+
+
+def test_malformed_json_is_retried_then_reported_clearly() -> None:
+    with openai_standin(script=["malformed"]) as server:
+        assert client_for(server.base_url).complete(MESSAGES).text
+    assert server.completions == 2
+
+    with openai_standin(script=["malformed"] * 5) as server:
+        with pytest.raises(LLMError) as caught:
+            client_for(server.base_url, max_retries=1).complete(MESSAGES)
+    assert "malformed JSON" in caught.value.reason
+    assert server.base_url in caught.value.reason
+
+
+def test_401_fails_fast_with_a_readable_reason() -> None:
+    with openai_standin(api_key="sk-right") as server:
+        with pytest.raises(LLMError) as caught:
+            client_for(server.base_url, api_key="sk-wrong").complete(MESSAGES)
+    assert not caught.value.transient
+    assert caught.value.status == 401
+    assert caught.value.reason.startswith(f"401 Unauthorized from {server.base_url}: check the API key")
+    assert server.completions == 1  # no retry
+
+
+def test_unknown_model_fails_fast_naming_the_model() -> None:
+    with openai_standin(models=["llama-3.3-70b"]) as server:
+        with pytest.raises(LLMError) as caught:
+            client_for(server.base_url).complete(MESSAGES)
+    assert not caught.value.transient
+    assert "404 Not Found" in caught.value.reason
+    assert "'standin-model'" in caught.value.reason
+    assert server.completions == 1
+
+
+def test_cache_hit_makes_no_http_request(tmp_path: Path) -> None:
+    with openai_standin() as server:
+        first = client_for(server.base_url, tmp_path).complete(MESSAGES)
+        second = client_for(server.base_url, tmp_path).complete(MESSAGES)
+        assert server.completions == 1
+        assert second.text == first.text and second.usage == first.usage
+        assert second.cached and not first.cached
+        # Anything that changes the output is part of the key; use_cache=False bypasses it.
+        client_for(server.base_url, tmp_path, temperature=0.7).complete(MESSAGES)
+        client_for(server.base_url, tmp_path).complete(MESSAGES, use_cache=False)
+        assert server.completions == 3
+    assert len(list(tmp_path.glob("*.json"))) == 2
+
+
+def test_corrupt_cache_entry_is_ignored(tmp_path: Path) -> None:
+    with openai_standin() as server:
+        client_for(server.base_url, tmp_path).complete(MESSAGES)
+        (entry,) = tmp_path.glob("*.json")
+        entry.write_text("{not json")
+        assert client_for(server.base_url, tmp_path).complete(MESSAGES).text
+        assert server.completions == 2
+
+
+def test_concurrency_limit_per_server() -> None:
+    with openai_standin(delay=0.2) as server:
+        client = client_for(server.base_url, concurrency=2)
+        threads = [threading.Thread(target=client.complete, args=(MESSAGES,)) for _ in range(4)]
+        started = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - started
+    # Four calls of 0.2 s, two at a time: two waves.
+    assert 0.38 < elapsed < 1.0

@@ -1,0 +1,108 @@
+"""What the stand-in servers share: a threaded HTTP server on 127.0.0.1 and a fault script.
+
+A fault script is a list of faults played one per request, in order, before normal answers:
+"429", "500", "502", "503", "400", "401", "403", "404" (that status with a JSON error body),
+"timeout" (hold the request until the client gives up), "malformed" (200 with a cut-off JSON
+body), "drop" (close the connection without answering).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+KNOWN_FAULTS = frozenset({"429", "500", "502", "503", "400", "401", "403", "404", "timeout", "malformed", "drop"})
+
+
+class FaultScript:
+    """A thread-safe queue of faults; each request takes the next one, if any."""
+
+    def __init__(self, faults: Iterable[str] | None) -> None:
+        self._faults = [str(f) for f in (faults or [])]
+        unknown = [f for f in self._faults if f not in KNOWN_FAULTS]
+        if unknown:
+            raise ValueError(f"unknown faults {unknown}; known: {sorted(KNOWN_FAULTS)}")
+        self._lock = threading.Lock()
+        self.played: list[str] = []
+
+    def next(self) -> str | None:
+        with self._lock:
+            if not self._faults:
+                return None
+            fault = self._faults.pop(0)
+            self.played.append(fault)
+            return fault
+
+    def extend(self, faults: Iterable[str]) -> None:
+        with self._lock:
+            self._faults.extend(faults)
+
+
+class StandInServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], *, hang_s: float) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
+        self.closing = threading.Event()
+        self.hang_s = hang_s
+
+
+class StandInHandler(BaseHTTPRequestHandler):
+    server: StandInServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        pass
+
+    def send_json(self, status: int, payload: object, *, headers: dict[str, str] | None = None) -> None:
+        self.send_body(status, json.dumps(payload).encode("utf-8"), headers=headers)
+
+    def send_body(
+        self, status: int, body: bytes, *, content_type: str = "application/json", headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def play_fault(self, fault: str, error_body: dict[str, object]) -> None:
+        """Answer with `fault`; the caller has consumed it from the script."""
+        if fault == "timeout":
+            # Hold the request until the client gives up (or the stand-in shuts down), then hang up.
+            self.server.closing.wait(self.server.hang_s)
+            self.close_connection = True
+            return
+        if fault == "drop":
+            self.close_connection = True
+            return
+        if fault == "malformed":
+            self.send_body(200, b'{"id": "chatcmpl-cut", "object": "chat.completion", "choices": [{"ind')
+            return
+        status = int(fault)
+        headers = {"Retry-After": "0"} if status == 429 else None
+        self.send_json(status, error_body, headers=headers)
+
+    def read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+
+@contextmanager
+def serving(server: StandInServer) -> Iterator[StandInServer]:
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="stand-in", daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.closing.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
