@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "annotation",
     "scoring",
     "analysis",
@@ -140,6 +141,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "API for the annotator journey (studies, persona, queries, generation status, tournament matches) and for researchers.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Celery. The embedded default is kombu's filesystem transport: a real broker that needs no server.

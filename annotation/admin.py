@@ -1,0 +1,276 @@
+"""Django admin for running studies: status, invitations, progress, generation jobs, matches."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Count, Q, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from annotation import services
+from annotation.errors import ApplicationError
+from annotation.links import invitation_link
+from annotation.models import (
+    Bracket,
+    Candidate,
+    Invitation,
+    Judgment,
+    Match,
+    Participation,
+    PersonaProfile,
+    PromptTemplate,
+    Query,
+    RetrievedDocument,
+    Study,
+    StudySystem,
+)
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+class StudySystemInline(admin.TabularInline):
+    model = StudySystem
+    extra = 0
+    fields = ["order", "label", "model_name", "condition", "generation_backend", "backend_settings"]
+
+
+class BulkInvitationForm(forms.Form):
+    count = forms.IntegerField(min_value=1, max_value=1000, initial=10)
+    max_uses = forms.IntegerField(min_value=1, initial=1)
+    expires_at = forms.DateTimeField(required=False, help_text="Leave empty for no expiry. Format: YYYY-MM-DD HH:MM")
+    note = forms.CharField(max_length=200, required=False)
+
+
+@admin.register(Study)
+class StudyAdmin(admin.ModelAdmin):
+    list_display = ["title", "slug", "status", "queries_per_annotator", "participants", "invitation_tools"]
+    list_filter = ["status"]
+    search_fields = ["title", "slug"]
+    prepopulated_fields = {"slug": ["title"]}
+    inlines = [StudySystemInline]
+    actions = ["open_studies", "pause_studies", "close_studies"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Study]:
+        return super().get_queryset(request).annotate(n_participants=Count("participations"))
+
+    @admin.display(description="Participants", ordering="n_participants")
+    def participants(self, obj: Study) -> int:
+        return obj.n_participants  # type: ignore[attr-defined]
+
+    @admin.display(description="Invitations")
+    def invitation_tools(self, obj: Study) -> str:
+        return format_html(
+            '<a href="{}">Create invitations</a> · <a href="{}?study__id__exact={}">List</a>',
+            reverse("admin:annotation_study_invitations", args=[obj.pk]),
+            reverse("admin:annotation_invitation_changelist"),
+            obj.pk,
+        )
+
+    def _set_status(self, request: HttpRequest, queryset: QuerySet[Study], status: str) -> None:
+        for study in queryset:
+            try:
+                services.study_set_status(study=study, status=status)
+            except ApplicationError as error:
+                self.message_user(request, f"{study}: {error.message}", messages.ERROR)
+            else:
+                self.message_user(request, f"{study} is now {status}.", messages.SUCCESS)
+
+    @admin.action(description="Open selected studies")
+    def open_studies(self, request: HttpRequest, queryset: QuerySet[Study]) -> None:
+        self._set_status(request, queryset, Study.Status.OPEN)
+
+    @admin.action(description="Pause selected studies")
+    def pause_studies(self, request: HttpRequest, queryset: QuerySet[Study]) -> None:
+        self._set_status(request, queryset, Study.Status.PAUSED)
+
+    @admin.action(description="Close selected studies")
+    def close_studies(self, request: HttpRequest, queryset: QuerySet[Study]) -> None:
+        self._set_status(request, queryset, Study.Status.CLOSED)
+
+    def get_urls(self):  # type: ignore[no-untyped-def]
+        custom = [
+            path(
+                "<int:study_id>/invitations/",
+                self.admin_site.admin_view(self.bulk_invitations_view),
+                name="annotation_study_invitations",
+            )
+        ]
+        return custom + super().get_urls()
+
+    def bulk_invitations_view(self, request: HttpRequest, study_id: int) -> HttpResponse:
+        study = get_object_or_404(Study, pk=study_id)
+        if not self.has_change_permission(request, study):
+            return HttpResponseRedirect(reverse("admin:index"))
+        form = BulkInvitationForm(request.POST or None)
+        created: list[Invitation] = []
+        if request.method == "POST" and form.is_valid():
+            try:
+                created = services.invitation_create_bulk(study=study, **form.cleaned_data)
+            except ApplicationError as error:
+                form.add_error(error.field, error.message)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Invitations for {study.title}",
+            "study": study,
+            "form": form,
+            "links": [invitation_link(i) for i in created],
+            "opts": self.model._meta,
+        }
+        return render(request, "admin/annotation/bulk_invitations.html", context)
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    list_display = ["study", "link", "uses", "max_uses", "expires_at", "note", "created_at"]
+    list_filter = ["study"]
+    readonly_fields = ["token", "uses", "created_at"]
+    search_fields = ["note", "token"]
+
+    @admin.display(description="Invitation link")
+    def link(self, obj: Invitation) -> str:
+        url = invitation_link(obj)
+        return format_html('<input type="text" readonly value="{}" size="60" onclick="this.select()" aria-label="invitation link">', url)
+
+
+class PersonaInline(ReadOnlyInline):
+    model = PersonaProfile
+    fields = ["version", "role", "domain", "expertise", "research_area", "use_case", "created_at"]
+
+
+class QueryInline(ReadOnlyInline):
+    model = Query
+    fields = ["index", "text", "status", "created_at"]
+
+
+@admin.register(Participation)
+class ParticipationAdmin(admin.ModelAdmin):
+    list_display = ["code", "study", "consented_at", "queries_ranked", "queries_asked", "completed_at"]
+    list_filter = ["study", ("completed_at", admin.EmptyFieldListFilter)]
+    search_fields = ["code", "completion_code"]
+    readonly_fields = ["study", "annotator", "invitation", "code", "consented_at", "completed_at", "completion_code"]
+    inlines = [PersonaInline, QueryInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Participation]:
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("study")
+            .annotate(
+                n_ranked=Count("queries", filter=Q(queries__status=Query.Status.RANKED), distinct=True),
+                n_asked=Count("queries", distinct=True),
+            )
+        )
+
+    @admin.display(description="Ranked", ordering="n_ranked")
+    def queries_ranked(self, obj: Participation) -> str:
+        return f"{obj.n_ranked} / {obj.study.queries_per_annotator}"  # type: ignore[attr-defined]
+
+    @admin.display(description="Asked", ordering="n_asked")
+    def queries_asked(self, obj: Participation) -> int:
+        return obj.n_asked  # type: ignore[attr-defined]
+
+
+class DocumentInline(ReadOnlyInline):
+    model = RetrievedDocument
+    fields = ["rank", "external_id", "title", "year"]
+    show_change_link = False
+
+
+class CandidateInline(ReadOnlyInline):
+    model = Candidate
+    fields = ["system", "position", "status", "attempts", "failure_reason", "latency_s"]
+    show_change_link = True
+
+
+@admin.register(Query)
+class QueryAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "status", "created_at"]
+    list_filter = ["status", "participation__study"]
+    search_fields = ["text", "participation__code"]
+    readonly_fields = ["participation", "index", "text", "persona", "status", "failure_reason", "retrieval_backend", "created_at"]
+    exclude = ["client_token", "shown_at"]
+    inlines = [DocumentInline, CandidateInline]
+    actions = ["retry_failed"]
+
+    @admin.action(description="Retry failed retrieval and generations of selected queries")
+    def retry_failed(self, request: HttpRequest, queryset: QuerySet[Query]) -> None:
+        for query in queryset:
+            services.query_retry_failed(query=query)
+        self.message_user(request, "Failed work was queued again.", messages.SUCCESS)
+
+
+@admin.register(Candidate)
+class CandidateAdmin(admin.ModelAdmin):
+    list_display = ["pk", "query", "system", "status", "attempts", "short_reason", "latency_s"]
+    list_filter = ["status", "system__study", "system__model_name", "system__condition"]
+    search_fields = ["failure_reason", "query__text"]
+    readonly_fields = [f.name for f in Candidate._meta.fields]
+    actions = ["retry"]
+
+    @admin.display(description="Failure reason")
+    def short_reason(self, obj: Candidate) -> str:
+        return obj.failure_reason[:120]
+
+    @admin.action(description="Retry selected failed generations")
+    def retry(self, request: HttpRequest, queryset: QuerySet[Candidate]) -> None:
+        count = services.candidates_retry_failed(queryset=queryset.filter(status=Candidate.Status.FAILED))
+        self.message_user(request, f"{count} generation(s) queued again.", messages.SUCCESS)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+class JudgmentInline(ReadOnlyInline):
+    model = Judgment
+    fields = ["choice", "winner", "shown_at", "answered_at", "seconds_on_page"]
+    show_change_link = False
+
+
+@admin.register(Match)
+class MatchAdmin(admin.ModelAdmin):
+    list_display = ["pk", "bracket", "label", "status", "shown_at"]
+    list_filter = ["status", "label", "bracket__query__participation__study"]
+    readonly_fields = ["bracket", "round", "index", "label", "left", "right", "status", "shown_at", "created_at"]
+    inlines = [JudgmentInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(Bracket)
+class BracketAdmin(admin.ModelAdmin):
+    list_display = ["pk", "query", "seed", "created_at"]
+    readonly_fields = ["query", "seed", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(PromptTemplate)
+class PromptTemplateAdmin(admin.ModelAdmin):
+    list_display = ["name", "version", "created_at"]
+
+    def save_model(self, request: HttpRequest, obj: PromptTemplate, form: forms.ModelForm, change: bool) -> None:
+        # Editing never rewrites a version that candidates may have used: it saves the next version.
+        if change:
+            latest = PromptTemplate.objects.filter(name=obj.name).order_by("-version").first()
+            obj.pk = None
+            obj.version = (latest.version if latest else 0) + 1
+            self.message_user(request, f"Saved as version {obj.version}; point studies at it to use it.", messages.INFO)
+        super().save_model(request, obj, form, change)

@@ -1,0 +1,178 @@
+"""Input and output shapes of the API. Outputs never carry system, model or condition to annotators."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from annotation.models import (
+    Candidate,
+    Invitation,
+    Judgment,
+    Match,
+    Participation,
+    PersonaProfile,
+    Query,
+    RetrievedDocument,
+    Study,
+    StudySystem,
+)
+
+
+class AcceptInvitationSerializer(serializers.Serializer):
+    consent = serializers.BooleanField()
+
+
+class PersonaSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = PersonaProfile
+        fields = ["version", "role", "domain", "expertise", "research_area", "use_case", "created_at"]
+        read_only_fields = ["version", "created_at"]
+
+
+class ParticipationSerializer(serializers.ModelSerializer):
+    study = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    study_title = serializers.CharField(source="study.title", read_only=True)
+    queries_per_annotator = serializers.IntegerField(source="study.queries_per_annotator", read_only=True)
+    persona = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Participation
+        fields = ["id", "study", "study_title", "code", "queries_per_annotator", "consented_at", "completed_at", "completion_code", "persona"]
+
+    def get_persona(self, obj: Participation) -> dict | None:
+        persona = obj.personas.order_by("-version").first()
+        return PersonaSerializer(persona).data if persona else None
+
+
+class QueryCreateSerializer(serializers.Serializer):
+    text = serializers.CharField(allow_blank=True, trim_whitespace=True, max_length=20000)
+    client_token = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+
+
+class DocumentSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RetrievedDocument
+        fields = ["rank", "external_id", "title", "abstract", "url", "year", "venue", "authors"]
+
+
+class CandidateProgressSerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    status = serializers.CharField()
+    label = serializers.CharField()
+    attempts = serializers.IntegerField()
+
+
+class QuerySerializer(serializers.ModelSerializer):
+    documents = DocumentSerializer(many=True, read_only=True)
+    candidates = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Query
+        fields = ["id", "index", "text", "status", "created_at", "documents", "candidates"]
+
+    def get_candidates(self, obj: Query) -> list[dict]:
+        from annotation.selectors import generation_progress
+
+        return CandidateProgressSerializer(generation_progress(query=obj), many=True).data
+
+
+class SideSerializer(serializers.Serializer):
+    text = serializers.CharField()
+
+
+class MatchSerializer(serializers.ModelSerializer):
+    left = serializers.SerializerMethodField()
+    right = serializers.SerializerMethodField()
+    query = serializers.IntegerField(source="bracket.query_id", read_only=True)
+    choice = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Match
+        fields = ["id", "query", "round", "label", "status", "left", "right", "shown_at", "choice"]
+
+    def _side(self, candidate: Candidate | None) -> dict | None:
+        return {"text": candidate.text} if candidate else None
+
+    def get_left(self, obj: Match) -> dict | None:
+        return self._side(obj.left)
+
+    def get_right(self, obj: Match) -> dict | None:
+        return self._side(obj.right)
+
+    def get_choice(self, obj: Match) -> str | None:
+        judgment = getattr(obj, "judgment", None) if obj.status == Match.Status.ANSWERED else None
+        return judgment.choice if judgment else None
+
+
+class ChoiceSerializer(serializers.Serializer):
+    choice = serializers.ChoiceField(choices=Judgment.Choice.choices)
+
+
+class JudgmentSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Judgment
+        fields = ["match", "choice", "shown_at", "answered_at", "seconds_on_page"]
+
+
+# --- admin side ------------------------------------------------------------------------------------
+
+
+class StudySystemSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = StudySystem
+        fields = ["id", "label", "model_name", "generation_backend", "backend_settings", "condition", "order"]
+
+
+class StudySerializer(serializers.ModelSerializer):
+    systems = StudySystemSerializer(many=True, required=False)
+
+    class Meta:
+        model = Study
+        fields = [
+            "id", "slug", "title", "instructions", "consent_text", "status", "queries_per_annotator", "max_query_chars",
+            "retrieval_backend", "retrieval_k", "retrieval_settings", "systems", "created_at",
+        ]
+        read_only_fields = ["status", "created_at"]
+
+
+class StudyStatusSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=Study.Status.choices)
+
+
+class InvitationSerializer(serializers.ModelSerializer):
+    link = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Invitation
+        fields = ["id", "token", "link", "max_uses", "uses", "expires_at", "note", "created_at"]
+
+    def get_link(self, obj: Invitation) -> str:
+        from annotation.links import invitation_link
+
+        return invitation_link(obj)
+
+
+class InvitationBulkSerializer(serializers.Serializer):
+    count = serializers.IntegerField(min_value=1, max_value=1000)
+    max_uses = serializers.IntegerField(min_value=1, default=1)
+    expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    note = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class AdminCandidateSerializer(serializers.ModelSerializer):
+    system = StudySystemSerializer(read_only=True)
+
+    class Meta:
+        model = Candidate
+        fields = [
+            "id", "query", "system", "position", "status", "failure_reason", "attempts", "queued_at", "started_at",
+            "finished_at", "latency_s", "finish_reason", "usage", "text",
+        ]
+
+
+class ProgressSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    consented_at = serializers.DateTimeField()
+    completed_at = serializers.DateTimeField(allow_null=True)
+    queries_total = serializers.IntegerField()
+    queries_ranked = serializers.IntegerField()

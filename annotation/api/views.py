@@ -1,0 +1,195 @@
+"""The API: the whole annotator flow (own data only, others' is 404) and the admin operations."""
+
+from __future__ import annotations
+
+from django.contrib.auth import login
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import permissions, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation import selectors, services
+from annotation.api import serializers as s
+from annotation.models import Candidate, Match, Participation, Query, Study
+
+
+class InvitationAcceptApi(APIView):
+    """Accept an invitation: creates (or returns) the caller's participation and signs them in."""
+
+    permission_classes = [permissions.AllowAny]
+
+    @extend_schema(request=s.AcceptInvitationSerializer, responses={201: s.ParticipationSerializer})
+    def post(self, request: Request, token: str) -> Response:
+        body = s.AcceptInvitationSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        user = request.user if request.user.is_authenticated else None
+        participation = services.invitation_accept(token=token, annotator=user, consent=body.validated_data["consent"])
+        if user is None:
+            login(request._request, participation.annotator, backend="django.contrib.auth.backends.ModelBackend")
+        from rest_framework.authtoken.models import Token
+
+        token_obj, _ = Token.objects.get_or_create(user=participation.annotator)
+        data = s.ParticipationSerializer(participation).data
+        data["token"] = token_obj.key
+        return Response(data, status=status.HTTP_201_CREATED)
+
+
+def _own_participation(request: Request, pk: int) -> Participation:
+    return get_object_or_404(Participation.objects.select_related("study"), pk=pk, annotator=request.user)
+
+
+def _own_query(request: Request, pk: int) -> Query:
+    return get_object_or_404(Query.objects.select_related("participation__study"), pk=pk, participation__annotator=request.user)
+
+
+class ParticipationViewSet(viewsets.GenericViewSet):
+    serializer_class = s.ParticipationSerializer
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return Participation.objects.filter(annotator=self.request.user).select_related("study")
+
+    @extend_schema(responses=s.ParticipationSerializer(many=True))
+    def list(self, request: Request) -> Response:
+        return Response(s.ParticipationSerializer(self.get_queryset(), many=True).data)
+
+    @extend_schema(responses=s.ParticipationSerializer)
+    def retrieve(self, request: Request, pk: int) -> Response:
+        return Response(s.ParticipationSerializer(_own_participation(request, pk)).data)
+
+    @extend_schema(request=s.PersonaSerializer, responses=s.PersonaSerializer)
+    @action(detail=True, methods=["put"])
+    def persona(self, request: Request, pk: int) -> Response:
+        participation = _own_participation(request, pk)
+        body = s.PersonaSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        persona = services.persona_save(participation=participation, data=body.validated_data)
+        return Response(s.PersonaSerializer(persona).data)
+
+    @extend_schema(request=s.QueryCreateSerializer, responses={201: s.QuerySerializer})
+    @action(detail=True, methods=["post"])
+    def queries(self, request: Request, pk: int) -> Response:
+        participation = _own_participation(request, pk)
+        body = s.QueryCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        query = services.query_submit(participation=participation, **body.validated_data)
+        return Response(s.QuerySerializer(query).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses=s.ParticipationSerializer)
+    @action(detail=True, methods=["post"])
+    def finish(self, request: Request, pk: int) -> Response:
+        participation = services.participation_finish(participation=_own_participation(request, pk))
+        return Response(s.ParticipationSerializer(participation).data)
+
+
+class QueryViewSet(viewsets.GenericViewSet):
+    serializer_class = s.QuerySerializer
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return Query.objects.filter(participation__annotator=self.request.user)
+
+    @extend_schema(responses=s.QuerySerializer)
+    def retrieve(self, request: Request, pk: int) -> Response:
+        return Response(s.QuerySerializer(_own_query(request, pk)).data)
+
+    @extend_schema(responses={200: s.MatchSerializer, 204: None})
+    @action(detail=True, methods=["get"], url_path="current-match")
+    def current_match(self, request: Request, pk: int) -> Response:
+        """The next match to answer; 204 when there is none (still generating, or ranked)."""
+        query = _own_query(request, pk)
+        match = selectors.match_current(query=query)
+        if match is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        services.match_mark_shown(match=match)
+        return Response(s.MatchSerializer(match).data)
+
+    @extend_schema(request=None, responses=s.QuerySerializer)
+    @action(detail=True, methods=["post"])
+    def retry(self, request: Request, pk: int) -> Response:
+        return Response(s.QuerySerializer(services.query_retry_failed(query=_own_query(request, pk))).data)
+
+
+class MatchViewSet(viewsets.GenericViewSet):
+    serializer_class = s.MatchSerializer
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return Match.objects.filter(bracket__query__participation__annotator=self.request.user)
+
+    @extend_schema(responses=s.MatchSerializer)
+    def retrieve(self, request: Request, pk: int) -> Response:
+        match = get_object_or_404(self.get_queryset().select_related("left", "right"), pk=pk)
+        return Response(s.MatchSerializer(match).data)
+
+    @extend_schema(request=s.ChoiceSerializer, responses=s.JudgmentSerializer)
+    @action(detail=True, methods=["post"])
+    def choice(self, request: Request, pk: int) -> Response:
+        """Answer a match: left, right or neither. Repeating the same answer is harmless."""
+        match = get_object_or_404(self.get_queryset(), pk=pk)
+        body = s.ChoiceSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        participation = match.bracket.query.participation
+        judgment = services.judgment_record(match=match, choice=body.validated_data["choice"], by=participation)
+        return Response(s.JudgmentSerializer(judgment).data)
+
+
+# --- admin -----------------------------------------------------------------------------------------
+
+
+class StudyAdminViewSet(viewsets.ModelViewSet):
+    """Studies for admins and researchers (staff)."""
+
+    permission_classes = [permissions.IsAdminUser]
+    serializer_class = s.StudySerializer
+    lookup_field = "slug"
+    queryset = Study.objects.prefetch_related("systems")
+    http_method_names = ["get", "post", "patch", "head", "options"]
+
+    def create(self, request: Request) -> Response:  # type: ignore[override]
+        body = s.StudySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        systems = data.pop("systems", None)
+        study = services.study_create(**data, systems=systems)
+        return Response(s.StudySerializer(study).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.StudyStatusSerializer, responses=s.StudySerializer)
+    @action(detail=True, methods=["post"])
+    def status(self, request: Request, slug: str) -> Response:
+        body = s.StudyStatusSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        study = services.study_set_status(study=self.get_object(), status=body.validated_data["status"])
+        return Response(s.StudySerializer(study).data)
+
+    @extend_schema(request=s.InvitationBulkSerializer, responses={201: s.InvitationSerializer(many=True)})
+    @action(detail=True, methods=["post", "get"])
+    def invitations(self, request: Request, slug: str) -> Response:
+        study = self.get_object()
+        if request.method == "GET":
+            return Response(s.InvitationSerializer(study.invitations.all(), many=True).data)
+        body = s.InvitationBulkSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        invitations = services.invitation_create_bulk(study=study, **body.validated_data)
+        return Response(s.InvitationSerializer(invitations, many=True).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses=s.ProgressSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def progress(self, request: Request, slug: str) -> Response:
+        return Response(s.ProgressSerializer(selectors.study_progress(study=self.get_object()), many=True).data)
+
+
+class FailedCandidateAdminViewSet(viewsets.ReadOnlyModelViewSet):
+    """Failed generation jobs, with their reasons, and retry."""
+
+    permission_classes = [permissions.IsAdminUser]
+    serializer_class = s.AdminCandidateSerializer
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return selectors.candidates_failed()
+
+    @extend_schema(request=None, responses=s.AdminCandidateSerializer)
+    @action(detail=True, methods=["post"])
+    def retry(self, request: Request, pk: int) -> Response:
+        candidate = get_object_or_404(Candidate, pk=pk)
+        return Response(s.AdminCandidateSerializer(services.candidate_retry(candidate=candidate)).data)

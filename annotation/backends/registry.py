@@ -1,0 +1,43 @@
+"""Backends by name. Real clients are imported lazily so the offline defaults need nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from annotation.backends.base import BackendError, GenerationBackend, RetrievalBackend
+
+RETRIEVAL_BACKENDS = ("demo", "corpus", "openalex")
+GENERATION_BACKENDS = ("extractive", "openai")
+
+
+def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -> RetrievalBackend:
+    options = dict(options or {})
+    if name == "demo":
+        from annotation.backends.offline import DemoCorpusRetrieval
+
+        return DemoCorpusRetrieval(**({"path": options["corpus_path"]} if "corpus_path" in options else {}))
+    if name == "corpus":
+        from corpus.search import CorpusRetrieval
+
+        return CorpusRetrieval()
+    if name == "openalex":
+        from annotation.backends.openalex import OpenAlexRetrieval
+
+        return OpenAlexRetrieval()
+    raise BackendError(f"Unknown retrieval backend {name!r}; choose one of {', '.join(RETRIEVAL_BACKENDS)}.", transient=False)
+
+
+def get_generation_backend(name: str, options: Mapping[str, Any] | None = None) -> GenerationBackend:
+    options = dict(options or {})
+    if name == "extractive":
+        from annotation.backends.offline import ExtractiveSummariser
+
+        return ExtractiveSummariser()
+    if name == "openai":
+        from annotation.backends.openai_chat import OpenAIChatGeneration
+
+        return OpenAIChatGeneration(options)
+    raise BackendError(
+        f"Unknown generation backend {name!r}; choose one of {', '.join(GENERATION_BACKENDS)}.", transient=False
+    )

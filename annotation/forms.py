@@ -1,0 +1,55 @@
+"""Annotator forms: they parse and label input; the rules are in services."""
+
+from __future__ import annotations
+
+from django import forms
+
+from annotation.models import PersonaProfile
+
+
+class ConsentForm(forms.Form):
+    consent = forms.BooleanField(
+        required=True,
+        label="I have read the information above and agree to take part.",
+        error_messages={"required": "Please confirm that you agree to take part."},
+    )
+
+
+class PersonaForm(forms.Form):
+    role = forms.CharField(
+        max_length=120,
+        label="Your role",
+        help_text="For example: researcher, practising nurse, undergraduate student, teacher.",
+    )
+    domain = forms.CharField(max_length=120, label="Your domain", help_text="For example: oncology, computer science.")
+    expertise = forms.ChoiceField(
+        choices=PersonaProfile.Expertise.choices, label="Your expertise in the topics you will ask about", widget=forms.RadioSelect
+    )
+    research_area = forms.CharField(max_length=200, required=False, label="Research or work area (optional)")
+    use_case = forms.CharField(
+        max_length=1000,
+        label="What will you use the answers for?",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="For example: preparing a literature review, advising patients, studying for an exam.",
+    )
+
+
+class QueryForm(forms.Form):
+    text = forms.CharField(
+        label="Your question",
+        widget=forms.Textarea(attrs={"rows": 4, "autofocus": True}),
+        help_text="Ask something you genuinely want to know for your work or studies.",
+        strip=True,
+    )
+    client_token = forms.CharField(widget=forms.HiddenInput, max_length=64)
+
+    def __init__(self, *args: object, max_chars: int = 1000, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.fields["text"].max_length = max_chars
+        self.fields["text"].widget.attrs["maxlength"] = str(max_chars)
+        self.fields["text"].validators.append(forms.CharField(max_length=max_chars).validators[-1])
+
+
+class ChoiceForm(forms.Form):
+    match_id = forms.IntegerField(widget=forms.HiddenInput)
+    choice = forms.ChoiceField(choices=[("left", "Left"), ("right", "Right"), ("neither", "Neither")])

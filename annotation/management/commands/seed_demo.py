@@ -1,0 +1,58 @@
+"""Create (or reuse) the demo study on the offline defaults and print an invitation link."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from annotation import services
+from annotation.links import invitation_link
+from annotation.models import Invitation, Study
+
+DEMO_SLUG = "demo"
+DEMO_INSTRUCTIONS = """This is a demonstration study. The sources are fictional demo abstracts bundled with the platform, \
+and the summaries are written by two offline extractive summarisers, one of them given your profile and one not.
+
+Ask about topics such as shift work and sleep in nursing, mRNA vaccines, evaluating language models, \
+summarisation metrics, climate adaptation in farming, childhood literacy, antimicrobial resistance, \
+urban heat, remote patient monitoring or robot learning."""
+
+
+class Command(BaseCommand):
+    help = "Create the demo study (2 models x 2 conditions, offline backends), an invitation and an admin account."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--uses", type=int, default=100, help="How many annotators the printed link admits.")
+        parser.add_argument("--admin-password", default=None, help="Password for the 'admin' account (random if omitted).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        study = Study.objects.filter(slug=DEMO_SLUG).first()
+        if study is None:
+            study = services.study_create(
+                slug=DEMO_SLUG,
+                title="Demo: which summary answers your question best?",
+                instructions=DEMO_INSTRUCTIONS,
+                consent_text="Your answers are stored under a pseudonymous code and used only to demonstrate the platform.",
+                status=Study.Status.OPEN,
+            )
+            self.stdout.write(self.style.SUCCESS(f"Created study '{study.slug}' with {study.systems.count()} systems."))
+        invitation = Invitation.objects.filter(study=study, note="demo").first() or services.invitation_create_bulk(
+            study=study, count=1, max_uses=options["uses"], note="demo"
+        )[0]
+        user_model = get_user_model()
+        admin = user_model.objects.filter(username="admin").first()
+        password = options["admin_password"]
+        if admin is None:
+            password = password or secrets.token_urlsafe(9)
+            user_model.objects.create_superuser("admin", "admin@example.org", password)
+        elif password:
+            admin.set_password(password)
+            admin.save(update_fields=["password"])
+        self.stdout.write("")
+        self.stdout.write(self.style.SUCCESS("Invitation link for annotators:"))
+        self.stdout.write(f"  {invitation_link(invitation)}")
+        if password:
+            self.stdout.write(self.style.SUCCESS("Admin: ") + f"/admin/  user 'admin'  password '{password}'")

@@ -1,0 +1,305 @@
+"""The study protocol as data: studies and their systems, invitations, participations with
+versioned persona profiles, queries with frozen retrieved documents, candidate summaries,
+brackets, matches and judgments. Rules live in services.py, not here."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class PromptTemplate(models.Model):
+    """A versioned generation prompt. Placeholders: {query}, {documents}, {persona_block}."""
+
+    name = models.SlugField(max_length=80)
+    version = models.PositiveIntegerField(default=1)
+    body = models.TextField()
+    persona_block = models.TextField(
+        help_text="Inserted as {persona_block} in the personalised condition only. Placeholders: "
+        "{role}, {domain}, {expertise}, {research_area}, {use_case}."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "version"], name="unique_prompt_version")]
+        ordering = ["name", "-version"]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+
+class Study(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        OPEN = "open", "Open"
+        PAUSED = "paused", "Paused"
+        CLOSED = "closed", "Closed"
+
+    slug = models.SlugField(max_length=80, unique=True)
+    title = models.CharField(max_length=200)
+    instructions = models.TextField(blank=True)
+    consent_text = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
+    queries_per_annotator = models.PositiveSmallIntegerField(default=8)
+    max_query_chars = models.PositiveIntegerField(default=1000)
+    retrieval_backend = models.CharField(max_length=40, default="demo")
+    retrieval_k = models.PositiveSmallIntegerField(default=10)
+    retrieval_settings = models.JSONField(default=dict, blank=True)
+    prompt_template = models.ForeignKey(PromptTemplate, on_delete=models.PROTECT, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "studies"
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(queries_per_annotator__gte=1), name="study_queries_at_least_one"),
+            models.CheckConstraint(condition=Q(retrieval_k__gte=1), name="study_k_at_least_one"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class StudySystem(models.Model):
+    """One candidate system of a study's design: a model crossed with a prompt condition."""
+
+    class Condition(models.TextChoices):
+        PERSONA = "persona", "With persona profile"
+        GENERIC = "generic", "Generic (no persona)"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="systems")
+    label = models.SlugField(max_length=80, help_text="Internal name, never shown to annotators.")
+    model_name = models.CharField(max_length=200)
+    generation_backend = models.CharField(max_length=40, default="extractive")
+    backend_settings = models.JSONField(default=dict, blank=True)
+    condition = models.CharField(max_length=10, choices=Condition.choices)
+    order = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["study", "order", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "label"], name="unique_system_label"),
+            models.UniqueConstraint(fields=["study", "model_name", "condition"], name="unique_system_design_cell"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.label} ({self.model_name}, {self.condition})"
+
+
+class Invitation(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="invitations")
+    token = models.CharField(max_length=64, unique=True)
+    max_uses = models.PositiveIntegerField(default=1)
+    uses = models.PositiveIntegerField(default=0)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.CheckConstraint(condition=Q(uses__lte=models.F("max_uses")), name="invitation_uses_le_max")]
+
+    def __str__(self) -> str:
+        return f"{self.study.slug}: {self.token[:8]}…"
+
+
+class Participation(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participations")
+    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="participations")
+    invitation = models.ForeignKey(Invitation, on_delete=models.SET_NULL, null=True, blank=True)
+    code = models.CharField(max_length=16, unique=True, help_text="Pseudonymous annotator code used in exports.")
+    consented_at = models.DateTimeField()
+    completed_at = models.DateTimeField(null=True, blank=True)
+    completion_code = models.CharField(max_length=16, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["study", "annotator"], name="one_participation_per_study")]
+
+    def __str__(self) -> str:
+        return f"{self.code} in {self.study.slug}"
+
+
+class PersonaProfile(models.Model):
+    """A version of the annotator's self-description; a new version on every edit."""
+
+    class Expertise(models.TextChoices):
+        NOVICE = "novice", "Novice: new to this area"
+        INTERMEDIATE = "intermediate", "Intermediate: some background"
+        EXPERT = "expert", "Expert: I work in this area"
+
+    participation = models.ForeignKey(Participation, on_delete=models.CASCADE, related_name="personas")
+    version = models.PositiveIntegerField()
+    role = models.CharField(max_length=120)
+    domain = models.CharField(max_length=120)
+    expertise = models.CharField(max_length=20, choices=Expertise.choices)
+    research_area = models.CharField(max_length=200, blank=True)
+    use_case = models.TextField(max_length=1000)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["participation", "-version"]
+        constraints = [models.UniqueConstraint(fields=["participation", "version"], name="unique_persona_version")]
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "role": self.role,
+            "domain": self.domain,
+            "expertise": self.expertise,
+            "research_area": self.research_area,
+            "use_case": self.use_case,
+        }
+
+
+class Query(models.Model):
+    class Status(models.TextChoices):
+        RETRIEVING = "retrieving", "Retrieving sources"
+        GENERATING = "generating", "Generating summaries"
+        READY = "ready", "Ready to rank"
+        FAILED = "failed", "Failed"
+        RANKED = "ranked", "Ranked"
+        DISCARDED = "discarded", "Discarded"
+
+    participation = models.ForeignKey(Participation, on_delete=models.CASCADE, related_name="queries")
+    index = models.PositiveSmallIntegerField(help_text="1-based position among the annotator's queries.")
+    text = models.TextField()
+    client_token = models.CharField(max_length=64, help_text="Deduplicates a resubmitted form.")
+    persona = models.ForeignKey(PersonaProfile, on_delete=models.PROTECT, related_name="queries")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.RETRIEVING)
+    failure_reason = models.TextField(blank=True)
+    retrieval_backend = models.CharField(max_length=40)
+    created_at = models.DateTimeField(auto_now_add=True)
+    shown_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["participation", "index"]
+        verbose_name_plural = "queries"
+        constraints = [
+            models.UniqueConstraint(fields=["participation", "index"], name="unique_query_index"),
+            models.UniqueConstraint(fields=["participation", "client_token"], name="unique_query_client_token"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.participation.code} #{self.index}: {self.text[:60]}"
+
+
+class RetrievedDocument(models.Model):
+    """A source frozen with its query so that every candidate shares one context."""
+
+    query = models.ForeignKey(Query, on_delete=models.CASCADE, related_name="documents")
+    rank = models.PositiveSmallIntegerField()
+    external_id = models.CharField(max_length=200)
+    title = models.TextField()
+    abstract = models.TextField()
+    url = models.URLField(max_length=500, blank=True)
+    year = models.PositiveSmallIntegerField(null=True, blank=True)
+    venue = models.CharField(max_length=300, blank=True)
+    authors = models.JSONField(default=list, blank=True)
+    score = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["query", "rank"]
+        constraints = [models.UniqueConstraint(fields=["query", "rank"], name="unique_document_rank")]
+
+
+class Candidate(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    query = models.ForeignKey(Query, on_delete=models.CASCADE, related_name="candidates")
+    system = models.ForeignKey(StudySystem, on_delete=models.PROTECT, related_name="candidates")
+    position = models.CharField(max_length=2, blank=True, help_text="Bracket position (A, B, …) once ranked.")
+    prompt = models.TextField(blank=True)
+    text = models.TextField(blank=True)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
+    failure_reason = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    raw_response = models.JSONField(default=dict, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    latency_s = models.FloatField(null=True, blank=True)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    citation_flags = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["query", "system__order"]
+        constraints = [
+            models.UniqueConstraint(fields=["query", "system"], name="unique_candidate_per_system"),
+            models.UniqueConstraint(
+                fields=["query", "position"], condition=~Q(position=""), name="unique_candidate_position"
+            ),
+            models.CheckConstraint(condition=~Q(status="done") | ~Q(text=""), name="done_candidate_has_text"),
+        ]
+
+    def __str__(self) -> str:
+        return f"candidate {self.pk} ({self.status})"
+
+
+class Bracket(models.Model):
+    query = models.OneToOneField(Query, on_delete=models.CASCADE, related_name="bracket")
+    seed = models.BigIntegerField(help_text="Seeds the position and left/right assignment.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class Match(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        ANSWERED = "answered", "Answered"
+        SKIPPED = "skipped", "Skipped"
+
+    bracket = models.ForeignKey(Bracket, on_delete=models.CASCADE, related_name="matches")
+    round = models.PositiveSmallIntegerField()
+    index = models.PositiveSmallIntegerField(help_text="Position of the match within its round.")
+    label = models.CharField(max_length=20, help_text="round1_ab, round1_cd, final, …")
+    left = models.ForeignKey(Candidate, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    right = models.ForeignKey(Candidate, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    shown_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["bracket", "round", "index"]
+        verbose_name_plural = "matches"
+        constraints = [
+            models.UniqueConstraint(fields=["bracket", "round", "index"], name="unique_match_slot"),
+            models.CheckConstraint(
+                condition=Q(status="skipped") | (Q(left__isnull=False) & Q(right__isnull=False)),
+                name="playable_match_has_both_sides",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.label} of query {self.bracket.query_id}"
+
+
+class Judgment(models.Model):
+    """The one answer to a match; the one-to-one key makes a second answer impossible."""
+
+    class Choice(models.TextChoices):
+        LEFT = "left", "Left"
+        RIGHT = "right", "Right"
+        NEITHER = "neither", "Neither"
+
+    match = models.OneToOneField(Match, on_delete=models.CASCADE, related_name="judgment")
+    choice = models.CharField(max_length=8, choices=Choice.choices)
+    winner = models.ForeignKey(Candidate, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    shown_at = models.DateTimeField()
+    answered_at = models.DateTimeField()
+    seconds_on_page = models.FloatField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(choice="neither") & Q(winner__isnull=True))
+                | (Q(choice__in=["left", "right"]) & Q(winner__isnull=False)),
+                name="judgment_winner_matches_choice",
+            ),
+        ]

@@ -1,0 +1,20 @@
+from django.urls import path
+
+from annotation import views
+
+app_name = "annotation"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("join/<str:token>/", views.join, name="join"),
+    path("study/<slug:slug>/", views.study, name="study"),
+    path("study/<slug:slug>/profile/", views.profile, name="profile"),
+    path("study/<slug:slug>/ask/", views.ask, name="ask"),
+    path("study/<slug:slug>/q/<int:index>/wait/", views.wait, name="wait"),
+    path("study/<slug:slug>/q/<int:index>/status/", views.status, name="status"),
+    path("study/<slug:slug>/q/<int:index>/retry/", views.retry, name="retry"),
+    path("study/<slug:slug>/q/<int:index>/discard/", views.discard, name="discard"),
+    path("study/<slug:slug>/q/<int:index>/compare/", views.compare, name="compare"),
+    path("study/<slug:slug>/finish/", views.finish, name="finish"),
+    path("study/<slug:slug>/done/", views.done, name="done"),
+]

@@ -1,0 +1,283 @@
+"""The annotator journey as server-rendered pages. Each view parses input, calls one service, renders."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from annotation import selectors, services
+from annotation.errors import ApplicationError
+from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, QueryForm
+from annotation.models import Candidate, Match, Participation, Query, Study
+
+
+def _error_page(request: HttpRequest, error: ApplicationError, *, study: Study | None = None) -> HttpResponse:
+    return render(request, "annotation/notice.html", {"message": error.message, "study": study}, status=error.status)
+
+
+def _unavailable(participation: Participation) -> ApplicationError | None:
+    status = participation.study.status
+    if status == Study.Status.OPEN:
+        return None
+    if status == Study.Status.PAUSED:
+        return ApplicationError("This study is paused. Please come back later; your answers so far are saved.", status=403)
+    return ApplicationError("This study is closed. Thank you for your interest.", status=403)
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    participations = (
+        Participation.objects.filter(annotator=request.user).select_related("study")
+        if request.user.is_authenticated
+        else []
+    )
+    return render(request, "annotation/home.html", {"participations": participations})
+
+
+@require_http_methods(["GET", "POST"])
+def join(request: HttpRequest, token: str) -> HttpResponse:
+    """The invitation link: study information, consent, and the start of a participation."""
+    try:
+        invitation = services.invitation_check(token=token)
+    except ApplicationError as error:
+        return _error_page(request, error)
+    study = invitation.study
+    if request.user.is_authenticated and Participation.objects.filter(study=study, annotator=request.user).exists():
+        return redirect("annotation:study", slug=study.slug)
+    form = ConsentForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            participation = services.invitation_accept(
+                token=token, annotator=request.user if request.user.is_authenticated else None, consent=True
+            )
+        except ApplicationError as error:
+            return _error_page(request, error, study=study)
+        if not request.user.is_authenticated:
+            login(request, participation.annotator, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect("annotation:study", slug=study.slug)
+    return render(request, "annotation/join.html", {"study": study, "form": form})
+
+
+def _next_url(participation: Participation) -> str:
+    slug = participation.study.slug
+    if participation.completed_at is not None:
+        return reverse("annotation:done", args=[slug])
+    if services.persona_current(participation=participation) is None:
+        return reverse("annotation:profile", args=[slug])
+    current = selectors.query_current(participation=participation)
+    if current is not None:
+        if current.status == Query.Status.READY:
+            return reverse("annotation:compare", args=[slug, current.index])
+        return reverse("annotation:wait", args=[slug, current.index])
+    return reverse("annotation:ask", args=[slug])
+
+
+@login_required(login_url="annotation:home")
+def study(request: HttpRequest, slug: str) -> HttpResponse:
+    """Send the annotator to wherever they are in the protocol; reloading is always safe."""
+    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
+    if participation.completed_at is None and (error := _unavailable(participation)):
+        return _error_page(request, error, study=participation.study)
+    if (
+        participation.completed_at is None
+        and selectors.query_current(participation=participation) is None
+        and services.persona_current(participation=participation) is not None
+        and services.participation_queries_used(participation=participation) >= participation.study.queries_per_annotator
+    ):
+        services.participation_finish(participation=participation)
+        participation.refresh_from_db()
+    return redirect(_next_url(participation))
+
+
+@login_required(login_url="annotation:home")
+@require_http_methods(["GET", "POST"])
+def profile(request: HttpRequest, slug: str) -> HttpResponse:
+    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
+    if error := _unavailable(participation):
+        return _error_page(request, error, study=participation.study)
+    current = services.persona_current(participation=participation)
+    locked = participation.queries.exists()
+    form = PersonaForm(request.POST or None, initial=current.as_dict() if current else None)
+    if request.method == "POST" and not locked and form.is_valid():
+        try:
+            services.persona_save(participation=participation, data=form.cleaned_data)
+        except ApplicationError as error:
+            form.add_error(error.field, error.message)
+        else:
+            return redirect("annotation:study", slug=slug)
+    return render(
+        request,
+        "annotation/profile.html",
+        {"study": participation.study, "form": form, "locked": locked, "participation": participation},
+        status=400 if form.errors else 200,
+    )
+
+
+@login_required(login_url="annotation:home")
+@require_http_methods(["GET", "POST"])
+def ask(request: HttpRequest, slug: str) -> HttpResponse:
+    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
+    if error := _unavailable(participation):
+        return _error_page(request, error, study=participation.study)
+    study_obj = participation.study
+    used = services.participation_queries_used(participation=participation)
+    if request.method == "GET":
+        if participation.completed_at is not None or selectors.query_current(participation=participation):
+            return redirect("annotation:study", slug=slug)
+        if services.persona_current(participation=participation) is None:
+            return redirect("annotation:profile", slug=slug)
+    form = QueryForm(
+        request.POST or None, initial={"client_token": secrets.token_hex(16)}, max_chars=study_obj.max_query_chars
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            query = services.query_submit(
+                participation=participation, text=form.cleaned_data["text"], client_token=form.cleaned_data["client_token"]
+            )
+        except ApplicationError as error:
+            if error.field:
+                form.add_error(error.field, error.message)
+            else:
+                return _error_page(request, error, study=study_obj)
+        else:
+            return redirect("annotation:wait", slug=slug, index=query.index)
+    return render(
+        request,
+        "annotation/ask.html",
+        {
+            "study": study_obj,
+            "form": form,
+            "number": used + 1,
+            "limit": study_obj.queries_per_annotator,
+            "can_stop": used > 0,
+            "persona_editable": used == 0 and not participation.queries.exists(),
+        },
+        status=400 if form.errors else 200,
+    )
+
+
+@login_required(login_url="annotation:home")
+def wait(request: HttpRequest, slug: str, index: int) -> HttpResponse:
+    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
+    query = selectors.query_for(participation=participation, index=index)
+    if query.status in (Query.Status.READY, Query.Status.RANKED, Query.Status.DISCARDED):
+        return redirect("annotation:study", slug=slug)
+    return render(
+        request,
+        "annotation/wait.html",
+        {
+            "study": participation.study,
+            "query": query,
+            "progress": selectors.generation_progress(query=query),
+            "status_url": reverse("annotation:status", args=[slug, index]),
+            "failed": _query_failed(query),
+            "limit": participation.study.queries_per_annotator,
+        },
+    )
+
+
+def _query_failed(query: Query) -> bool:
+    return query.status == Query.Status.FAILED or query.candidates.filter(status=Candidate.Status.FAILED).exists()
+
+
+@login_required(login_url="annotation:home")
+def status(request: HttpRequest, slug: str, index: int) -> JsonResponse:
+    """Polled by the waiting page; says nothing about which system is which."""
+    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
+    query = selectors.query_for(participation=participation, index=index)
+    return JsonResponse(
+        {
+            "status": query.status,
+            "failed": _query_failed(query),
+            "candidates": selectors.generation_progress(query=query),
+            "next": reverse("annotation:study", args=[slug]),
+        }
+    )
+
+
+@login_required(login_url="annotation:home")
+@require_POST
+def retry(request: HttpRequest, slug: str, index: int) -> HttpResponse:
+    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
+    query = selectors.query_for(participation=participation, index=index)
+    services.query_retry_failed(query=query)
+    return redirect("annotation:wait", slug=slug, index=index)
+
+
+@login_required(login_url="annotation:home")
+@require_POST
+def discard(request: HttpRequest, slug: str, index: int) -> HttpResponse:
+    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
+    query = selectors.query_for(participation=participation, index=index)
+    try:
+        services.query_discard(query=query)
+    except ApplicationError as error:
+        return _error_page(request, error, study=participation.study)
+    return redirect("annotation:study", slug=slug)
+
+
+@login_required(login_url="annotation:home")
+@require_http_methods(["GET", "POST"])
+def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
+    """One match: two summaries side by side, left / right / neither."""
+    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
+    query = selectors.query_for(participation=participation, index=index)
+    if request.method == "POST":
+        form = ChoiceForm(request.POST)
+        if not form.is_valid():
+            return _error_page(request, ApplicationError("Choose left, right or neither."), study=participation.study)
+        match = Match.objects.filter(pk=form.cleaned_data["match_id"], bracket__query=query).first()
+        if match is None:
+            return _error_page(request, ApplicationError("Not found.", status=404), study=participation.study)
+        try:
+            services.judgment_record(match=match, choice=form.cleaned_data["choice"], by=participation)
+        except ApplicationError as error:
+            if error.status != 409:
+                return _error_page(request, error, study=participation.study)
+        # Post/redirect/get: a reload or the back button never re-sends an answer.
+        return redirect("annotation:study", slug=slug)
+    if error := _unavailable(participation):
+        return _error_page(request, error, study=participation.study)
+    match = selectors.match_current(query=query)
+    if match is None:
+        return redirect("annotation:study", slug=slug)
+    services.match_mark_shown(match=match)
+    answered, total = selectors.match_progress(query=query)
+    return render(
+        request,
+        "annotation/compare.html",
+        {
+            "study": participation.study,
+            "query": query,
+            "match": match,
+            "documents": query.documents.all(),
+            "comparison_number": answered + 1,
+            "comparison_total": total,
+            "limit": participation.study.queries_per_annotator,
+        },
+    )
+
+
+@login_required(login_url="annotation:home")
+@require_POST
+def finish(request: HttpRequest, slug: str) -> HttpResponse:
+    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
+    try:
+        services.participation_finish(participation=participation)
+    except ApplicationError as error:
+        return _error_page(request, error, study=participation.study)
+    return redirect("annotation:done", slug=slug)
+
+
+@login_required(login_url="annotation:home")
+def done(request: HttpRequest, slug: str) -> HttpResponse:
+    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
+    if participation.completed_at is None:
+        return redirect("annotation:study", slug=slug)
+    ranked = participation.queries.filter(status=Query.Status.RANKED).count()
+    return render(request, "annotation/done.html", {"study": participation.study, "participation": participation, "ranked": ranked})

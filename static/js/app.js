@@ -1,0 +1,73 @@
+// Progressive enhancement for the annotator pages: live generation progress,
+// keyboard shortcuts for choices, and no double submission of a form.
+(function () {
+  "use strict";
+
+  // Disable a form's buttons once it is submitted; the server is idempotent anyway.
+  document.querySelectorAll("form").forEach(function (form) {
+    form.addEventListener("submit", function (event) {
+      if (form.dataset.submitted) { event.preventDefault(); return; }
+      form.dataset.submitted = "1";
+      setTimeout(function () {
+        form.querySelectorAll("button").forEach(function (b) { b.disabled = true; b.setAttribute("aria-busy", "true"); });
+      }, 0);
+    });
+  });
+
+  // Keyboard shortcuts on the comparison page.
+  var choiceForm = document.getElementById("choice-form");
+  if (choiceForm) {
+    document.addEventListener("keydown", function (event) {
+      if (event.altKey || event.ctrlKey || event.metaKey) return;
+      var target = event.target;
+      if (target && (target.tagName === "INPUT" || target.tagName === "TEXTAREA")) return;
+      choiceForm.querySelectorAll("button[data-key]").forEach(function (button) {
+        var keys = button.dataset.key.split(",");
+        if (keys.indexOf(event.key) !== -1 || keys.indexOf(event.key.toLowerCase()) !== -1) {
+          event.preventDefault();
+          if (!choiceForm.dataset.submitted) { button.click(); }
+        }
+      });
+    });
+  }
+
+  // Live progress on the waiting page.
+  var wait = document.getElementById("wait");
+  if (wait) {
+    var url = wait.dataset.statusUrl;
+    var list = document.getElementById("generation-list");
+    var failure = document.getElementById("failure");
+    var message = document.getElementById("wait-message");
+    var delay = 800;
+    var poll = function () {
+      fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
+        .then(function (r) { return r.json(); })
+        .then(function (data) {
+          if (data.status === "ready" || data.status === "ranked" || data.status === "discarded") {
+            window.location.assign(data.next);
+            return;
+          }
+          if (data.candidates.length) {
+            list.innerHTML = "";
+            data.candidates.forEach(function (c) {
+              var li = document.createElement("li");
+              li.dataset.status = c.status;
+              li.innerHTML = '<span class="dot" aria-hidden="true"></span> ';
+              li.appendChild(document.createTextNode("Summary " + c.number + ": "));
+              var state = document.createElement("span");
+              state.className = "state"; state.textContent = c.label;
+              li.appendChild(state);
+              list.appendChild(li);
+            });
+            var done = data.candidates.filter(function (c) { return c.status === "done"; }).length;
+            message.textContent = done + " of " + data.candidates.length + " summaries ready. This page updates by itself.";
+          }
+          failure.hidden = !data.failed;
+          delay = Math.min(delay * 1.25, 3000);
+          setTimeout(poll, delay);
+        })
+        .catch(function () { setTimeout(poll, 3000); });
+    };
+    setTimeout(poll, 300);
+  }
+})();
