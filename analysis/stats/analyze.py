@@ -1,0 +1,183 @@
+"""One entry point: a comparison table in, every statistic of the report out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from analysis.stats._results import ResultMixin, json_safe
+from analysis.stats.agreement import (
+    AgreementResult,
+    ThresholdAlpha,
+    alpha_threshold_sweep,
+    default_sweep_thresholds,
+    metric_agreement,
+)
+from analysis.stats.annotators import AnnotatorSummary, PageTime, annotator_breakdown, page_time_summary, page_times
+from analysis.stats.bootstrap import ClusterResampler
+from analysis.stats.bradley_terry import BradleyTerryResult, bradley_terry
+from analysis.stats.config import AnalysisConfig
+from analysis.stats.errors import AnalysisError
+from analysis.stats.provenance import Provenance, code_version, now_iso, table_checksum
+from analysis.stats.regression import LogisticRegressionResult, fit_personalization_logit
+from analysis.stats.table import metric_names, prepare_table
+from analysis.stats.win_rates import WinRateTable, win_rates
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class AnalysisReport(ResultMixin):
+    """Every statistic of one analysis; sections that could not be computed are ``None`` with a note."""
+
+    provenance: Provenance
+    config: AnalysisConfig
+    win_rates: WinRateTable
+    regression: LogisticRegressionResult | None
+    agreement: AgreementResult | None
+    threshold_sweeps: tuple[ThresholdAlpha, ...]
+    bradley_terry: BradleyTerryResult | None
+    annotators: tuple[AnnotatorSummary, ...]
+    page_times: tuple[PageTime, ...]
+    notes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = json_safe({k: getattr(self, k) for k in self.__dataclass_fields__ if k != "config"})
+        assert isinstance(out, dict)
+        out["config"] = self.config.to_dict()
+        return out
+
+    def summary(self) -> str:
+        p = self.provenance
+        parts = [
+            f"Analysis of {p.n_rows} comparisons ({p.n_decided} decided, {p.n_neither} neither) from "
+            f"{p.n_annotators} annotators; table sha256 {p.table_sha256[:16]}...; code {p.code_version}; "
+            f"seed {p.seed}; {p.n_resamples} resamples; created {p.created_at}",
+            self.win_rates.summary(),
+        ]
+        for section in (self.regression, self.agreement, self.bradley_terry):
+            if section is not None:
+                parts.append(section.summary())
+        parts.append(page_time_summary(self.page_times))
+        if self.notes:
+            parts.append("Notes:\n" + "\n".join(f"- {n}" for n in self.notes))
+        return "\n\n".join(parts)
+
+
+def _section(name: str, notes: list[str], compute: Callable[[], T]) -> T | None:
+    """Run one optional section; an ``AnalysisError`` becomes a note instead of failing the report."""
+    try:
+        return compute()
+    except AnalysisError as exc:
+        notes.append(f"{name} skipped: {exc.message}")
+        return None
+
+
+def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> AnalysisReport:
+    """Compute the whole report for a comparison table (see ``docs/comparison-table.md``).
+
+    Raises ``AnalysisError`` for a table that breaks the contract; a section the data cannot support
+    (e.g. the regression without mixed-condition matches) is left ``None`` and explained in ``notes``.
+    """
+    config = config or AnalysisConfig()
+    t = prepare_table(table)
+    notes: list[str] = []
+    if t.n_annotators < 2:
+        notes.append("only one annotator: clustered intervals and p-values are undefined (reported as missing)")
+    if not t.decided.any():
+        notes.append("no decided matches: every win rate is undefined")
+    resampler = ClusterResampler.draw(t.n_annotators, n_resamples=config.n_resamples, seed=config.seed)
+    persona, generic = config.persona_condition, config.generic_condition
+
+    rates = win_rates(
+        t, resampler=resampler, confidence_level=config.confidence_level, persona=persona, generic=generic
+    )
+    regression = _section(
+        "logistic regression",
+        notes,
+        lambda: fit_personalization_logit(
+            t,
+            reference_levels=config.reference_levels,
+            formula=config.regression_formula,
+            confidence_level=config.confidence_level,
+            persona=persona,
+            generic=generic,
+        ),
+    )
+    metrics = metric_names(t.frame)
+    agreement = (
+        _section(
+            "metric agreement",
+            notes,
+            lambda: metric_agreement(
+                t,
+                metrics=metrics,
+                families=config.metric_families,
+                thresholds=config.metric_thresholds,
+                higher_is_better=config.higher_is_better,
+                default_threshold=config.default_metric_threshold,
+            ),
+        )
+        if metrics
+        else None
+    )
+    sweeps: list[ThresholdAlpha] = []
+    if metrics and config.threshold_sweep_points > 0:
+        for m in metrics:
+            sweeps.extend(
+                alpha_threshold_sweep(
+                    t,
+                    m,
+                    default_sweep_thresholds(t, m, config.threshold_sweep_points),
+                    higher_is_better=bool(config.higher_is_better.get(m, True)),
+                )
+            )
+    bt = _section(
+        "Bradley-Terry",
+        notes,
+        lambda: bradley_terry(
+            t,
+            resampler=resampler,
+            confidence_level=config.confidence_level,
+            pseudo_wins=config.bradley_terry_pseudo_wins,
+        ),
+    )
+    if regression is not None:
+        notes.extend(f"logistic regression: {n}" for n in regression.notes)
+
+    frame = t.frame
+    query_key = [c for c in ("study", "annotator", "query_id") if c in frame.columns]
+    studies = tuple(sorted({str(s) for s in frame["study"].dropna()})) if "study" in frame.columns else ()
+    provenance = Provenance(
+        n_rows=t.n_rows,
+        n_decided=int(t.decided.sum()),
+        n_neither=int(t.neither.sum()),
+        n_annotators=t.n_annotators,
+        n_queries=int(frame[query_key].drop_duplicates().shape[0]) if "query_id" in query_key else 0,
+        studies=studies,
+        columns=tuple(map(str, frame.columns)),
+        metrics=metrics,
+        table_sha256=table_checksum(table),
+        code_version=code_version(),
+        seed=config.seed,
+        n_resamples=config.n_resamples,
+        created_at=now_iso(),
+    )
+    return AnalysisReport(
+        provenance=provenance,
+        config=config,
+        win_rates=rates,
+        regression=regression,
+        agreement=agreement,
+        threshold_sweeps=tuple(sweeps),
+        bradley_terry=bt,
+        annotators=annotator_breakdown(t, persona=persona, generic=generic),
+        page_times=page_times(t),
+        notes=tuple(notes),
+    )
+
+
+__all__ = ["AnalysisReport", "analyze"]

@@ -1,0 +1,69 @@
+"""Settings of one analysis run: seed, resamples, reference levels, metric thresholds and families."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any
+
+from analysis.stats._results import json_safe
+from analysis.stats.agreement import DEFAULT_THRESHOLD
+
+DEFAULT_SEED = 20_251_130
+DEFAULT_RESAMPLES = 2_000
+
+
+def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """Everything that changes the numbers of an analysis; stored in every report.
+
+    ``reference_levels`` keys: ``model_personalized``, ``model_generic``, ``round_stage`` (unset ones
+    default to the model that wins most and the final round). ``regression_formula`` is a patsy formula
+    or a ``str.format`` template over those keys. ``metric_thresholds`` maps metric -> similarity
+    threshold (others use ``default_metric_threshold``); ``metric_families`` metric -> family name;
+    ``higher_is_better`` metric -> bool (default True).
+    """
+
+    seed: int = DEFAULT_SEED
+    n_resamples: int = DEFAULT_RESAMPLES
+    confidence_level: float = 0.95
+    persona_condition: str = "persona"
+    generic_condition: str = "generic"
+    reference_levels: Mapping[str, str] = field(default_factory=dict)
+    regression_formula: str | None = None
+    metric_thresholds: Mapping[str, float] = field(default_factory=dict)
+    default_metric_threshold: float = DEFAULT_THRESHOLD
+    metric_families: Mapping[str, str] = field(default_factory=dict)
+    higher_is_better: Mapping[str, bool] = field(default_factory=dict)
+    bradley_terry_pseudo_wins: float = 0.0
+    threshold_sweep_points: int = 0
+    """Alpha at this many thresholds per metric (0 = off; see ``alpha_threshold_sweep``)."""
+
+    def __post_init__(self) -> None:
+        for name in ("reference_levels", "metric_thresholds", "metric_families", "higher_is_better"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+        if self.n_resamples < 1:
+            raise ValueError("n_resamples must be at least 1")
+        if not 0.5 <= self.confidence_level < 1.0:
+            raise ValueError("confidence_level must be in [0.5, 1)")
+        if self.default_metric_threshold < 0 or any(v < 0 for v in self.metric_thresholds.values()):
+            raise ValueError("metric thresholds must be non-negative")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = json_safe({f.name: getattr(self, f.name) for f in fields(self)})
+        assert isinstance(out, dict)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AnalysisConfig:
+        """Build from JSON-like data; unknown keys are an error so typos do not pass silently."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown analysis settings: {', '.join(unknown)}")
+        return cls(**dict(data))

@@ -1,0 +1,234 @@
+"""Logistic regression of ``personalized_won`` with annotator-clustered (cluster-robust) standard errors.
+
+Restricted to decided comparisons with one personalised and one generic side; predictors are the
+model on each side and the round stage, each categorical with a chosen reference level.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from analysis.stats._results import ResultMixin, fmt, fmt_p, text_table
+from analysis.stats.errors import AnalysisError, InsufficientDataError
+from analysis.stats.table import PreparedTable
+
+FACTORS: tuple[str, ...] = ("model_personalized", "model_generic", "round_stage")
+DEFAULT_FORMULA = (
+    "personalized_won ~ C(model_personalized, Treatment(reference={model_personalized!r}))"
+    " + C(model_generic, Treatment(reference={model_generic!r}))"
+    " + C(round_stage, Treatment(reference={round_stage!r}))"
+)
+"""A ``str.format`` template; placeholders are filled with the reference levels."""
+
+
+@dataclass(frozen=True)
+class Coefficient(ResultMixin):
+    """One model term on the log-odds scale and as an odds ratio."""
+
+    term: str
+    estimate: float
+    std_error: float
+    z: float
+    p_value: float
+    odds_ratio: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class LogisticRegressionResult(ResultMixin):
+    """A fitted logit with cluster-robust errors; ``ci_*`` are odds-ratio intervals."""
+
+    formula: str
+    reference_levels: Mapping[str, str]
+    coefficients: tuple[Coefficient, ...]
+    n_obs: int
+    n_clusters: int
+    n_events: int
+    confidence_level: float
+    cov_type: str
+    log_likelihood: float
+    converged: bool
+    notes: tuple[str, ...] = field(default=())
+
+    def coefficient(self, term: str) -> Coefficient:
+        for c in self.coefficients:
+            if c.term == term:
+                return c
+        raise KeyError(term)
+
+    def conf_int(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            {"ci_low": [c.ci_low for c in self.coefficients], "ci_high": [c.ci_high for c in self.coefficients]},
+            index=[c.term for c in self.coefficients],
+        )
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([c.to_dict() for c in self.coefficients])
+
+    def summary(self) -> str:
+        level = f"{self.confidence_level:.0%}"
+        rows = [
+            [
+                c.term,
+                fmt(c.odds_ratio, 2),
+                f"[{fmt(c.ci_low, 2)}, {fmt(c.ci_high, 2)}]",
+                fmt(c.estimate),
+                fmt(c.std_error),
+                fmt_p(c.p_value),
+            ]
+            for c in self.coefficients
+        ]
+        refs = ", ".join(f"{k}={v}" for k, v in self.reference_levels.items())
+        head = (
+            f"Logit: {self.formula}\n"
+            f"N = {self.n_obs} comparisons ({self.n_events} personalised wins) from {self.n_clusters} annotators; "
+            f"SEs clustered by annotator; reference levels: {refs}"
+        )
+        return head + "\n" + text_table(["term", "OR", f"{level} CI", "log-odds", "SE", "p"], rows)
+
+
+def personalization_frame(t: PreparedTable, *, persona: str = "persona", generic: str = "generic") -> pd.DataFrame:
+    """One row per decided comparison with one personalised and one generic side."""
+    left_p = (t.left_condition == persona) & (t.right_condition == generic)
+    right_p = (t.right_condition == persona) & (t.left_condition == generic)
+    rows = np.asarray((left_p | right_p) & t.decided, dtype=np.bool_)
+    lp = np.asarray(left_p, dtype=np.bool_)[rows]
+    frame = pd.DataFrame(
+        {
+            "personalized_won": np.where(lp, t.left_won[rows], t.right_won[rows]).astype(np.int64),
+            "model_personalized": np.where(lp, t.left_model[rows], t.right_model[rows]).astype(str),
+            "model_generic": np.where(lp, t.right_model[rows], t.left_model[rows]).astype(str),
+            "round_stage": t.stage[rows].astype(str),
+            "annotator": np.asarray(t.annotators, dtype=object)[t.annotator_code[rows]].astype(str),
+        }
+    )
+    return frame
+
+
+def default_reference_levels(frame: pd.DataFrame) -> dict[str, str]:
+    """References when none are chosen: the model winning most often overall (the paper's choice of the
+    stronger model), ties broken by name, and the final round."""
+    wins: dict[str, int] = {}
+    won = frame["personalized_won"].to_numpy() == 1
+    for model in pd.unique(pd.concat([frame["model_personalized"], frame["model_generic"]])):
+        m = str(model)
+        wins[m] = int(((frame["model_personalized"] == m) & won).sum() + ((frame["model_generic"] == m) & ~won).sum())
+    best = sorted(wins, key=lambda m: (-wins[m], m))[0] if wins else ""
+    stages = set(frame["round_stage"])
+    return {
+        "model_personalized": best,
+        "model_generic": best,
+        "round_stage": "final" if "final" in stages else (sorted(stages)[0] if stages else "final"),
+    }
+
+
+_TERM = re.compile(r"C\((?P<var>\w+)(?:,[^)]*\))?\)\[T\.(?P<level>.+)\]$")
+
+
+def _clean_term(name: str) -> str:
+    m = _TERM.match(name)
+    return f"{m.group('var')}[{m.group('level')}]" if m else name
+
+
+def fit_personalization_logit(
+    t: PreparedTable,
+    *,
+    reference_levels: Mapping[str, str] | None = None,
+    formula: str | None = None,
+    confidence_level: float = 0.95,
+    persona: str = "persona",
+    generic: str = "generic",
+) -> LogisticRegressionResult:
+    """Fit ``personalized_won`` by statsmodels GLM (binomial, logit) with ``cov_type="cluster"`` by annotator.
+
+    ``formula`` is a patsy formula or a ``str.format`` template over the reference levels. With the
+    default formula, a factor observed at a single level is dropped (and noted) rather than failing.
+    """
+    import statsmodels.api as sm
+    import statsmodels.formula.api as smf
+
+    frame = personalization_frame(t, persona=persona, generic=generic)
+    if len(frame) == 0:
+        raise InsufficientDataError("no decided comparisons between a personalised and a generic side")
+    n_clusters = int(frame["annotator"].nunique())
+    if n_clusters < 2:
+        raise InsufficientDataError(
+            "cluster-robust standard errors need comparisons from at least 2 annotators",
+            extra={"annotators": n_clusters},
+        )
+    if frame["personalized_won"].nunique() < 2:
+        raise InsufficientDataError("personalized_won takes a single value; the logit has no finite estimate")
+    refs = default_reference_levels(frame)
+    refs.update({k: str(v) for k, v in (reference_levels or {}).items()})
+    notes: list[str] = []
+    for factor in FACTORS:
+        observed = set(frame[factor])
+        if refs[factor] not in observed and len(observed) > 1:
+            raise AnalysisError(
+                f"reference level {refs[factor]!r} of {factor} does not occur; observed: {', '.join(sorted(observed))}",
+                extra={"factor": factor, "observed": sorted(observed)},
+            )
+    if formula is None:
+        terms = []
+        for factor in FACTORS:
+            if frame[factor].nunique() < 2:
+                notes.append(f"{factor} has a single level ({frame[factor].iloc[0]}); term dropped")
+                continue
+            terms.append(f"C({factor}, Treatment(reference={refs[factor]!r}))")
+        spec = "personalized_won ~ " + (" + ".join(terms) if terms else "1")
+    else:
+        spec = formula.format(**refs)
+
+    groups = pd.factorize(frame["annotator"])[0]
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = smf.glm(spec, data=frame, family=sm.families.Binomial())
+            fit: Any = model.fit(cov_type="cluster", cov_kwds={"groups": groups})
+    except Exception as exc:  # statsmodels/patsy raise many types; report them as one domain error
+        raise AnalysisError(f"logistic regression failed: {exc}", extra={"formula": spec}) from exc
+
+    notes.extend(dict.fromkeys(f"statsmodels warned: {w.category.__name__}: {w.message}" for w in caught))
+    z_crit = float(sps.norm.ppf(0.5 + confidence_level / 2))
+    params = fit.params
+    bse = fit.bse
+    coefs = []
+    for name in params.index:
+        b = float(params[name])
+        se = float(bse[name])
+        coefs.append(
+            Coefficient(
+                term=_clean_term(str(name)),
+                estimate=b,
+                std_error=se,
+                z=float(fit.tvalues[name]),
+                p_value=float(fit.pvalues[name]),
+                odds_ratio=float(np.exp(b)),
+                ci_low=float(np.exp(b - z_crit * se)),
+                ci_high=float(np.exp(b + z_crit * se)),
+            )
+        )
+    if not np.all(np.isfinite([c.std_error for c in coefs])) or max(abs(c.estimate) for c in coefs) > 15:
+        notes.append("estimates are extreme or SEs undefined: likely (quasi-)separation; read with care")
+    return LogisticRegressionResult(
+        formula=spec,
+        reference_levels=dict(refs),
+        coefficients=tuple(coefs),
+        n_obs=len(frame),
+        n_clusters=n_clusters,
+        n_events=int(frame["personalized_won"].sum()),
+        confidence_level=confidence_level,
+        cov_type="cluster (annotator)",
+        log_likelihood=float(fit.llf),
+        converged=bool(getattr(fit, "converged", True)),
+        notes=tuple(notes),
+    )

@@ -1,0 +1,204 @@
+"""The comparison table contract (one row per match) and its preparation for the statistics.
+
+``docs/comparison-table.md`` is the prose version of this module; keep them in step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from analysis.stats.errors import AnalysisError, InsufficientDataError
+
+IDENTITY_COLUMNS: tuple[str, ...] = (
+    "study",
+    "annotator",
+    "query_id",
+    "query_index",
+    "bracket_id",
+    "match",
+    "round",
+    "stage",
+    "bracket_pair",
+)
+SIDE_COLUMNS: tuple[str, ...] = (
+    "left_candidate",
+    "right_candidate",
+    "left_position",
+    "right_position",
+    "left_system",
+    "right_system",
+    "left_model",
+    "right_model",
+    "left_condition",
+    "right_condition",
+)
+OUTCOME_COLUMNS: tuple[str, ...] = (
+    "choice",
+    "winner_side",
+    "winner_system",
+    "winner_model",
+    "winner_condition",
+)
+TIMING_COLUMNS: tuple[str, ...] = ("shown_at", "answered_at", "seconds_on_page")
+COLUMNS: tuple[str, ...] = IDENTITY_COLUMNS + SIDE_COLUMNS + OUTCOME_COLUMNS + TIMING_COLUMNS
+"""Every fixed column, in the order exports write them; metric columns follow."""
+
+REQUIRED_COLUMNS: tuple[str, ...] = (
+    "annotator",
+    "stage",
+    "bracket_pair",
+    "left_system",
+    "right_system",
+    "left_model",
+    "right_model",
+    "left_condition",
+    "right_condition",
+    "choice",
+)
+"""What the statistics cannot do without; the rest is derived or optional."""
+
+CHOICES: tuple[str, ...] = ("left", "right", "neither")
+STAGES: tuple[str, ...] = ("round1", "final")
+BRACKET_PAIRS: tuple[str, ...] = ("AB", "CD", "final")
+LEFT_PREFIX = "left__"
+RIGHT_PREFIX = "right__"
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+def metric_names(table: pd.DataFrame) -> tuple[str, ...]:
+    """Metrics with both a ``left__<metric>`` and a ``right__<metric>`` column, in table order."""
+    cols = set(map(str, table.columns))
+    return tuple(
+        str(c)[len(LEFT_PREFIX) :]
+        for c in table.columns
+        if str(c).startswith(LEFT_PREFIX) and RIGHT_PREFIX + str(c)[len(LEFT_PREFIX) :] in cols
+    )
+
+
+def _as_str(values: Any) -> npt.NDArray[np.object_]:
+    series = pd.Series(values, copy=False)
+    out = series.astype(object).where(series.notna(), None).to_numpy(dtype=object)
+    return np.asarray([None if v is None else str(v) for v in out], dtype=object)
+
+
+@dataclass(frozen=True)
+class PreparedTable:
+    """Validated, integer-coded arrays of a comparison table, shared by every statistic."""
+
+    frame: pd.DataFrame
+    annotators: tuple[str, ...]
+    annotator_code: IntArray
+    stage: npt.NDArray[np.object_]
+    bracket_pair: npt.NDArray[np.object_]
+    choice: npt.NDArray[np.object_]
+    left_system: npt.NDArray[np.object_]
+    right_system: npt.NDArray[np.object_]
+    left_model: npt.NDArray[np.object_]
+    right_model: npt.NDArray[np.object_]
+    left_condition: npt.NDArray[np.object_]
+    right_condition: npt.NDArray[np.object_]
+    left_won: BoolArray
+    right_won: BoolArray
+    neither: BoolArray
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.annotator_code.shape[0])
+
+    @property
+    def n_annotators(self) -> int:
+        return len(self.annotators)
+
+    @property
+    def decided(self) -> BoolArray:
+        return self.left_won | self.right_won
+
+    def per_annotator(self, values: npt.ArrayLike) -> FloatArray:
+        """Sum a per-row vector within each annotator (length ``n_annotators``)."""
+        weights = np.asarray(values, dtype=np.float64)
+        return np.bincount(self.annotator_code, weights=weights, minlength=self.n_annotators).astype(np.float64)
+
+
+def prepare_table(table: pd.DataFrame) -> PreparedTable:
+    """Check a comparison table against the contract and code it for the statistics.
+
+    Raises ``AnalysisError`` naming the offending columns or values; an empty table
+    raises ``InsufficientDataError``.
+    """
+    if not isinstance(table, pd.DataFrame):
+        raise AnalysisError(f"expected a pandas DataFrame, got {type(table).__name__}")
+    missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
+    if missing:
+        raise AnalysisError(
+            f"comparison table is missing required columns: {', '.join(missing)}", extra={"missing": missing}
+        )
+    if len(table) == 0:
+        raise InsufficientDataError("comparison table has no rows")
+    frame = table.reset_index(drop=True)
+
+    choice = _as_str(frame["choice"])
+    bad = sorted({str(c) for c in choice if c not in CHOICES})
+    if bad:
+        raise AnalysisError(
+            f"unknown choice values: {', '.join(bad)} (expected left, right or neither)", extra={"values": bad}
+        )
+    stage = _as_str(frame["stage"])
+    bad = sorted({str(s) for s in stage if s not in STAGES})
+    if bad:
+        raise AnalysisError(f"unknown stage values: {', '.join(bad)} (expected round1 or final)", extra={"values": bad})
+    annot = _as_str(frame["annotator"])
+    if any(a is None for a in annot):
+        raise AnalysisError("annotator is empty on some rows")
+    labels, codes = np.unique(annot.astype(str), return_inverse=True)
+    if "winner_side" in frame.columns:
+        side = _as_str(frame["winner_side"])
+        expected = np.asarray([None if c == "neither" else c for c in choice], dtype=object)
+        if not np.array_equal(side.astype(str), expected.astype(str)):
+            raise AnalysisError("winner_side disagrees with choice on some rows")
+
+    prepared = PreparedTable(
+        frame=frame,
+        annotators=tuple(str(x) for x in labels),
+        annotator_code=codes.astype(np.int64).reshape(-1),
+        stage=stage,
+        bracket_pair=_as_str(frame["bracket_pair"]),
+        choice=choice,
+        left_system=_as_str(frame["left_system"]),
+        right_system=_as_str(frame["right_system"]),
+        left_model=_as_str(frame["left_model"]),
+        right_model=_as_str(frame["right_model"]),
+        left_condition=_as_str(frame["left_condition"]),
+        right_condition=_as_str(frame["right_condition"]),
+        left_won=np.asarray(choice == "left", dtype=np.bool_),
+        right_won=np.asarray(choice == "right", dtype=np.bool_),
+        neither=np.asarray(choice == "neither", dtype=np.bool_),
+    )
+    return prepared
+
+
+def with_derived_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """Fill the derivable contract columns (``winner_*``, ``round``, ``seconds_on_page``) when absent."""
+    out = table.copy()
+    choice = out["choice"].astype(object)
+    if "winner_side" not in out.columns:
+        out["winner_side"] = choice.where(choice != "neither", None)
+    for attr in ("system", "model", "condition"):
+        col = f"winner_{attr}"
+        if col not in out.columns and f"left_{attr}" in out.columns:
+            out[col] = np.where(
+                choice == "left", out[f"left_{attr}"], np.where(choice == "right", out[f"right_{attr}"], None)
+            )
+    if "round" not in out.columns and "stage" in out.columns:
+        out["round"] = np.where(out["stage"] == "final", 2, 1)
+    if "seconds_on_page" not in out.columns and {"shown_at", "answered_at"} <= set(out.columns):
+        delta = pd.to_datetime(out["answered_at"], utc=True) - pd.to_datetime(out["shown_at"], utc=True)
+        out["seconds_on_page"] = delta.dt.total_seconds()
+    return out

@@ -1,0 +1,355 @@
+"""Win rates of variants, models and conditions, head-to-head rates, "neither" rates and position bias.
+
+Every rate comes with an annotator-clustered bootstrap interval; where a 50/50 null makes sense
+(decided matches only, "neither" left out), with a two-sided bootstrap p-value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from analysis.stats._results import ResultMixin, fmt, fmt_p, text_table
+from analysis.stats.bootstrap import ClusterResampler, bootstrap_ratios
+from analysis.stats.table import PreparedTable
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class WinRate(ResultMixin):
+    """How often one side of a comparison wins.
+
+    ``rate`` is ``wins / n`` with the denominator the statistic names (all matches, or for a
+    variant's final its round-1 wins). ``decided_rate`` is ``wins / (wins + losses)``; the
+    interval and the p-value (against ``null``) are for ``decided_rate``; ``rate_ci_*`` is the
+    clustered interval of ``rate``. ``n_annotators`` counts annotators with a decided match in the cell.
+    """
+
+    statistic: str
+    group: str
+    stage: str
+    wins: int
+    losses: int
+    neither: int
+    n: int
+    rate: float
+    decided_rate: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    null: float
+    rate_ci_low: float
+    rate_ci_high: float
+    n_annotators: int
+    n_valid_resamples: int
+
+    @property
+    def decided(self) -> int:
+        return self.wins + self.losses
+
+
+@dataclass(frozen=True)
+class Proportion(ResultMixin):
+    """A share of matches (e.g. "neither" picks) with a clustered-bootstrap interval; no null test."""
+
+    statistic: str
+    group: str
+    stage: str
+    count: int
+    n: int
+    estimate: float
+    ci_low: float
+    ci_high: float
+    n_annotators: int
+    n_valid_resamples: int
+
+
+@dataclass(frozen=True)
+class WinRateTable(ResultMixin):
+    """All win-rate cells of an analysis, with the bootstrap settings that produced them."""
+
+    rows: tuple[WinRate, ...]
+    neither: tuple[Proportion, ...]
+    n_resamples: int
+    seed: int
+    confidence_level: float
+
+    def select(self, statistic: str, stage: str | None = None) -> tuple[WinRate, ...]:
+        return tuple(r for r in self.rows if r.statistic == statistic and (stage is None or r.stage == stage))
+
+    def get(self, statistic: str, group: str, stage: str) -> WinRate:
+        for r in self.rows:
+            if (r.statistic, r.group, r.stage) == (statistic, group, stage):
+                return r
+        raise KeyError((statistic, group, stage))
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([r.to_dict() for r in self.rows])
+
+    def neither_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([r.to_dict() for r in self.neither])
+
+    def summary(self) -> str:
+        headers = ["statistic", "group", "stage", "wins/n", "rate", "decided", f"{self.confidence_level:.0%} CI", "p"]
+        body = [
+            [
+                r.statistic,
+                r.group,
+                r.stage,
+                f"{r.wins}/{r.n}",
+                fmt(r.rate),
+                fmt(r.decided_rate),
+                f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]",
+                fmt_p(r.p_value),
+            ]
+            for r in self.rows
+        ]
+        neither = [
+            [
+                p.statistic,
+                p.group,
+                p.stage,
+                f"{p.count}/{p.n}",
+                fmt(p.estimate),
+                "",
+                f"[{fmt(p.ci_low)}, {fmt(p.ci_high)}]",
+                "",
+            ]
+            for p in self.neither
+        ]
+        return (
+            f"Win rates (annotator-clustered bootstrap, {self.n_resamples} resamples, seed {self.seed})\n"
+            + text_table(headers, body + neither)
+        )
+
+
+@dataclass(frozen=True)
+class _Cell:
+    statistic: str
+    group: str
+    stage: str
+    wins: FloatArray
+    losses: FloatArray
+    neither: FloatArray
+    n: FloatArray
+    null: float
+
+
+def _side_cell(
+    statistic: str,
+    group: str,
+    stage: str,
+    left_is: BoolArray,
+    right_is: BoolArray,
+    t: PreparedTable,
+    rows: BoolArray,
+    null: float,
+) -> _Cell:
+    """Cell for "the side that is ``group``": rows where it is on exactly one side."""
+    one_side = (left_is ^ right_is) & rows
+    wins = one_side & ((left_is & t.left_won) | (right_is & t.right_won))
+    losses = one_side & ((left_is & t.right_won) | (right_is & t.left_won))
+    neither = one_side & t.neither
+    f = np.float64
+    return _Cell(statistic, group, stage, wins.astype(f), losses.astype(f), neither.astype(f), one_side.astype(f), null)
+
+
+def _share_cell(
+    statistic: str, group: str, stage: str, winner_is: BoolArray, t: PreparedTable, rows: BoolArray, null: float
+) -> _Cell:
+    """Cell for "share of decided matches won by ``group``" (the paper's per-model aggregate)."""
+    decided = rows & t.decided
+    wins = decided & winner_is
+    losses = decided & ~winner_is
+    f = np.float64
+    return _Cell(
+        statistic, group, stage, wins.astype(f), losses.astype(f), (rows & t.neither).astype(f), rows.astype(f), null
+    )
+
+
+def _stage_masks(t: PreparedTable) -> dict[str, BoolArray]:
+    return {
+        "round1": np.asarray(t.stage == "round1", dtype=np.bool_),
+        "final": np.asarray(t.stage == "final", dtype=np.bool_),
+        "all": np.ones(t.n_rows, dtype=np.bool_),
+    }
+
+
+def _levels(*arrays: npt.NDArray[np.object_]) -> list[str]:
+    return sorted({str(v) for a in arrays for v in a if v is not None})
+
+
+def variant_label(model: str, condition: str) -> str:
+    return f"{model} / {condition}"
+
+
+def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "generic") -> list[_Cell]:
+    """Every win-rate cell the report shows (see ``docs/analysis.md`` for the definitions)."""
+    stages = _stage_masks(t)
+    cells: list[_Cell] = []
+    true = np.ones(t.n_rows, dtype=np.bool_)
+
+    # Variants (model x condition): round 1 out of all round-1 matches; final out of round-1 wins.
+    for model in _levels(t.left_model, t.right_model):
+        for condition in _levels(t.left_condition, t.right_condition):
+            left_is = np.asarray((t.left_model == model) & (t.left_condition == condition), dtype=np.bool_)
+            right_is = np.asarray((t.right_model == model) & (t.right_condition == condition), dtype=np.bool_)
+            if not (left_is | right_is).any():
+                continue
+            label = variant_label(model, condition)
+            r1 = _side_cell("variant", label, "round1", left_is, right_is, t, stages["round1"], 0.5)
+            cells.append(r1)
+            fin = _side_cell("variant", label, "final", left_is, right_is, t, stages["final"], 0.5)
+            cells.append(_Cell(fin.statistic, label, "final", fin.wins, fin.losses, fin.neither, r1.wins, 0.5))
+
+    # Per model and per condition: share of decided matches won (null 1/k for k levels).
+    for attr, left, right in (
+        ("model", t.left_model, t.right_model),
+        ("condition", t.left_condition, t.right_condition),
+    ):
+        levels = _levels(left, right)
+        nobody = np.full(t.n_rows, None, dtype=object)
+        winner = np.where(t.left_won, left, np.where(t.right_won, right, nobody))
+        for level in levels:
+            for stage, rows in stages.items():
+                cells.append(
+                    _share_cell(f"{attr}_share", level, stage, np.asarray(winner == level), t, rows, 1.0 / len(levels))
+                )
+
+    # Cross-model head-to-head: only matches between two different models.
+    for a, b in combinations(_levels(t.left_model, t.right_model), 2):
+        pair = np.asarray(
+            ((t.left_model == a) & (t.right_model == b)) | ((t.left_model == b) & (t.right_model == a)), dtype=np.bool_
+        )
+        if not pair.any():
+            continue
+        for stage, rows in stages.items():
+            cells.append(
+                _side_cell(
+                    "head_to_head",
+                    f"{a} vs {b}",
+                    stage,
+                    np.asarray(t.left_model == a, dtype=np.bool_),
+                    np.asarray(t.right_model == a, dtype=np.bool_),
+                    t,
+                    rows & pair,
+                    0.5,
+                )
+            )
+
+    # Personalised vs generic on mixed-condition matches, per bracket pair and per round.
+    left_p = np.asarray(t.left_condition == persona, dtype=np.bool_)
+    right_p = np.asarray(t.right_condition == persona, dtype=np.bool_)
+    mixed = np.asarray(
+        (left_p & (t.right_condition == generic)) | (right_p & (t.left_condition == generic)), dtype=np.bool_
+    )
+    for pair_label in sorted({str(b) for b in t.bracket_pair if b is not None}):
+        rows = mixed & np.asarray(t.bracket_pair == pair_label, dtype=np.bool_)
+        cells.append(
+            _side_cell("personalized_vs_generic", f"bracket {pair_label}", pair_label, left_p, right_p, t, rows, 0.5)
+        )
+    for stage, rows in stages.items():
+        cells.append(
+            _side_cell("personalized_vs_generic", "all brackets", stage, left_p, right_p, t, rows & mixed, 0.5)
+        )
+
+    # Position bias: the left side, among all matches.
+    for stage, rows in stages.items():
+        cells.append(_side_cell("position", "left", stage, true, ~true, t, rows, 0.5))
+    return cells
+
+
+def _neither_cells(t: PreparedTable) -> list[tuple[str, str, BoolArray]]:
+    out: list[tuple[str, str, BoolArray]] = []
+    for stage, rows in _stage_masks(t).items():
+        out.append(("all brackets", stage, rows))
+    for pair_label in sorted({str(b) for b in t.bracket_pair if b is not None}):
+        out.append((f"bracket {pair_label}", pair_label, np.asarray(t.bracket_pair == pair_label, dtype=np.bool_)))
+    return out
+
+
+def win_rates(
+    t: PreparedTable,
+    *,
+    resampler: ClusterResampler,
+    confidence_level: float = 0.95,
+    persona: str = "persona",
+    generic: str = "generic",
+    cells: Sequence[_Cell] | None = None,
+) -> WinRateTable:
+    """Compute every cell of ``build_cells`` and the "neither" rates in one vectorised pass."""
+    cell_list = list(cells) if cells is not None else build_cells(t, persona=persona, generic=generic)
+    neither_specs = _neither_cells(t)
+    k = len(cell_list)
+    a = t.n_annotators
+    num = np.zeros((a, 2 * k + len(neither_specs)), dtype=np.float64)
+    den = np.zeros_like(num)
+    null = np.full(num.shape[1], np.nan)
+    for i, c in enumerate(cell_list):
+        num[:, i] = t.per_annotator(c.wins)
+        den[:, i] = num[:, i] + t.per_annotator(c.losses)
+        null[i] = c.null
+        # Second block: the descriptive rate wins / n, interval only.
+        num[:, k + i] = num[:, i]
+        den[:, k + i] = t.per_annotator(c.n)
+    for j, (_, _, rows) in enumerate(neither_specs):
+        num[:, 2 * k + j] = t.per_annotator(rows & t.neither)
+        den[:, 2 * k + j] = t.per_annotator(rows)
+    boot = bootstrap_ratios(num, den, resampler=resampler, null=null, confidence_level=confidence_level)
+
+    present = (den > 0).sum(axis=0)
+    rows_out: list[WinRate] = []
+    for i, c in enumerate(cell_list):
+        n_total = float(c.n.sum())
+        rows_out.append(
+            WinRate(
+                statistic=c.statistic,
+                group=c.group,
+                stage=c.stage,
+                wins=int(c.wins.sum()),
+                losses=int(c.losses.sum()),
+                neither=int(c.neither.sum()),
+                n=int(n_total),
+                rate=float(c.wins.sum() / n_total) if n_total > 0 else float("nan"),
+                decided_rate=float(boot.estimate[i]),
+                ci_low=float(boot.ci_low[i]),
+                ci_high=float(boot.ci_high[i]),
+                p_value=float(boot.p_value[i]),
+                null=float(c.null),
+                rate_ci_low=float(boot.ci_low[k + i]),
+                rate_ci_high=float(boot.ci_high[k + i]),
+                n_annotators=int(present[i]),
+                n_valid_resamples=int(boot.n_valid[i]),
+            )
+        )
+    neither_out: list[Proportion] = []
+    for j, (group, stage, rows) in enumerate(neither_specs):
+        col = 2 * k + j
+        neither_out.append(
+            Proportion(
+                statistic="neither",
+                group=group,
+                stage=stage,
+                count=int((rows & t.neither).sum()),
+                n=int(rows.sum()),
+                estimate=float(boot.estimate[col]),
+                ci_low=float(boot.ci_low[col]),
+                ci_high=float(boot.ci_high[col]),
+                n_annotators=int(present[col]),
+                n_valid_resamples=int(boot.n_valid[col]),
+            )
+        )
+    return WinRateTable(
+        rows=tuple(rows_out),
+        neither=tuple(neither_out),
+        n_resamples=resampler.n_resamples,
+        seed=resampler.seed,
+        confidence_level=confidence_level,
+    )
