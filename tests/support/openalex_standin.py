@@ -112,6 +112,9 @@ def make_work(
     }
 
 
+# Root fields of a Work that `select` accepts (relevance_score is not selectable in OpenAlex).
+SELECTABLE = frozenset(make_work(0, "t", "a", year=2000, venue="v", authors=(), is_oa=False))
+
 CS = ("C41008148", "Computer science")
 NLP = ("C204321447", "Natural language processing")
 MED = ("C71924100", "Medicine")
@@ -355,7 +358,7 @@ def openalex_standin(
             window = hits[(page - 1) * per_page : page * per_page]
             select = [s for s in params.get("select", "").split(",") if s]
             if select:
-                unknown = [s for s in select if s not in state.works[0] and s != "relevance_score"]
+                unknown = [s for s in select if s not in SELECTABLE]
                 if unknown:
                     raise ValueError(f"{unknown[0]} is not a valid select field.")
                 window = [{k: w[k] for k in select if k in w} for w in window]

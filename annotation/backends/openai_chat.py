@@ -1,0 +1,129 @@
+"""Generation through any OpenAI-compatible chat-completions server (vLLM, Ollama, llama.cpp, hosted APIs).
+
+A study system's `backend_settings` say where and how to call the model; anything missing falls
+back to Django settings (LLM_BASE_URL, LLM_API_KEY, ...). The API key itself is never stored in
+the database: settings name the environment variable that holds it (`api_key_env`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from annotation.backends.base import BackendError, Generation, GenerationRequest
+from scoring.core.llm import ChatClient, ChatConfig, LLMError
+
+SETTING_KEYS = frozenset(
+    {
+        "base_url",
+        "api_key_env",
+        "temperature",
+        "max_tokens",
+        "seed",
+        "timeout",
+        "max_retries",
+        "concurrency",
+        "system_prompt",
+        "use_cache",
+    }
+)
+
+# One client per configuration per process: connections are reused and the per-server
+# concurrency limit is shared by every candidate this worker generates.
+_clients: dict[tuple[ChatConfig, str], ChatClient] = {}
+_clients_lock = threading.Lock()
+
+
+def _client_for(config: ChatConfig, cache_dir: Path | None) -> ChatClient:
+    key = (config, str(cache_dir or ""))
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = ChatClient(config, cache_dir)
+            _clients[key] = client
+        return client
+
+
+def _number(options: Mapping[str, Any], name: str, default: Any, kind: type) -> Any:
+    value = options.get(name, default)
+    if value is None:
+        return None
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise BackendError(
+            f"Generation setting {name!r} must be a {kind.__name__}, not {value!r}.", transient=False
+        ) from None
+
+
+class OpenAIChatGeneration:
+    """GenerationBackend that sends the rendered prompt as one user message."""
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        self.options: dict[str, Any] = dict(options or {})
+        unknown = sorted(set(self.options) - SETTING_KEYS)
+        if unknown:
+            raise BackendError(
+                f"Unknown generation setting(s) {', '.join(unknown)}; use {', '.join(sorted(SETTING_KEYS))}.",
+                transient=False,
+            )
+
+    def config_for(self, model: str) -> ChatConfig:
+        """The client configuration for `model`: backend settings first, then Django settings."""
+        o = self.options
+        base_url = str(o.get("base_url") or getattr(settings, "LLM_BASE_URL", "") or "").strip()
+        if not base_url:
+            raise BackendError(
+                "No model server configured: set base_url in the system's backend settings or LLM_BASE_URL "
+                "(e.g. http://127.0.0.1:8000/v1 for vLLM, http://127.0.0.1:11434/v1 for Ollama).",
+                transient=False,
+            )
+        if not model:
+            raise BackendError("The study system has no model name.", transient=False)
+        key_env = str(o.get("api_key_env") or "")
+        if key_env:
+            api_key = os.environ.get(key_env, "")
+            if not api_key:
+                raise BackendError(f"The environment variable {key_env} (the API key) is not set.", transient=False)
+        else:
+            api_key = str(getattr(settings, "LLM_API_KEY", "") or "EMPTY")
+        return ChatConfig(
+            base_url=base_url,
+            model=model,
+            api_key=api_key,
+            temperature=_number(o, "temperature", getattr(settings, "LLM_TEMPERATURE", 0.0), float),
+            max_tokens=_number(o, "max_tokens", getattr(settings, "LLM_MAX_TOKENS", 1024), int),
+            seed=_number(o, "seed", getattr(settings, "LLM_SEED", None), int),
+            timeout=_number(o, "timeout", getattr(settings, "LLM_TIMEOUT", 120.0), float),
+            max_retries=_number(o, "max_retries", getattr(settings, "LLM_MAX_RETRIES", 3), int),
+            concurrency=_number(o, "concurrency", getattr(settings, "LLM_CONCURRENCY", 4), int),
+        )
+
+    def messages_for(self, request: GenerationRequest) -> list[dict[str, str]]:
+        system_prompt = str(self.options.get("system_prompt") or "")
+        messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        messages.append({"role": "user", "content": request.prompt})
+        return messages
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        config = self.config_for(request.model)
+        cache_setting = getattr(settings, "LLM_CACHE_DIR", None)
+        cache_dir = Path(cache_setting) if cache_setting else None
+        use_cache = bool(self.options.get("use_cache", True))
+        client = _client_for(config, cache_dir)
+        try:
+            result = client.complete(self.messages_for(request), use_cache=use_cache)
+        except LLMError as error:
+            raise BackendError(f"{config.model}: {error.reason}", transient=error.transient) from error
+        return Generation(
+            text=result.text.strip(),
+            raw_response=result.raw,
+            usage=result.usage,
+            latency_s=result.latency_s,
+            finish_reason=result.finish_reason or "",
+        )

@@ -1,0 +1,319 @@
+"""Retrieval from OpenAlex's /works endpoint, as in the paper's study.
+
+Searches works for the query, keeps the top k that have an abstract (rebuilt from OpenAlex's
+`abstract_inverted_index`), applies the study's filters (years, concepts, fields, open access),
+joins the polite pool with a contact e-mail, retries 429 and 5xx with backoff and jitter, and
+caches answers by query and filters in Django's cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.core.cache import caches
+
+from annotation.backends.base import BackendError, Document
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.openalex.org"
+SELECT_FIELDS = (
+    "id",
+    "doi",
+    "display_name",
+    "title",
+    "publication_year",
+    "primary_location",
+    "authorships",
+    "open_access",
+    "abstract_inverted_index",
+)
+_BACKOFF_CAP_S = 30.0
+_FILTER_KEYS = frozenset(
+    {"from_year", "to_year", "years", "concepts", "fields", "topics", "open_access_only", "types", "openalex_filter"}
+)
+# Words that carry no topic: dropped when a long question finds nothing and is retried as keywords.
+_QUESTION_WORDS = frozenset(
+    """a an and are as at be by can do does for from how i in is it me of on or the to was we
+    what when where which who why will with about my our their this that these those there you your
+    please tell know want need find any some should could would""".split()
+)
+
+
+def rebuild_abstract(inverted_index: Mapping[str, Sequence[int]] | None) -> str:
+    """Turn OpenAlex's word -> positions index back into the abstract's text."""
+    if not inverted_index:
+        return ""
+    positioned: dict[int, str] = {}
+    for word, positions in inverted_index.items():
+        for position in positions:
+            positioned[int(position)] = word
+    return " ".join(positioned[p] for p in sorted(positioned)).strip()
+
+
+def _short_id(openalex_id: str) -> str:
+    return openalex_id.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _ids(value: Any, name: str) -> list[str]:
+    items = [value] if isinstance(value, str | int) else list(value or [])
+    out = [_short_id(str(v)).strip() for v in items if str(v).strip()]
+    for v in out:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", v):
+            raise BackendError(f"OpenAlex filter {name!r} has an invalid id {v!r}.", transient=False)
+    return out
+
+
+def _year(value: Any, name: str) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise BackendError(f"OpenAlex filter {name!r} must be a year, not {value!r}.", transient=False) from None
+
+
+def build_filter(filters: Mapping[str, Any] | None) -> str:
+    """The study's filters as OpenAlex's `filter` parameter (comma = AND, pipe = OR).
+
+    Keys: from_year, to_year (or years: [from, to] / "2018-2023"), concepts, fields, topics
+    (OpenAlex ids, short or full), open_access_only, types (e.g. ["article", "review"]),
+    openalex_filter (a raw OpenAlex filter string, appended as is). Works without an abstract
+    are always excluded.
+    """
+    filters = dict(filters or {})
+    unknown = sorted(set(filters) - _FILTER_KEYS)
+    if unknown:
+        raise BackendError(
+            f"Unknown OpenAlex filter(s) {', '.join(unknown)}; use {', '.join(sorted(_FILTER_KEYS))}.", transient=False
+        )
+    parts = ["has_abstract:true"]
+    lo, hi = _year(filters.get("from_year"), "from_year"), _year(filters.get("to_year"), "to_year")
+    years = filters.get("years")
+    if years:
+        if isinstance(years, str):
+            a, _, b = years.partition("-")
+            lo, hi = _year(a, "years"), _year(b or a, "years")
+        else:
+            seq = list(years)
+            lo, hi = _year(seq[0], "years"), _year(seq[-1], "years")
+    if lo is not None and hi is not None and lo > hi:
+        raise BackendError(f"OpenAlex year range {lo}-{hi} is empty.", transient=False)
+    if lo is not None or hi is not None:
+        parts.append(f"publication_year:{lo if lo is not None else ''}-{hi if hi is not None else ''}")
+    for key, field in (("concepts", "concepts.id"), ("fields", "primary_topic.field.id"), ("topics", "topics.id")):
+        ids = _ids(filters.get(key), key)
+        if ids:
+            parts.append(f"{field}:{'|'.join(ids)}")
+    if filters.get("open_access_only"):
+        parts.append("open_access.is_oa:true")
+    types = _ids(filters.get("types"), "types")
+    if types:
+        parts.append(f"type:{'|'.join(types)}")
+    raw = str(filters.get("openalex_filter") or "").strip().strip(",")
+    if raw:
+        parts.append(raw)
+    return ",".join(parts)
+
+
+def work_to_document(work: Mapping[str, Any]) -> Document | None:
+    """One OpenAlex work as a Document, or None when it has no abstract or title."""
+    abstract = rebuild_abstract(work.get("abstract_inverted_index"))
+    title = str(work.get("display_name") or work.get("title") or "").strip()
+    if not abstract or not title:
+        return None
+    location = work.get("primary_location") or {}
+    source = location.get("source") or {}
+    doi = work.get("doi") or ""
+    authors = tuple(
+        str((a.get("author") or {}).get("display_name") or "").strip()
+        for a in work.get("authorships") or []
+        if (a.get("author") or {}).get("display_name")
+    )
+    score = work.get("relevance_score")
+    year = work.get("publication_year")
+    return Document(
+        external_id=_short_id(str(work.get("id") or "")),
+        title=title,
+        abstract=abstract,
+        url=str(location.get("landing_page_url") or doi or work.get("id") or ""),
+        year=int(year) if isinstance(year, int) else None,
+        venue=str(source.get("display_name") or ""),
+        authors=authors,
+        score=float(score) if isinstance(score, int | float) else None,
+    )
+
+
+def _keywords(query: str) -> str:
+    words = [w for w in re.findall(r"[\w-]+", query.lower()) if w not in _QUESTION_WORDS and len(w) > 1]
+    return " OR ".join(dict.fromkeys(words))
+
+
+class OpenAlexRetrieval:
+    """RetrievalBackend over OpenAlex works; every setting defaults to Django settings."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        mailto: str | None = None,
+        api_key: str | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        backoff_s: float | None = None,
+        cache_ttl: int | None = None,
+        cache_alias: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.base_url = (base_url or getattr(settings, "OPENALEX_BASE_URL", "") or DEFAULT_BASE_URL).rstrip("/")
+        self.mailto = mailto if mailto is not None else getattr(settings, "OPENALEX_MAILTO", "")
+        self.api_key = api_key if api_key is not None else getattr(settings, "OPENALEX_API_KEY", "")
+        self.timeout = float(timeout if timeout is not None else getattr(settings, "OPENALEX_TIMEOUT", 20.0))
+        self.max_retries = int(max_retries if max_retries is not None else getattr(settings, "OPENALEX_MAX_RETRIES", 4))
+        self.backoff_s = float(backoff_s if backoff_s is not None else getattr(settings, "OPENALEX_BACKOFF_S", 1.0))
+        self.cache_ttl = int(
+            cache_ttl if cache_ttl is not None else getattr(settings, "OPENALEX_CACHE_TTL", 7 * 24 * 3600)
+        )
+        self.cache_alias: str = cache_alias or str(getattr(settings, "OPENALEX_CACHE_ALIAS", "default"))
+        self._sleep = sleep
+
+    # -- RetrievalBackend ---------------------------------------------------------------
+
+    def search(self, query: str, *, k: int, filters: Mapping[str, Any] | None = None) -> list[Document]:
+        query = " ".join(query.split())
+        if not query:
+            raise BackendError("The question is empty.", transient=False)
+        if k < 1:
+            return []
+        filter_param = build_filter(filters)
+        key = self._cache_key(query, filter_param, k)
+        cache = caches[self.cache_alias]
+        cached = cache.get(key) if self.cache_ttl > 0 else None
+        if cached is not None:
+            return [Document(**{**d, "authors": tuple(d["authors"])}) for d in cached]
+
+        documents = self._search_works(query, filter_param, k)
+        if not documents:
+            # OpenAlex matches most words of a long question; retry as any-of the content words.
+            keywords = _keywords(query)
+            if keywords and keywords != query.lower():
+                documents = self._search_works(keywords, filter_param, k)
+        if documents and self.cache_ttl > 0:
+            cache.set(key, [asdict(d) for d in documents], self.cache_ttl)
+        return documents
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _cache_key(self, query: str, filter_param: str, k: int) -> str:
+        blob = json.dumps([self.base_url, query, filter_param, k], ensure_ascii=False)
+        return "openalex:works:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def _search_works(self, search: str, filter_param: str, k: int) -> list[Document]:
+        # Ask for more than k: some works with an abstract flag still come back without one.
+        params: dict[str, str | int] = {
+            "search": search,
+            "filter": filter_param,
+            "per-page": min(200, max(25, 2 * k)),
+            "select": ",".join(SELECT_FIELDS),
+        }
+        if self.mailto:
+            params["mailto"] = self.mailto
+        if self.api_key:
+            params["api_key"] = self.api_key
+        payload = self._get_json("/works", params)
+        results = payload.get("results")
+        if not isinstance(results, list):
+            raise BackendError(f"OpenAlex answered without a results list ({self.base_url}/works).", transient=False)
+        documents: list[Document] = []
+        seen: set[str] = set()
+        for work in results:
+            if not isinstance(work, dict):
+                continue
+            doc = work_to_document(work)
+            if doc is None or doc.external_id in seen:
+                continue
+            seen.add(doc.external_id)
+            documents.append(doc)
+            if len(documents) == k:
+                break
+        return documents
+
+    def _get_json(self, path: str, params: Mapping[str, str | int]) -> dict[str, Any]:
+        url = f"{self.base_url}{path}"
+        attempts = max(0, self.max_retries) + 1
+        headers = {"User-Agent": f"satisfy-eval (mailto:{self.mailto})" if self.mailto else "satisfy-eval"}
+        last_reason = ""
+        with httpx.Client(timeout=self.timeout, headers=headers) as client:
+            for attempt in range(attempts):
+                retry_after: float | None = None
+                try:
+                    response = client.get(url, params=params)
+                except httpx.TimeoutException:
+                    last_reason = f"OpenAlex did not answer within {self.timeout:g}s ({url})"
+                except httpx.TransportError as exc:
+                    last_reason = f"could not reach OpenAlex at {url} ({type(exc).__name__}: {exc})"
+                else:
+                    status = response.status_code
+                    if status == 200:
+                        try:
+                            payload = response.json()
+                        except ValueError:
+                            last_reason = f"OpenAlex sent malformed JSON ({url})"
+                        else:
+                            if isinstance(payload, dict):
+                                return payload
+                            raise BackendError(f"OpenAlex sent an unexpected answer ({url})", transient=False)
+                    elif status == 429 or status >= 500:
+                        last_reason = f"OpenAlex answered {status} ({url})"
+                        header = response.headers.get("retry-after")
+                        if header:
+                            try:
+                                retry_after = float(header)
+                            except ValueError:
+                                retry_after = None
+                    else:
+                        raise BackendError(self._permanent_reason(response, url), transient=False)
+                if attempt + 1 < attempts:
+                    delay = self._backoff(attempt, retry_after)
+                    logger.warning("%s; retry %d/%d in %.2fs", last_reason, attempt + 1, attempts - 1, delay)
+                    self._sleep(delay)
+        raise BackendError(f"{last_reason} (gave up after {attempts} attempts)", transient=True)
+
+    def _permanent_reason(self, response: httpx.Response, url: str) -> str:
+        message = ""
+        try:
+            body = response.json()
+            if isinstance(body, dict):
+                message = str(body.get("message") or body.get("error") or "")
+        except ValueError:
+            message = response.text[:200]
+        status = response.status_code
+        hint = {
+            400: "check the study's OpenAlex filters",
+            401: "check OPENALEX_API_KEY",
+            403: "check OPENALEX_API_KEY",
+            404: "check OPENALEX_BASE_URL",
+        }.get(status, "")
+        reason = f"OpenAlex answered {status} ({url})"
+        if hint:
+            reason += f": {hint}"
+        if message:
+            reason += f" (OpenAlex said: {message[:300]})"
+        return reason
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        ceiling = min(_BACKOFF_CAP_S, self.backoff_s * (2.0**attempt))
+        delay = ceiling / 2 + random.uniform(0, ceiling / 2)
+        if retry_after is not None and 0 <= retry_after <= _BACKOFF_CAP_S:
+            delay = max(delay, retry_after)
+        return delay

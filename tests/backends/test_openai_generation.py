@@ -1,0 +1,111 @@
+"""The OpenAI-compatible generation backend against a local stand-in server."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotation.backends.base import BackendError, Document, GenerationRequest
+from annotation.backends.openai_chat import OpenAIChatGeneration
+from tests.support.openai_standin import openai_standin
+
+DOCS = (
+    Document(external_id="W1", title="Handover checklists", abstract="Checklists reduce omissions at handover."),
+    Document(external_id="W2", title="Shift length", abstract="Long shifts increase errors."),
+)
+
+
+def request(model: str = "llama-3.3-70b") -> GenerationRequest:
+    return GenerationRequest(
+        query="What helps at handover?",
+        documents=DOCS,
+        prompt="Question: What helps at handover?\n\nAbstracts:\n[1] ...\n[2] ...\n\nSummary:",
+        model=model,
+    )
+
+
+def test_generation_stores_what_researchers_audit() -> None:
+    with openai_standin(
+        lambda body: "  Checklists help [1]; long shifts hurt [2].  ", models=["llama-3.3-70b"]
+    ) as server:
+        backend = OpenAIChatGeneration(
+            {
+                "base_url": server.base_url,
+                "temperature": 0.3,
+                "max_tokens": 300,
+                "seed": 11,
+                "system_prompt": "Be brief.",
+            }
+        )
+        generation = backend.generate(request())
+
+    assert generation.text == "Checklists help [1]; long shifts hurt [2]."
+    assert generation.finish_reason == "stop"
+    assert generation.usage["completion_tokens"] == 7
+    assert generation.raw_response["choices"][0]["message"]["content"].strip() == generation.text
+    assert generation.latency_s > 0
+    (sent,) = server.requests
+    assert sent["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": request().prompt},
+    ]
+    assert (sent["model"], sent["temperature"], sent["max_tokens"], sent["seed"]) == ("llama-3.3-70b", 0.3, 300, 11)
+
+
+def test_truncated_answer_reports_length() -> None:
+    with openai_standin(lambda body: "word " * 50) as server:
+        generation = OpenAIChatGeneration({"base_url": server.base_url, "max_tokens": 10}).generate(request())
+    assert generation.finish_reason == "length"
+
+
+def test_transient_fault_is_retried_inside_the_backend() -> None:
+    with openai_standin(script=["429", "drop"]) as server:
+        generation = OpenAIChatGeneration({"base_url": server.base_url}).generate(request("m-transient"))
+    assert generation.text
+    assert server.completions == 3
+
+
+def test_api_key_comes_from_the_named_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STUDY_LLM_KEY", "sk-study")
+    with openai_standin(api_key="sk-study") as server:
+        generation = OpenAIChatGeneration({"base_url": server.base_url, "api_key_env": "STUDY_LLM_KEY"}).generate(
+            request("m-key")
+        )
+    assert generation.text
+
+
+def test_wrong_key_is_a_permanent_error_with_a_reason() -> None:
+    with openai_standin(api_key="sk-right") as server:
+        with pytest.raises(BackendError) as caught:
+            OpenAIChatGeneration({"base_url": server.base_url}).generate(request("m-wrong-key"))
+    assert not caught.value.transient
+    assert "401 Unauthorized" in caught.value.reason and "check the API key" in caught.value.reason
+    assert server.completions == 1
+
+
+def test_unknown_model_is_a_permanent_error_naming_it() -> None:
+    with openai_standin(models=["llama-3.3-70b"]) as server:
+        with pytest.raises(BackendError) as caught:
+            OpenAIChatGeneration({"base_url": server.base_url}).generate(request("deepseek-v3.1"))
+    assert not caught.value.transient
+    assert "deepseek-v3.1" in caught.value.reason
+
+
+def test_retries_exhausted_is_transient_for_the_queue() -> None:
+    with openai_standin(script=["503"] * 3) as server:
+        with pytest.raises(BackendError) as caught:
+            OpenAIChatGeneration({"base_url": server.base_url, "max_retries": 1, "timeout": 2}).generate(
+                request("m-503")
+            )
+    assert caught.value.transient
+    assert server.completions == 2
+
+
+def test_missing_server_and_bad_settings_fail_with_reasons(settings: object) -> None:
+    with pytest.raises(BackendError, match="No model server configured"):
+        OpenAIChatGeneration({}).generate(request())
+    with pytest.raises(BackendError, match="temprature"):
+        OpenAIChatGeneration({"temprature": 0.5})
+    with pytest.raises(BackendError, match="STUDY_MISSING_KEY"):
+        OpenAIChatGeneration({"base_url": "http://127.0.0.1:9/v1", "api_key_env": "STUDY_MISSING_KEY"}).generate(
+            request()
+        )
