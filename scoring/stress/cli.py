@@ -1,0 +1,117 @@
+"""Command line for metric stress tests, usable without a database.
+
+    python -m scoring.stress.cli --input rows.jsonl --tests distractor,incremental \\
+        --metrics rouge1,chrf --out DIR
+
+Each input line is a JSON object with "id" and "summary", and as the metrics need them
+"source", "reference", "query" and "persona". `main(argv)` returns the exit status, so that
+`manage.py stress_test` can reuse it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from scoring.core.llm import ChatConfig
+from scoring.stress.perturb import TESTS, StressError
+from scoring.stress.runner import MetricBackend, run_stress
+
+__all__ = ["build_parser", "load_rows", "main"]
+
+
+def build_parser(prog: str = "python -m scoring.stress.cli") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Perturb summaries and check that metrics move the expected way (seeds 002 and 003).",
+    )
+    parser.add_argument("--input", required=True, type=Path, help="JSONL file of rows (id, summary, source, ...)")
+    parser.add_argument(
+        "--tests",
+        required=True,
+        help=f"comma-separated tests or groups (all, paper, meaning-preserving, deterministic, llm); tests: {', '.join(TESTS)}",
+    )
+    parser.add_argument("--metrics", required=True, help="comma-separated metric names, or 'offline' / 'all'")
+    parser.add_argument("--out", required=True, type=Path, help="directory for report.html, report.json and CSVs")
+    parser.add_argument("--seed", type=int, default=0, help="seed for distractor draws and the rewriter (default 0)")
+    parser.add_argument("--limit", type=int, default=None, help="use only the first N rows")
+    parser.add_argument(
+        "--llm-base-url",
+        default=os.environ.get("STRESS_LLM_BASE_URL"),
+        help="OpenAI-compatible server that writes the LLM perturbations (env STRESS_LLM_BASE_URL)",
+    )
+    parser.add_argument(
+        "--llm-model", default=os.environ.get("STRESS_LLM_MODEL"), help="rewriter model name (env STRESS_LLM_MODEL)"
+    )
+    parser.add_argument(
+        "--llm-api-key-env",
+        default="STRESS_LLM_API_KEY",
+        help="name of the environment variable holding the API key (default STRESS_LLM_API_KEY)",
+    )
+    parser.add_argument("--cache-dir", type=Path, default=None, help="LLM cache directory (default OUT/llm-cache)")
+    parser.add_argument("--progress", action="store_true", help="show progress bars")
+    return parser  # fmt: skip
+
+
+def load_rows(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """Read a JSONL file of rows, naming the line of any malformed one."""
+    if not path.is_file():
+        raise StressError(f"input file {path} does not exist")
+    rows: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise StressError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+            if not isinstance(row, dict) or "id" not in row or "summary" not in row:
+                raise StressError(f"{path}:{number}: each line must be an object with 'id' and 'summary'")
+            rows.append(row)
+            if limit is not None and len(rows) >= limit:
+                break
+    if not rows:
+        raise StressError(f"input file {path} has no rows")
+    return rows
+
+
+def main(argv: Sequence[str] | None = None, *, backend: MetricBackend | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    judge: ChatConfig | None = None
+    if args.llm_base_url or args.llm_model:
+        if not (args.llm_base_url and args.llm_model):
+            print("error: give both --llm-base-url and --llm-model for the LLM rewriter", file=sys.stderr)
+            return 2
+        judge = ChatConfig(
+            base_url=args.llm_base_url, model=args.llm_model, api_key=os.environ.get(args.llm_api_key_env, "EMPTY")
+        )
+    try:
+        rows = load_rows(args.input, args.limit)
+        report = run_stress(
+            rows,
+            args.tests.split(","),
+            args.metrics.split(","),
+            seed=args.seed,
+            judge_config=judge,
+            out_dir=args.out,
+            progress=args.progress,
+            cache_dir=args.cache_dir,
+            backend=backend,
+        )
+    except StressError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    print(f"\nreport: {report.files.get('html')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

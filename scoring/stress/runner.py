@@ -1,0 +1,499 @@
+"""Run stress tests end to end: perturb, score with the metric suite, compute the statistics.
+
+`run_stress` is the one entry point; the CLI, the benchmark and (later) the Django command
+and background task all call it. Pure Python: no Django.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from scoring.core.llm import ChatClient, ChatConfig
+from scoring.stress.perturb import (
+    TESTS,
+    Perturbed,
+    StressError,
+    StressRow,
+    TestKind,
+    added_source_text,
+    distractor,
+    incremental,
+)
+from scoring.stress.rewrite import PROMPTS, RewriteRecord, SanityPolicy, llm_perturbation
+from scoring.stress.similarity import Similarity
+from scoring.stress.stats import StressResult, compute_statistics
+
+__all__ = [
+    "CoreMetrics",
+    "MetricBackend",
+    "ProgressCallback",
+    "StressReport",
+    "Timing",
+    "VariantScore",
+    "resolve_metrics",
+    "resolve_tests",
+    "run_stress",
+]
+
+ProgressCallback = Callable[[str, int, int], None]
+"""Called as (stage, done, total) while a run advances."""
+
+
+class MetricBackend(Protocol):
+    """What the runner needs from a metric suite (the real one is `scoring.core.api`)."""
+
+    def names(self) -> list[str]: ...
+
+    def offline(self) -> list[str]: ...
+
+    def needs(self, name: str) -> frozenset[str]: ...
+
+    def score(self, rows: list[dict[str, Any]], metrics: list[str]) -> list[dict[str, Any]]: ...
+
+
+class CoreMetrics:
+    """`scoring.core.api` behind the MetricBackend protocol (imported on first use)."""
+
+    def __init__(self) -> None:
+        from scoring.core import api
+
+        self._api = api
+        self._specs = {s.name: s for s in api.metric_specs()}
+
+    def names(self) -> list[str]:
+        return list(self._specs)
+
+    def offline(self) -> list[str]:
+        return [str(n) for n in self._api.OFFLINE_METRICS]
+
+    def needs(self, name: str) -> frozenset[str]:
+        return frozenset(self._specs[name].needs)
+
+    def score(self, rows: list[dict[str, Any]], metrics: list[str]) -> list[dict[str, Any]]:
+        return list(self._api.score_rows(rows, metrics))
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall time of one stage: perturbing for a test, or scoring its new texts with one metric."""
+
+    stage: str
+    metric: str
+    seconds: float
+    n_texts: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage, "metric": self.metric, "seconds": round(self.seconds, 4), "n_texts": self.n_texts}
+
+
+@dataclass(frozen=True)
+class VariantScore:
+    row_id: str
+    test: str
+    level: int
+    label: str
+    variant: int
+    metric: str
+    score: float | None
+    error: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "row_id": self.row_id, "test": self.test, "level": self.level, "label": self.label,
+            "variant": self.variant, "metric": self.metric, "score": self.score, "error": self.error,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StressReport:
+    """Everything a stress run produced, with the provenance an export must state."""
+
+    seed: int
+    tests: tuple[str, ...]
+    metrics: tuple[str, ...]
+    n_rows: int
+    results: tuple[StressResult, ...]
+    rewrites: tuple[RewriteRecord, ...]
+    timings: tuple[Timing, ...]
+    scores: tuple[VariantScore, ...]
+    provenance: Mapping[str, Any]
+    long_document: Any = None
+    """A `scoring.stress.longdoc.LongDocumentResult` when the long_document test ran."""
+    files: Mapping[str, str] = field(default_factory=dict)
+
+    def result(self, metric: str, test: str) -> StressResult:
+        for r in self.results:
+            if r.metric == metric and r.test == test:
+                return r
+        raise KeyError(f"no result for metric {metric!r} and test {test!r}")
+
+    def grid(self) -> dict[str, dict[str, str]]:
+        """verdict[metric][test], the pass/fail grid of the paper's table."""
+        out: dict[str, dict[str, str]] = {m: {} for m in self.metrics}
+        for r in self.results:
+            out[r.metric][r.test] = r.verdict.value
+        return out
+
+    def summary(self) -> str:
+        """A plain-text table: one line per metric and test."""
+        lines = [f"{'metric':<22}{'test':<20}{'rho':>8}{'M':>7}{'d':>8}{'|change|':>10}  verdict"]
+        for r in self.results:
+            lines.append(
+                f"{r.metric:<22}{r.test:<20}{_fmt(r.rho):>8}{_fmt(r.monotonicity):>7}"
+                f"{_fmt(r.cohens_d):>8}{_fmt(r.mean_abs_change, 4):>10}  {r.verdict.value}"
+            )
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "tests": list(self.tests),
+            "metrics": list(self.metrics),
+            "n_rows": self.n_rows,
+            "provenance": dict(self.provenance),
+            "grid": self.grid(),
+            "results": [r.to_dict() for r in self.results],
+            "rewrites": [r.to_dict() for r in self.rewrites],
+            "timings": [t.to_dict() for t in self.timings],
+            "long_document": self.long_document.to_dict() if self.long_document is not None else None,
+            "files": dict(self.files),
+        }
+
+
+def _fmt(x: float, digits: int = 2) -> str:
+    return "undef" if not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+_GROUPS = {
+    "all": tuple(TESTS),
+    "paper": tuple(n for n, s in TESTS.items() if s.group == "paper"),
+    "meaning-preserving": tuple(n for n, s in TESTS.items() if s.group == "meaning-preserving"),
+    "deterministic": tuple(n for n, s in TESTS.items() if s.kind is TestKind.DETERMINISTIC),
+    "llm": tuple(n for n, s in TESTS.items() if s.kind is TestKind.LLM),
+}
+
+
+def resolve_tests(names: Sequence[str]) -> list[str]:
+    """Expand groups (all, paper, meaning-preserving, deterministic, llm) and check every name."""
+    out: list[str] = []
+    for name in names:
+        name = name.strip()
+        if not name:
+            continue
+        expanded = _GROUPS.get(name, (name,))
+        for n in expanded:
+            if n not in TESTS:
+                known = ", ".join([*TESTS, *_GROUPS])
+                raise StressError(f"unknown test {n!r}; known tests and groups: {known}")
+            if n not in out:
+                out.append(n)
+    if not out:
+        raise StressError("no stress test given")
+    return out
+
+
+def resolve_metrics(names: Sequence[str], backend: MetricBackend) -> list[str]:
+    """Expand "offline" and "all" and check every metric name against the suite."""
+    known = backend.names()
+    out: list[str] = []
+    for name in names:
+        name = name.strip()
+        if not name:
+            continue
+        expanded = backend.offline() if name == "offline" else known if name == "all" else [name]
+        for n in expanded:
+            if n not in known:
+                raise StressError(f"unknown metric {n!r}; known metrics: {', '.join(known)} (or 'offline', 'all')")
+            if n not in out:
+                out.append(n)
+    if not out:
+        raise StressError("no metric given")
+    return out
+
+
+def _code_version() -> str:
+    try:
+        proc = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return proc.stdout.strip() or "unknown"
+
+
+def _rows_digest(rows: Sequence[StressRow]) -> str:
+    h = hashlib.sha256()
+    for row in rows:
+        blob = [row.id, row.summary, row.source, row.reference, row.query, row.persona]
+        h.update(json.dumps(blob, ensure_ascii=False).encode("utf-8"))
+    return h.hexdigest()
+
+
+class _Scorer:
+    """Scores (row, text) pairs once per metric and run, timing every call."""
+
+    def __init__(self, backend: MetricBackend, rows: Mapping[str, StressRow]) -> None:
+        self.backend = backend
+        self.rows = rows
+        self.memo: dict[tuple[str, str, str], tuple[float | None, str | None]] = {}
+        self.timings: list[Timing] = []
+
+    def ensure(self, stage: str, metric: str, pairs: Sequence[tuple[str, str]]) -> None:
+        todo = list(dict.fromkeys(p for p in pairs if (metric, *p) not in self.memo))
+        if not todo:
+            self.timings.append(Timing(stage, metric, 0.0, 0))
+            return
+        batch = []
+        for i, (row_id, text) in enumerate(todo):
+            fields = self.rows[row_id].metric_fields()
+            batch.append({"id": str(i), "summary": text, **fields})
+        started = time.perf_counter()
+        out = self.backend.score(batch, [metric])
+        self.timings.append(Timing(stage, metric, time.perf_counter() - started, len(todo)))
+        by_id = {str(r["id"]): r for r in out}
+        for i, pair in enumerate(todo):
+            res = by_id.get(str(i), {})
+            value = res.get(metric)
+            errors = res.get("errors") or {}
+            score = float(value) if isinstance(value, int | float) and math.isfinite(float(value)) else None
+            error = None if score is not None else str(errors.get(metric) or "no score returned")
+            self.memo[(metric, *pair)] = (score, error)
+
+    def get(self, metric: str, row_id: str, text: str) -> tuple[float | None, str | None]:
+        return self.memo[(metric, row_id, text)]
+
+
+def _progress_fn(progress: bool | ProgressCallback) -> ProgressCallback | None:
+    if callable(progress):
+        return progress
+    if not progress:
+        return None
+    from tqdm import tqdm
+
+    bars: dict[str, Any] = {}
+
+    def report(stage: str, done: int, total: int) -> None:
+        bar = bars.get(stage)
+        if bar is None:
+            bar = bars[stage] = tqdm(total=total, desc=stage, leave=True)
+        bar.n = done
+        bar.refresh()
+        if done >= total:
+            bar.close()
+
+    return report
+
+
+def run_stress(
+    rows: Sequence[Mapping[str, Any] | StressRow],
+    tests: Sequence[str],
+    metrics: Sequence[str],
+    *,
+    seed: int,
+    judge_config: ChatConfig | None = None,
+    out_dir: Path | str | None = None,
+    progress: bool | ProgressCallback = False,
+    cache_dir: Path | str | None = None,
+    backend: MetricBackend | None = None,
+    similarity: Similarity | None = None,
+    sanity: SanityPolicy | None = None,
+    long_document_windows: Sequence[int] = (0, 1, 2),
+) -> StressReport:
+    """Run `tests` on `rows` for `metrics` and return (and, with out_dir, write) the report.
+
+    judge_config is the model that writes the LLM perturbations; it is required for them and
+    its outputs are cached under cache_dir (default out_dir/llm-cache). The seed fixes the
+    distractor and added-source draws and is passed to the model.
+    """
+    stress_rows = [r if isinstance(r, StressRow) else StressRow.from_mapping(r) for r in rows]
+    if not stress_rows:
+        raise StressError("no rows to perturb")
+    test_names = resolve_tests(tests)
+    suite = backend or CoreMetrics()
+    metric_names = resolve_metrics(metrics, suite)
+    llm_tests = [t for t in test_names if TESTS[t].kind is TestKind.LLM]
+    if llm_tests and judge_config is None:
+        raise StressError(
+            f"the LLM tests {', '.join(llm_tests)} need a rewriter model; configure one "
+            "(judge_config / --llm-base-url and --llm-model) or drop them"
+        )
+    report_progress = _progress_fn(progress)
+    by_id = {r.id: r for r in stress_rows}
+    if len(by_id) != len(stress_rows):
+        raise StressError("row ids must be unique")
+    scorer = _Scorer(suite, by_id)
+    timings: list[Timing] = []
+    rewrites: list[RewriteRecord] = []
+
+    perturbed: dict[str, Perturbed] = {}
+    client: ChatClient | None = None
+    if llm_tests and judge_config is not None:
+        cache = Path(cache_dir) if cache_dir is not None else Path(out_dir) / "llm-cache" if out_dir else None
+        seeded = judge_config if judge_config.seed is not None else _with_seed(judge_config, seed)
+        client = ChatClient(seeded, cache_dir=cache)
+    try:
+        for test in test_names:
+            spec = TESTS[test]
+            if spec.kind is TestKind.LONG_DOCUMENT:
+                continue
+            started = time.perf_counter()
+            if test == "distractor":
+                perturbed[test] = distractor(stress_rows, seed=seed)
+            elif test == "incremental":
+                perturbed[test] = incremental(stress_rows)
+            elif test == "added_source_text":
+                perturbed[test] = added_source_text(stress_rows, seed=seed)
+            else:
+                assert client is not None
+
+                def on_done(done: int, total: int, _t: str = test) -> None:
+                    if report_progress:
+                        report_progress(f"rewrite {_t}", done, total)
+
+                perturbed[test], recs = llm_perturbation(
+                    test, stress_rows, client, similarity=similarity, policy=sanity, on_done=on_done
+                )
+                rewrites.extend(recs)
+            timings.append(Timing(test, "(perturb)", time.perf_counter() - started, 0))
+    finally:
+        if client is not None:
+            client.close()
+
+    # Originals first, so that the baseline cost is not charged to whichever test runs first.
+    total_steps = len(metric_names) * (1 + len(perturbed))
+    step = 0
+    for metric in metric_names:
+        scorer.ensure("baseline", metric, [(r.id, r.summary) for r in stress_rows])
+        step += 1
+        if report_progress:
+            report_progress("scoring", step, total_steps)
+    for test, pert in perturbed.items():
+        pairs = [
+            (rid, v.text) for rid, levels in pert.variants.items() for lv in levels for v in lv if v.text is not None
+        ]
+        for metric in metric_names:
+            scorer.ensure(test, metric, pairs)
+            step += 1
+            if report_progress:
+                report_progress("scoring", step, total_steps)
+    timings.extend(scorer.timings)
+
+    results: list[StressResult] = []
+    variant_scores: list[VariantScore] = []
+    for metric in metric_names:
+        for test, pert in perturbed.items():
+            result, vs = _evaluate(metric, test, pert, stress_rows, scorer, rewrites)
+            results.append(result)
+            variant_scores.extend(vs)
+
+    long_doc = None
+    if "long_document" in test_names:
+        from scoring.stress.longdoc import long_document_analysis
+
+        started = time.perf_counter()
+        long_doc = long_document_analysis(stress_rows, metric_names, windows=long_document_windows)
+        timings.append(Timing("long_document", "(all)", time.perf_counter() - started, len(stress_rows)))
+
+    provenance: dict[str, Any] = {
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "code_version": _code_version(),
+        "rows_sha256": _rows_digest(stress_rows),
+        "seed": seed,
+        "rewriter": (
+            {"base_url": judge_config.base_url, "model": judge_config.model, "temperature": judge_config.temperature}
+            if judge_config is not None and llm_tests
+            else None
+        ),
+        "prompt_versions": {t: PROMPTS[t].version for t in llm_tests},
+        "similarity_backend": sorted({r.sanity.backend for r in rewrites if r.sanity is not None}),
+    }
+    report = StressReport(
+        seed=seed,
+        tests=tuple(test_names),
+        metrics=tuple(metric_names),
+        n_rows=len(stress_rows),
+        results=tuple(results),
+        rewrites=tuple(rewrites),
+        timings=tuple(timings),
+        scores=tuple(variant_scores),
+        provenance=provenance,
+        long_document=long_doc,
+    )
+    if out_dir is not None:
+        from scoring.stress.report import write_report
+
+        report = write_report(report, Path(out_dir))
+    return report
+
+
+def _with_seed(config: ChatConfig, seed: int) -> ChatConfig:
+    from dataclasses import replace
+
+    return replace(config, seed=seed)
+
+
+def _evaluate(
+    metric: str,
+    test: str,
+    pert: Perturbed,
+    rows: Sequence[StressRow],
+    scorer: _Scorer,
+    rewrites: Sequence[RewriteRecord],
+) -> tuple[StressResult, list[VariantScore]]:
+    spec = TESTS[test]
+    matrix: list[list[float | None]] = []
+    variant_scores: list[VariantScore] = []
+    errors: dict[str, int] = {}
+    by_group: dict[str, list[float]] = {}
+    for row in rows:
+        per_level: list[float | None] = []
+        for level, variants in enumerate(pert.variants[row.id]):
+            vals: list[float] = []
+            for k, v in enumerate(variants):
+                score: float | None
+                error: str | None
+                if v.text is None:
+                    score, error = None, str(v.note.get("error", "no perturbed text"))
+                else:
+                    score, error = scorer.get(metric, row.id, v.text)
+                if error is not None:
+                    errors[error] = errors.get(error, 0) + 1
+                if score is not None:
+                    vals.append(score)
+                    audience = v.note.get("audience")
+                    if audience:
+                        by_group.setdefault(str(audience), []).append(score)
+                variant_scores.append(VariantScore(row.id, test, level, v.label, k, metric, score, error))
+            per_level.append(float(np.mean(vals)) if vals else None)
+        matrix.append(per_level)
+    extra: dict[str, Any] = {}
+    if errors:
+        top = sorted(errors.items(), key=lambda kv: -kv[1])[:5]
+        extra["errors"] = {reason: count for reason, count in top}
+    if by_group:
+        extra["mean_by_audience"] = {k: float(np.mean(v)) for k, v in sorted(by_group.items())}
+    flagged = [r for r in rewrites if r.test == test and r.sanity is not None and r.sanity.flagged]
+    if spec.kind is TestKind.LLM:
+        extra["rewrites"] = sum(1 for r in rewrites if r.test == test)
+        extra["flagged_rewrites"] = len(flagged)
+        extra["failed_rewrites"] = sum(1 for r in rewrites if r.test == test and r.text is None)
+    result = compute_statistics(
+        matrix, metric=metric, test=test, direction=spec.direction, levels=pert.levels, extra=extra
+    )
+    return result, variant_scores
