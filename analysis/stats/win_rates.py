@@ -175,11 +175,12 @@ def _share_cell(
 
 
 def _stage_masks(t: PreparedTable) -> dict[str, BoolArray]:
-    return {
-        "round1": np.asarray(t.stage == "round1", dtype=np.bool_),
-        "final": np.asarray(t.stage == "final", dtype=np.bool_),
-        "all": np.ones(t.n_rows, dtype=np.bool_),
-    }
+    """Stages present in the table, plus "all" when there is more than one."""
+    masks = {s: np.asarray(t.stage == s, dtype=np.bool_) for s in ("round1", "final")}
+    masks = {s: m for s, m in masks.items() if m.any()}
+    if len(masks) > 1:
+        masks["all"] = np.ones(t.n_rows, dtype=np.bool_)
+    return masks
 
 
 def _levels(*arrays: npt.NDArray[np.object_]) -> list[str]:
@@ -204,10 +205,12 @@ def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "g
             if not (left_is | right_is).any():
                 continue
             label = variant_label(model, condition)
-            r1 = _side_cell("variant", label, "round1", left_is, right_is, t, stages["round1"], 0.5)
-            cells.append(r1)
-            fin = _side_cell("variant", label, "final", left_is, right_is, t, stages["final"], 0.5)
-            cells.append(_Cell(fin.statistic, label, "final", fin.wins, fin.losses, fin.neither, r1.wins, 0.5))
+            if "round1" in stages:
+                r1 = _side_cell("variant", label, "round1", left_is, right_is, t, stages["round1"], 0.5)
+                cells.append(r1)
+                if "final" in stages:
+                    fin = _side_cell("variant", label, "final", left_is, right_is, t, stages["final"], 0.5)
+                    cells.append(_Cell(fin.statistic, label, "final", fin.wins, fin.losses, fin.neither, r1.wins, 0.5))
 
     # Per model and per condition: share of decided matches won (null 1/k for k levels).
     for attr, left, right in (
@@ -215,6 +218,8 @@ def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "g
         ("condition", t.left_condition, t.right_condition),
     ):
         levels = _levels(left, right)
+        if len(levels) < 2:
+            continue
         nobody = np.full(t.n_rows, None, dtype=object)
         winner = np.where(t.left_won, left, np.where(t.right_won, right, nobody))
         for level in levels:

@@ -1,0 +1,115 @@
+"""Metric votes and Krippendorff's alpha between metrics and annotators."""
+
+from __future__ import annotations
+
+import krippendorff
+import numpy as np
+import pytest
+
+from analysis.stats import (
+    alpha_threshold_sweep,
+    metric_agreement,
+    metric_votes,
+    nominal_alpha,
+    prepare_table,
+)
+from analysis.stats.agreement import VOTE_LEFT, VOTE_NEITHER, VOTE_RIGHT, human_votes
+from tests.analysis.helpers import row, table
+
+NAN = np.nan
+# Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", section C: four observers,
+# twelve units, values 1-5, missing data. Published: nominal .743, ordinal .815, interval .849, ratio .797.
+KRIPPENDORFF_2011 = [
+    [1, 2, 3, 3, 2, 1, 4, 1, 2, NAN, NAN, NAN],
+    [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, NAN, 3],
+    [NAN, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, NAN],
+    [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, NAN],
+]
+
+
+@pytest.mark.parametrize(
+    ("level", "published"), [("nominal", 0.743), ("ordinal", 0.815), ("interval", 0.849), ("ratio", 0.797)]
+)
+def test_krippendorff_2011_worked_example(level, published):
+    assert krippendorff.alpha(reliability_data=KRIPPENDORFF_2011, level_of_measurement=level) == pytest.approx(
+        published, abs=5e-4
+    )
+
+
+def test_votes_threshold_and_direction():
+    left = [0.5, 0.4, 0.30, np.nan]
+    right = [0.4, 0.5, 0.305, 0.1]
+    assert metric_votes(left, right).tolist()[:3] == [VOTE_LEFT, VOTE_RIGHT, VOTE_RIGHT]
+    assert np.isnan(metric_votes(left, right)[3])
+    assert metric_votes(left, right, threshold=0.01).tolist()[:3] == [VOTE_LEFT, VOTE_RIGHT, VOTE_NEITHER]
+    # Lower is better (e.g. a hallucination rate): the lower-scoring side gets the vote.
+    assert metric_votes(left, right, higher_is_better=False).tolist()[:3] == [VOTE_RIGHT, VOTE_LEFT, VOTE_LEFT]
+    with pytest.raises(ValueError):
+        metric_votes(left, right, threshold=-1)
+
+
+def test_nominal_alpha_is_the_package_value():
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 3, 200).astype(float)
+    b = np.where(rng.random(200) < 0.6, a, rng.integers(0, 3, 200)).astype(float)
+    b[:5] = np.nan
+    expected = krippendorff.alpha(reliability_data=[a, b], level_of_measurement="nominal")
+    assert nominal_alpha(a, b) == pytest.approx(expected)
+    assert nominal_alpha(a, a) == pytest.approx(1.0)
+    assert np.isnan(nominal_alpha(np.zeros(5), np.zeros(5)))  # no variation: alpha undefined
+
+
+def _agreement_table():
+    rows = []
+    choices = ["left", "right", "left", "neither", "right", "left", "right", "left"]
+    for i, c in enumerate(choices):
+        good_l, good_r = (0.9, 0.1) if c == "left" else ((0.1, 0.9) if c == "right" else (0.5, 0.5))
+        rows.append(
+            row(
+                f"a{i % 3}",
+                c,
+                query_id=f"q{i}",
+                left__agrees=good_l,
+                right__agrees=good_r,
+                left__errors=good_r,  # lower is better: mirrors the human exactly
+                right__errors=good_l,
+                left__random=float(i % 2),
+                right__random=float((i // 2) % 2),
+            )
+        )
+    return table(rows)
+
+
+def test_agreement_by_metric_and_family():
+    t = prepare_table(_agreement_table())
+    result = metric_agreement(
+        t,
+        families={"agrees": "reference-based", "errors": "reference-based", "random": "llm-judge"},
+        higher_is_better={"errors": False},
+    )
+    assert result.get("agrees").alpha == pytest.approx(1.0)
+    assert result.get("errors").alpha == pytest.approx(1.0)
+    assert result.get("errors").higher_is_better is False
+    human = human_votes(t)
+    votes = metric_votes(t.frame["left__random"], t.frame["right__random"])
+    expected = krippendorff.alpha(reliability_data=[votes, human], level_of_measurement="nominal")
+    assert result.get("random").alpha == pytest.approx(expected)
+    fam = {f.family: f for f in result.families}
+    assert fam["reference-based"].n_metrics == 2 and fam["reference-based"].mean_alpha == pytest.approx(1.0)
+    assert fam["llm-judge"].mean_alpha == pytest.approx(expected)
+    assert "reference-based" in result.summary()
+
+
+def test_inverted_metric_without_direction_disagrees():
+    result = metric_agreement(prepare_table(_agreement_table()), metrics=["errors"])
+    assert result.get("errors").alpha < 0
+
+
+def test_threshold_sweep_changes_neither_share():
+    t = prepare_table(_agreement_table())
+    sweep = alpha_threshold_sweep(t, "agrees", [0.0, 0.5, 1.0])
+    assert [s.threshold for s in sweep] == [0.0, 0.5, 1.0]
+    assert sweep[0].alpha == pytest.approx(1.0)
+    assert sweep[-1].metric_neither == 1.0
+    # A metric that always says "neither" only agrees on the one human "neither": worse than chance.
+    assert sweep[-1].alpha < 0
