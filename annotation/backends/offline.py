@@ -48,7 +48,7 @@ STOP_WORDS: frozenset[str] = frozenset(
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 
 # Suffixes removed after plural folding, first match wins; the stem must keep >= 4 characters.
-_SUFFIXES: tuple[str, ...] = ("ational", "ation", "ated", "ate", "ness", "ing", "ed", "ly")
+_SUFFIXES: tuple[str, ...] = ("ational", "ation", "ated", "ate", "ness", "ance", "ence", "ant", "ing", "ed", "ly")
 
 
 def stem(word: str) -> str:
@@ -498,7 +498,8 @@ class _Settings:
     persona_weight: float = 0.3
     plain_weight: float = 0.25
     redundancy_threshold: float = 0.5
-    mmr_lambda: float = 0.7
+    mmr_lambda: float = 0.6
+    same_source_penalty: float = 0.5
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, Any]) -> _Settings:
@@ -558,10 +559,10 @@ class ExtractiveSummariser:
             for s in sentences:
                 centroid.update(s.vector)
             salience = _max_scaled([_cosine(_normalise(centroid), s.vector) for s in sentences])
-            base = [0.55 * r + 0.35 * c + 0.10 * p for r, c, p in zip(relevance, salience, rank_prior, strict=True)]
+            base = [0.45 * r + 0.45 * c + 0.10 * p for r, c, p in zip(relevance, salience, rank_prior, strict=True)]
         else:
             position_prior = [1.0 / (1.0 + 0.5 * s.position) for s in sentences]
-            base = [0.7 * r + 0.2 * p + 0.1 * d for r, p, d in zip(relevance, position_prior, rank_prior, strict=True)]
+            base = [0.6 * r + 0.3 * p + 0.1 * d for r, p, d in zip(relevance, position_prior, rank_prior, strict=True)]
 
         scores = list(base)
         if persona is not None:
@@ -665,6 +666,21 @@ class ExtractiveSummariser:
         chosen: list[int] = []
         total = 0
         remaining = set(range(len(sentences)))
+
+        def redundancy(i: int) -> float:
+            # Similarity to the summary so far; a second sentence from an already cited abstract
+            # counts as partly redundant too, so MMR spreads its citations over more sources.
+            return max(
+                (
+                    max(
+                        _cosine(sentences[i].vector, sentences[j].vector),
+                        settings.same_source_penalty if sentences[i].doc_rank == sentences[j].doc_rank else 0.0,
+                    )
+                    for j in chosen
+                ),
+                default=0.0,
+            )
+
         while remaining and not self._done(total, len(chosen), settings):
             fitting = [i for i in remaining if self._fits(total, sentences[i].n_words, len(chosen), settings)]
             if not fitting:
@@ -672,8 +688,7 @@ class ExtractiveSummariser:
             best = max(
                 fitting,
                 key=lambda i: (
-                    lam * scores[i]
-                    - (1 - lam) * max((_cosine(sentences[i].vector, sentences[j].vector) for j in chosen), default=0.0),
+                    lam * scores[i] - (1 - lam) * redundancy(i),
                     -sentences[i].doc_rank,
                     -sentences[i].position,
                 ),
@@ -702,4 +717,4 @@ def uncite(summary_sentence: str) -> tuple[str, int]:
 
 def split_cited(summary: str) -> list[str]:
     """Split a summary from this backend into its cited sentences."""
-    return [part for part in re.findall(r".*? \[\d+\][.!?]?(?=\s|$)", summary.strip()) if part]
+    return [part.strip() for part in re.findall(r".*? \[\d+\][.!?]?(?=\s|$)", summary.strip()) if part.strip()]

@@ -1,0 +1,164 @@
+"""ExtractiveSummariser: grounded cited sentences, two distinct strategies, a measurable persona effect."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from annotation.backends.base import BackendError, Document, Generation, GenerationRequest
+from annotation.backends.offline import STRATEGIES, ExtractiveSummariser, split_cited, split_sentences, uncite
+
+from .conftest import NURSE, PERSONAS, RESEARCHER, STUDENT
+
+SUMMARISER = ExtractiveSummariser()
+
+# Words a practising nurse looks for; deliberately written out here, not imported from the backend lexicon.
+CLINICAL_PRACTICE_WORDS = frozenset(
+    "patient patients care clinical practice staff ward wards nurse nurses hospital hospitals managers safety".split()
+)
+METHOD_WORDS = frozenset(
+    "randomised randomized trial cohort regression model models statistically significant ci baseline dataset "
+    "adjusted analysis design".split()
+)
+
+
+def _generate(
+    query: str, documents: Sequence[Document], model: str, persona: Mapping[str, str] | None = None
+) -> Generation:
+    return SUMMARISER.generate(
+        GenerationRequest(query=query, documents=documents, prompt="Summarise.", model=model, persona=persona)
+    )
+
+
+def _count(words: frozenset[str], text: str) -> int:
+    return sum(token in words for token in re.findall(r"[a-z]+", text.lower()))
+
+
+@pytest.mark.parametrize("model", STRATEGIES)
+@pytest.mark.parametrize("persona_name", [None, *PERSONAS])
+def test_every_sentence_is_an_exact_sentence_of_the_cited_abstract(
+    retrieved: dict[str, list[Document]], model: str, persona_name: str | None
+) -> None:
+    persona = PERSONAS[persona_name] if persona_name else None
+    for query, documents in retrieved.items():
+        generation = _generate(query, documents, model, persona)
+        sentences = split_cited(generation.text)
+        assert 3 <= len(sentences) <= 5, generation.text
+        assert 60 <= len(generation.text.split()) <= 140, generation.text
+        assert " ".join(sentences) == generation.text  # nothing outside cited sentences
+        cited_ranks = []
+        for sentence in sentences:
+            source, rank = uncite(sentence)
+            assert 1 <= rank <= len(documents)
+            assert source in split_sentences(documents[rank - 1].abstract), (source, rank)
+            cited_ranks.append(rank)
+        assert cited_ranks == sorted(cited_ranks)
+        assert generation.finish_reason == "stop"
+        assert generation.usage["selected_sentences"] == len(sentences)
+        assert [s["doc"] for s in generation.raw_response["selected"]] == cited_ranks
+        assert generation.raw_response["persona_applied"] is (persona is not None)
+
+
+def test_the_two_strategies_differ_on_most_queries(retrieved: dict[str, list[Document]]) -> None:
+    for persona in (None, NURSE):
+        differing = sum(
+            _generate(query, documents, STRATEGIES[0], persona).text
+            != _generate(query, documents, STRATEGIES[1], persona).text
+            for query, documents in retrieved.items()
+        )
+        assert differing >= 0.7 * len(retrieved), (persona, differing)
+
+
+@pytest.mark.parametrize("model", STRATEGIES)
+@pytest.mark.parametrize("persona_name", list(PERSONAS))
+def test_persona_changes_the_selection_for_most_queries(
+    retrieved: dict[str, list[Document]], model: str, persona_name: str
+) -> None:
+    changed = 0
+    for query, documents in retrieved.items():
+        generic = _generate(query, documents, model).raw_response["selected"]
+        personalised = _generate(query, documents, model, PERSONAS[persona_name]).raw_response["selected"]
+        changed += [s["id"] for s in generic] != [s["id"] for s in personalised]
+    assert changed >= 0.7 * len(retrieved)
+
+
+@pytest.mark.parametrize("model", STRATEGIES)
+def test_nurse_persona_selects_more_clinical_practice_content(retrieved: dict[str, list[Document]], model: str) -> None:
+    generic = sum(_count(CLINICAL_PRACTICE_WORDS, _generate(q, d, model).text) for q, d in retrieved.items())
+    nurse = sum(_count(CLINICAL_PRACTICE_WORDS, _generate(q, d, model, NURSE).text) for q, d in retrieved.items())
+    # Measured: centroid 48 vs 23, MMR 39 vs 28 over the ten cluster queries.
+    assert nurse >= 1.25 * generic, (nurse, generic)
+
+
+@pytest.mark.parametrize("model", STRATEGIES)
+def test_researcher_persona_selects_more_methodological_content(
+    retrieved: dict[str, list[Document]], model: str
+) -> None:
+    generic = sum(_count(METHOD_WORDS, _generate(q, d, model).text) for q, d in retrieved.items())
+    researcher = sum(_count(METHOD_WORDS, _generate(q, d, model, RESEARCHER).text) for q, d in retrieved.items())
+    # Measured: centroid 23 vs 11, MMR 22 vs 10.
+    assert researcher >= 1.5 * generic, (researcher, generic)
+
+
+def test_novice_persona_prefers_shorter_sentences(retrieved: dict[str, list[Document]]) -> None:
+    def mean_sentence_words(persona: Mapping[str, str] | None) -> float:
+        lengths = [
+            len(sentence.split())
+            for model in STRATEGIES
+            for query, documents in retrieved.items()
+            for sentence in split_cited(_generate(query, documents, model, persona).text)
+        ]
+        return sum(lengths) / len(lengths)
+
+    # Measured: 19.3 words per sentence for the novice student against 21.4 generic.
+    assert mean_sentence_words(STUDENT) < mean_sentence_words(None) - 1.0
+
+
+def test_generation_is_deterministic(retrieved: dict[str, list[Document]]) -> None:
+    query, documents = next(iter(retrieved.items()))
+    for model in STRATEGIES:
+        first, second = _generate(query, documents, model, NURSE), _generate(query, documents, model, NURSE)
+        assert first.text == second.text
+        assert first.raw_response == second.raw_response
+
+
+def test_unknown_model_is_a_clear_permanent_error(retrieved: dict[str, list[Document]]) -> None:
+    query, documents = next(iter(retrieved.items()))
+    with pytest.raises(BackendError) as error:
+        _generate(query, documents, "gpt-4o")
+    assert error.value.transient is False
+    assert "gpt-4o" in error.value.reason and all(name in error.value.reason for name in STRATEGIES)
+
+
+def test_no_abstract_text_is_a_permanent_error() -> None:
+    with pytest.raises(BackendError) as error:
+        _generate("anything", [Document(external_id="x", title="Empty", abstract="")], STRATEGIES[0])
+    assert error.value.transient is False
+
+
+def test_settings_change_length_and_are_validated(retrieved: dict[str, list[Document]]) -> None:
+    query, documents = next(iter(retrieved.items()))
+    short = SUMMARISER.generate(
+        GenerationRequest(
+            query=query,
+            documents=documents,
+            prompt="",
+            model=STRATEGIES[1],
+            settings={"min_sentences": 2, "max_sentences": 2, "min_words": 10},
+        )
+    )
+    assert len(split_cited(short.text)) == 2
+    with pytest.raises(BackendError):
+        SUMMARISER.generate(
+            GenerationRequest(
+                query=query, documents=documents, prompt="", model=STRATEGIES[0], settings={"max_words": "x"}
+            )
+        )
+
+
+def test_persona_with_empty_fields_counts_as_generic(retrieved: dict[str, list[Document]]) -> None:
+    query, documents = next(iter(retrieved.items()))
+    empty = {"role": "", "domain": "", "expertise": "", "research_area": "", "use_case": ""}
+    assert _generate(query, documents, STRATEGIES[0], empty).text == _generate(query, documents, STRATEGIES[0]).text
