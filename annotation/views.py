@@ -30,6 +30,11 @@ def _unavailable(participation: Participation) -> ApplicationError | None:
     return ApplicationError("This study is closed. Thank you for your interest.", status=403)
 
 
+def _posted(request: HttpRequest) -> object:
+    """The submitted data on POST (even when empty, so that required fields report), else None."""
+    return request.POST if request.method == "POST" else None
+
+
 def home(request: HttpRequest) -> HttpResponse:
     participations = (
         Participation.objects.filter(annotator=request.user).select_related("study")
@@ -49,7 +54,7 @@ def join(request: HttpRequest, token: str) -> HttpResponse:
     study = invitation.study
     if request.user.is_authenticated and Participation.objects.filter(study=study, annotator=request.user).exists():
         return redirect("annotation:study", slug=study.slug)
-    form = ConsentForm(request.POST or None)
+    form = ConsentForm(_posted(request))
     if request.method == "POST" and form.is_valid():
         try:
             participation = services.invitation_accept(
@@ -60,7 +65,7 @@ def join(request: HttpRequest, token: str) -> HttpResponse:
         if not request.user.is_authenticated:
             login(request, participation.annotator, backend="django.contrib.auth.backends.ModelBackend")
         return redirect("annotation:study", slug=study.slug)
-    return render(request, "annotation/join.html", {"study": study, "form": form})
+    return render(request, "annotation/join.html", {"study": study, "form": form}, status=400 if form.errors else 200)
 
 
 def _next_url(participation: Participation) -> str:
@@ -102,7 +107,7 @@ def profile(request: HttpRequest, slug: str) -> HttpResponse:
         return _error_page(request, error, study=participation.study)
     current = services.persona_current(participation=participation)
     locked = participation.queries.exists()
-    form = PersonaForm(request.POST or None, initial=current.as_dict() if current else None)
+    form = PersonaForm(_posted(request), initial=current.as_dict() if current else None)
     if request.method == "POST" and not locked and form.is_valid():
         try:
             services.persona_save(participation=participation, data=form.cleaned_data)
@@ -132,7 +137,7 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
         if services.persona_current(participation=participation) is None:
             return redirect("annotation:profile", slug=slug)
     form = QueryForm(
-        request.POST or None, initial={"client_token": secrets.token_hex(16)}, max_chars=study_obj.max_query_chars
+        _posted(request), initial={"client_token": secrets.token_hex(16)}, max_chars=study_obj.max_query_chars
     )
     if request.method == "POST" and form.is_valid():
         try:

@@ -1,6 +1,7 @@
 """Settings for the test suite: real PostgreSQL and Redis on this machine, eager tasks by default."""
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use-0123456789")
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
@@ -15,3 +16,5 @@ from config.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 ALLOWED_HOSTS = ["*"]
+
+Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)  # noqa: F405 - whitenoise warns when it is missing

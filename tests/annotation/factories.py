@@ -1,0 +1,47 @@
+"""factory_boy factories and small helpers for annotation tests."""
+
+from __future__ import annotations
+
+import factory
+from django.contrib.auth import get_user_model
+
+from annotation import services
+from annotation.models import Participation, Study
+
+PERSONA = {
+    "role": "practising nurse",
+    "domain": "intensive care",
+    "expertise": "intermediate",
+    "research_area": "patient safety",
+    "use_case": "deciding how to organise night shifts on my ward",
+}
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+
+    username = factory.Sequence(lambda n: f"user{n}")
+
+
+class StudyFactory(factory.django.DjangoModelFactory):
+    """A study built through the service, so it has the default 2x2 design and prompt."""
+
+    class Meta:
+        model = Study
+
+    slug = factory.Sequence(lambda n: f"study-{n}")
+    title = factory.Sequence(lambda n: f"Study {n}")
+
+    @classmethod
+    def _create(cls, model_class, *args, **kwargs):  # type: ignore[no-untyped-def]
+        status = kwargs.pop("status", Study.Status.OPEN)
+        return services.study_create(status=status, **kwargs)
+
+
+def join(study: Study, *, user=None, persona: dict | None = None) -> Participation:  # type: ignore[no-untyped-def]
+    invitation = services.invitation_create_bulk(study=study, count=1)[0]
+    participation = services.invitation_accept(token=invitation.token, annotator=user, consent=True)
+    if persona is not False:
+        services.persona_save(participation=participation, data=persona or PERSONA)
+    return participation

@@ -1,0 +1,218 @@
+"""The protocol through the service layer: query -> retrieval -> four candidates -> bracket -> matches."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotation import selectors, services
+from annotation.errors import ApplicationError
+from annotation.models import Candidate, Judgment, Match, Query, Study
+from tests.annotation.factories import StudyFactory, join
+
+pytestmark = pytest.mark.django_db
+
+
+def ask(participation, text="How does night shift work affect nurses' sleep and patient safety?", token=""):
+    return services.query_submit(participation=participation, text=text, client_token=token)
+
+
+@pytest.fixture
+def study():
+    return StudyFactory()
+
+
+def test_a_query_is_retrieved_generated_and_bracketed(study, django_capture_on_commit_callbacks):
+    participation = join(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = ask(participation)
+    query.refresh_from_db()
+    assert query.status == Query.Status.READY
+    assert list(query.documents.values_list("rank", flat=True)) == list(range(1, 11))
+    candidates = list(query.candidates.select_related("system"))
+    assert len(candidates) == 4
+    assert {c.status for c in candidates} == {Candidate.Status.DONE}
+    assert sorted(c.position for c in candidates) == ["A", "B", "C", "D"]
+    # Every candidate was generated from the same frozen context, persona only where the condition says so.
+    for c in candidates:
+        assert "[1] " in c.prompt and ("Role: practising nurse" in c.prompt) == (c.system.condition == "persona")
+    matches = list(query.bracket.matches.order_by("index"))
+    assert [m.label for m in matches] == ["round1_ab", "round1_cd"]
+    by_position = {c.position: c.pk for c in candidates}
+    assert {matches[0].left_id, matches[0].right_id} == {by_position["A"], by_position["B"]}
+    assert {matches[1].left_id, matches[1].right_id} == {by_position["C"], by_position["D"]}
+
+
+def _generated(study, django_capture_on_commit_callbacks, **kw):
+    participation = join(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = ask(participation, **kw)
+    return participation, query
+
+
+def test_winners_meet_in_the_final_and_the_query_is_ranked(study, django_capture_on_commit_callbacks):
+    participation, query = _generated(study, django_capture_on_commit_callbacks)
+    first = selectors.match_current(query=query)
+    services.judgment_record(match=first, choice="left", by=participation)
+    second = selectors.match_current(query=query)
+    assert second.label == "round1_cd"
+    services.judgment_record(match=second, choice="right", by=participation)
+    final = selectors.match_current(query=query)
+    assert final.label == "final"
+    assert {final.left_id, final.right_id} == {first.left_id, second.right_id}
+    judgment = services.judgment_record(match=final, choice="neither", by=participation)
+    assert judgment.winner is None
+    query.refresh_from_db()
+    assert query.status == Query.Status.RANKED
+    assert Judgment.objects.filter(match__bracket__query=query).count() == 3
+
+
+def test_neither_in_round_one_skips_the_final(study, django_capture_on_commit_callbacks):
+    participation, query = _generated(study, django_capture_on_commit_callbacks)
+    services.judgment_record(match=selectors.match_current(query=query), choice="neither", by=participation)
+    services.judgment_record(match=selectors.match_current(query=query), choice="left", by=participation)
+    assert selectors.match_current(query=query) is None
+    final = Match.objects.get(bracket__query=query, label="final")
+    assert final.status == Match.Status.SKIPPED
+    query.refresh_from_db()
+    assert query.status == Query.Status.RANKED
+    with pytest.raises(ApplicationError) as error:
+        services.judgment_record(match=final, choice="left", by=participation)
+    assert error.value.status == 409
+
+
+def test_answers_are_idempotent_and_cannot_be_changed(study, django_capture_on_commit_callbacks):
+    participation, query = _generated(study, django_capture_on_commit_callbacks)
+    match = selectors.match_current(query=query)
+    first = services.judgment_record(match=match, choice="left", by=participation)
+    again = services.judgment_record(match=match, choice="left", by=participation)
+    assert first.pk == again.pk
+    with pytest.raises(ApplicationError) as error:
+        services.judgment_record(match=match, choice="right", by=participation)
+    assert error.value.status == 409
+    assert Judgment.objects.filter(match=match).count() == 1
+    assert Judgment.objects.get(match=match).choice == "left"
+
+
+def test_someone_elses_match_is_not_found(study, django_capture_on_commit_callbacks):
+    owner, query = _generated(study, django_capture_on_commit_callbacks)
+    intruder = join(study)
+    with pytest.raises(ApplicationError) as error:
+        services.judgment_record(match=selectors.match_current(query=query), choice="left", by=intruder)
+    assert error.value.status == 404
+    assert not Judgment.objects.exists()
+
+
+def test_resubmitted_query_form_creates_one_query(study, django_capture_on_commit_callbacks):
+    participation = join(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        a = ask(participation, token="tok-1")
+        b = ask(participation, token="tok-1")
+    assert a.pk == b.pk
+    assert participation.queries.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("   ", "Please write your question."), ("x" * 1001, "under 1000 characters")],
+)
+def test_bad_query_text_is_refused_with_a_field_message(study, text, message):
+    participation = join(study)
+    with pytest.raises(ApplicationError) as error:
+        ask(participation, text=text)
+    assert error.value.field == "text" and message in error.value.message
+    assert not Query.objects.exists()
+
+
+def test_query_limit_is_enforced(django_capture_on_commit_callbacks):
+    study = StudyFactory(queries_per_annotator=1)
+    participation, query = _generated(study, django_capture_on_commit_callbacks)
+    for _ in range(2):
+        match = selectors.match_current(query=query)
+        services.judgment_record(match=match, choice="neither", by=participation)
+    with pytest.raises(ApplicationError) as error:
+        ask(participation, text="another question")
+    assert "all 1 questions" in error.value.message
+    assert participation.queries.count() == 1
+
+
+def test_one_question_at_a_time(study, django_capture_on_commit_callbacks):
+    participation, _ = _generated(study, django_capture_on_commit_callbacks)
+    with pytest.raises(ApplicationError) as error:
+        ask(participation, text="a second question before ranking the first")
+    assert error.value.status == 409
+
+
+def test_paused_study_refuses_new_queries(study):
+    participation = join(study)
+    services.study_set_status(study=study, status=Study.Status.PAUSED)
+    with pytest.raises(ApplicationError) as error:
+        ask(participation)
+    assert "paused" in error.value.message
+
+
+def test_persona_is_versioned_and_frozen_after_first_query(study, django_capture_on_commit_callbacks):
+    participation = join(study)
+    second = services.persona_save(participation=participation, data={**_persona(), "role": "ward manager"})
+    assert second.version == 2
+    with django_capture_on_commit_callbacks(execute=True):
+        query = ask(participation)
+    assert query.persona == second
+    with pytest.raises(ApplicationError):
+        services.persona_save(participation=participation, data=_persona())
+
+
+def _persona():
+    from tests.annotation.factories import PERSONA
+
+    return dict(PERSONA)
+
+
+def test_invitation_rules(study):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    invitation = services.invitation_create_bulk(study=study, count=1, max_uses=1)[0]
+    services.invitation_accept(token=invitation.token, annotator=None, consent=True)
+    with pytest.raises(ApplicationError) as used:
+        services.invitation_accept(token=invitation.token, annotator=None, consent=True)
+    assert used.value.status == 410 and "already been used" in used.value.message
+    expired = services.invitation_create_bulk(study=study, count=1, expires_at=timezone.now() - timedelta(hours=1))[0]
+    with pytest.raises(ApplicationError) as late:
+        services.invitation_accept(token=expired.token, annotator=None, consent=True)
+    assert "expired" in late.value.message
+    with pytest.raises(ApplicationError) as bogus:
+        services.invitation_accept(token="nope", annotator=None, consent=True)
+    assert bogus.value.status == 404
+
+
+def test_design_must_fill_a_bracket():
+    study = StudyFactory(status=Study.Status.DRAFT, systems=[
+        {"label": "a", "model_name": "extractive-centroid", "condition": "persona"},
+        {"label": "b", "model_name": "extractive-centroid", "condition": "generic"},
+        {"label": "c", "model_name": "extractive-mmr", "condition": "generic"},
+    ])
+    with pytest.raises(ApplicationError) as error:
+        services.study_set_status(study=study, status=Study.Status.OPEN)
+    assert "2, 4 or 8 systems" in error.value.message
+
+
+def test_failed_generation_is_stored_and_can_be_retried(django_capture_on_commit_callbacks):
+    study = StudyFactory(systems=[
+        {"label": "good", "model_name": "extractive-centroid", "condition": "persona"},
+        {"label": "bad", "model_name": "no-such-strategy", "condition": "generic"},
+    ])
+    participation, query = _generated(study, django_capture_on_commit_callbacks)
+    bad = query.candidates.get(system__label="bad")
+    assert bad.status == Candidate.Status.FAILED and "no-such-strategy" in bad.failure_reason
+    query.refresh_from_db()
+    assert query.status == Query.Status.GENERATING
+    assert [c.pk for c in selectors.candidates_failed()] == [bad.pk]
+    # Fix the design (an admin would), retry, and the bracket is drawn.
+    bad.system.model_name = "extractive-mmr"
+    bad.system.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        services.candidate_retry(candidate=bad)
+    query.refresh_from_db()
+    assert query.status == Query.Status.READY
+    assert query.bracket.matches.get().label == "final"

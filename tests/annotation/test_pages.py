@@ -1,0 +1,156 @@
+"""The annotator pages over HTTP: what a person clicking through would see, and what they must not."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from annotation.models import Judgment, Match, Participation, Query, Study
+from tests.annotation.factories import PERSONA, StudyFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def study():
+    return StudyFactory(slug="sleep")
+
+
+@pytest.fixture
+def invitation(study):
+    from annotation import services
+
+    return services.invitation_create_bulk(study=study, count=1, max_uses=5)[0]
+
+
+def _join(client: Client, invitation) -> None:
+    response = client.post(reverse("annotation:join", args=[invitation.token]), {"consent": "on"})
+    assert response.status_code == 302
+
+
+def _persona(client: Client) -> None:
+    response = client.post(reverse("annotation:profile", args=["sleep"]), PERSONA)
+    assert response.status_code == 302
+
+
+def _ask(client: Client, capture, text="How does night shift work affect nurses' sleep?"):
+    page = client.get(reverse("annotation:ask", args=["sleep"]))
+    token = re.search(r'name="client_token" value="([0-9a-f]+)"', page.content.decode()).group(1)
+    with capture(execute=True):
+        return client.post(reverse("annotation:ask", args=["sleep"]), {"text": text, "client_token": token}), token
+
+
+def test_consent_is_required(client, invitation):
+    response = client.post(reverse("annotation:join", args=[invitation.token]), {})
+    assert response.status_code == 400
+    assert "Please confirm that you agree to take part." in response.content.decode()
+    assert not Participation.objects.exists()
+
+
+def test_expired_and_unknown_links_explain_themselves(client, invitation):
+    response = client.get(reverse("annotation:join", args=["not-a-token"]))
+    assert response.status_code == 404 and "not valid" in response.content.decode()
+
+
+def test_the_study_router_walks_the_protocol(client, invitation, django_capture_on_commit_callbacks):
+    _join(client, invitation)
+    assert client.get(reverse("annotation:study", args=["sleep"]))["Location"].endswith("/profile/")
+    empty = client.post(reverse("annotation:profile", args=["sleep"]), {"role": "nurse"})
+    assert empty.status_code == 400 and "This field is required." in empty.content.decode()
+    _persona(client)
+    assert client.get(reverse("annotation:study", args=["sleep"]))["Location"].endswith("/ask/")
+    ask_page = client.get(reverse("annotation:ask", args=["sleep"])).content.decode()
+    assert "Question 1 of 8" in ask_page
+    response, _ = _ask(client, django_capture_on_commit_callbacks)
+    assert response["Location"].endswith("/q/1/wait/")
+    # Generation ran on commit (eager tasks in tests): the router now goes to the comparison.
+    assert client.get(reverse("annotation:study", args=["sleep"]))["Location"].endswith("/q/1/compare/")
+
+
+def test_comparison_page_is_blind_and_links_citations(client, invitation, django_capture_on_commit_callbacks):
+    _join(client, invitation)
+    _persona(client)
+    _ask(client, django_capture_on_commit_callbacks)
+    page = client.get(reverse("annotation:compare", args=["sleep", 1]))
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "Comparison 1 of 3" in html
+    for secret in ("extractive-centroid", "extractive-mmr", "centroid", "mmr"):
+        assert secret not in html.lower(), secret
+    # Outside the summaries' and abstracts' own words, nothing hints at a condition.
+    chrome = re.sub(r'<div class="summary-text">.*?</div>|<section class="sources".*?</section>', "", html, flags=re.S)
+    for secret in ("persona", "generic", "personali"):
+        assert secret not in chrome.lower(), secret
+    cited = set(re.findall(r'href="#source-(\d+)"', html))
+    assert cited, "summaries should carry citation links"
+    assert all(f'id="source-{n}"' in html for n in cited)
+
+
+def test_reload_and_resubmit_never_duplicate(client, invitation, django_capture_on_commit_callbacks):
+    _join(client, invitation)
+    _persona(client)
+    _, token = _ask(client, django_capture_on_commit_callbacks)
+    # The same form posted twice (double click, back + resubmit) is one question.
+    with django_capture_on_commit_callbacks(execute=True):
+        again = client.post(reverse("annotation:ask", args=["sleep"]), {"text": "whatever", "client_token": token})
+    assert again.status_code == 302 and Query.objects.count() == 1
+    compare = reverse("annotation:compare", args=["sleep", 1])
+    match = Match.objects.filter(status="pending").order_by("round", "index").first()
+    client.get(compare)
+    shown_at = Match.objects.get(pk=match.pk).shown_at
+    client.get(compare)  # a reload keeps the first display time
+    assert Match.objects.get(pk=match.pk).shown_at == shown_at
+    for _ in range(2):
+        assert client.post(compare, {"match_id": match.pk, "choice": "left"}).status_code == 302
+    assert Judgment.objects.filter(match=match).count() == 1
+    # A stale tab answering differently changes nothing.
+    client.post(compare, {"match_id": match.pk, "choice": "right"})
+    assert Judgment.objects.get(match=match).choice == "left"
+
+
+def test_another_annotators_pages_are_not_found(client, invitation, django_capture_on_commit_callbacks):
+    _join(client, invitation)
+    _persona(client)
+    _ask(client, django_capture_on_commit_callbacks)
+    other = Client()
+    _join(other, invitation)
+    assert other.get(reverse("annotation:compare", args=["sleep", 1])).status_code == 404
+    match = Match.objects.first()
+    response = other.post(reverse("annotation:compare", args=["sleep", 1]), {"match_id": match.pk, "choice": "left"})
+    assert response.status_code == 404
+    assert not Judgment.objects.exists()
+
+
+def test_paused_study_shows_a_notice_and_keeps_answers(client, invitation, django_capture_on_commit_callbacks, study):
+    _join(client, invitation)
+    _persona(client)
+    _ask(client, django_capture_on_commit_callbacks)
+    study.status = Study.Status.PAUSED
+    study.save()
+    page = client.get(reverse("annotation:study", args=["sleep"]))
+    assert page.status_code == 403 and "paused" in page.content.decode()
+    assert Query.objects.count() == 1
+
+
+def test_finish_early_gives_a_completion_code(client, invitation, django_capture_on_commit_callbacks):
+    _join(client, invitation)
+    _persona(client)
+    _ask(client, django_capture_on_commit_callbacks)
+    compare = reverse("annotation:compare", args=["sleep", 1])
+    for choice in ("neither", "neither"):
+        match = Match.objects.filter(status="pending").order_by("round", "index").first()
+        client.post(compare, {"match_id": match.pk, "choice": choice})
+    assert "Question 2 of 8" in client.get(reverse("annotation:ask", args=["sleep"])).content.decode()
+    done = client.post(reverse("annotation:finish", args=["sleep"]), follow=True)
+    participation = Participation.objects.get()
+    assert participation.completion_code and participation.completion_code in done.content.decode()
+
+
+def test_csrf_is_enforced(invitation):
+    strict = Client(enforce_csrf_checks=True)
+    response = strict.post(reverse("annotation:join", args=[invitation.token]), {"consent": "on"})
+    assert response.status_code == 403
+    assert not Participation.objects.exists()
