@@ -16,7 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,7 @@ def tokenize(text: str) -> list[str]:
 
 # Abbreviations after which a full stop does not end a sentence.
 _ABBREVIATIONS: frozenset[str] = frozenset(
-    {"e.g", "i.e", "et al", "al", "vs", "fig", "figs", "eq", "eqs", "approx", "cf", "dr", "prof", "no", "ca", "resp"}
+    {"e.g", "i.e", "al", "vs", "fig", "figs", "eq", "eqs", "approx", "cf", "dr", "prof", "no", "ca", "resp"}
 )
 _BOUNDARY_RE = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9\"'(\[])")
 
@@ -237,9 +237,9 @@ class DemoCorpusRetrieval:
 
     Only documents sharing at least one query term are returned, so fewer than k may come back.
     When no document shares a single query term (a typo, or a word the corpus never uses), we
-    fall back to the best partial match: each unknown query term is expanded to the corpus terms
-    with which it shares a prefix of at least 4 characters (e.g. "vaccinology" -> "vaccin"), and
-    BM25 runs on those. If that also finds nothing, the first k documents in corpus order are
+    fall back to the best partial match: each query term is expanded to the corpus terms that
+    share its beginning (at least 4 characters, and all but at most one character of the shorter
+    term, e.g. "vaccinology" -> "vaccin"), and BM25 runs on those. If that also finds nothing, the first k documents in corpus order are
     returned with score 0.0 so that a study never starts with an empty context.
 
     Ties are broken by corpus order, so results are deterministic. Filters: `year_min`,
@@ -270,7 +270,7 @@ class DemoCorpusRetrieval:
             candidates = [i for i in range(len(index.documents)) if allowed is None or i in allowed]
             scores = dict.fromkeys(candidates[:k], 0.0)
         ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
-        return [_with_score(index.documents[i], round(score, 6)) for i, score in ranked]
+        return [replace(index.documents[i], score=round(score, 6)) for i, score in ranked]
 
     def _bm25(self, index: _CorpusIndex, terms: Iterable[str], allowed: set[int] | None) -> dict[int, float]:
         n_docs = len(index.documents)
@@ -290,7 +290,7 @@ class DemoCorpusRetrieval:
 
     @staticmethod
     def _expand_partial(index: _CorpusIndex, terms: Sequence[str]) -> list[str]:
-        """Corpus terms that extend, or are extended by, an unknown query term (>= 4 shared characters)."""
+        """Corpus terms sharing a prefix with a query term (>= 4 characters, at most one short of the shorter)."""
         expanded: list[str] = []
         for term in terms:
             if len(term) < 4:
@@ -311,30 +311,22 @@ class DemoCorpusRetrieval:
                 f"Unsupported filter(s) {', '.join(unknown)} for the demo corpus; use {', '.join(_SUPPORTED_FILTERS)}.",
                 transient=False,
             )
-        year_min, year_max, venue = filters.get("year_min"), filters.get("year_max"), filters.get("venue")
+        try:
+            year_min = int(filters["year_min"]) if filters.get("year_min") is not None else None
+            year_max = int(filters["year_max"]) if filters.get("year_max") is not None else None
+        except (TypeError, ValueError) as exc:
+            raise BackendError("Filters year_min and year_max must be whole years.", transient=False) from exc
+        venue = filters.get("venue")
         allowed: set[int] = set()
         for i, doc in enumerate(index.documents):
-            if year_min is not None and (doc.year is None or doc.year < int(year_min)):
+            if year_min is not None and (doc.year is None or doc.year < year_min):
                 continue
-            if year_max is not None and (doc.year is None or doc.year > int(year_max)):
+            if year_max is not None and (doc.year is None or doc.year > year_max):
                 continue
             if venue is not None and doc.venue.casefold() != str(venue).casefold():
                 continue
             allowed.add(i)
         return allowed
-
-
-def _with_score(document: Document, score: float) -> Document:
-    return Document(
-        external_id=document.external_id,
-        title=document.title,
-        abstract=document.abstract,
-        url=document.url,
-        year=document.year,
-        venue=document.venue,
-        authors=document.authors,
-        score=score,
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -429,7 +421,12 @@ class PersonaProfile:
     def from_mapping(cls, persona: Mapping[str, str] | None) -> PersonaProfile | None:
         if not persona:
             return None
-        values = {str(key).lower(): str(value or "") for key, value in persona.items()}
+        # "not given" is the platform's placeholder for an unanswered question, not a preference.
+        values = {
+            str(key).lower(): str(value or "")
+            for key, value in persona.items()
+            if str(value or "").strip().lower() not in {"not given", "n/a", "-"}
+        }
         text = " ".join(values.values())
         raw_words = set(_TOKEN_RE.findall(text.lower()))
         stems = set(tokenize(text))
@@ -446,7 +443,7 @@ class PersonaProfile:
             for cue in ROLE_LEXICON[role][1]:
                 for token in tokenize(cue):
                     weights[token] = weights.get(token, 0.0) + 0.75
-        plain = _expertise_is_plain(values.get("expertise", "")) or _expertise_is_plain(values.get("level", ""))
+        plain = _expertise_is_plain(values.get("expertise", ""))
         if not weights and not plain:
             return None
         return cls(terms=dict(weights), roles=roles, plain=plain)
@@ -524,7 +521,8 @@ class ExtractiveSummariser:
     - "extractive-centroid": greedy selection by query relevance plus centroid salience (how
       typical a sentence is of the retrieved set), skipping near-duplicates.
     - "extractive-mmr": maximal marginal relevance, trading query relevance plus a position prior
-      (earlier sentences state the finding) against similarity to what is already chosen.
+      (abstracts open with the context a reader needs) against redundancy with what is already
+      chosen, where a second sentence from an already cited abstract counts as partly redundant.
 
     With `request.persona` (the personalised condition) a persona vector built from the profile
     and a role-cue lexicon is mixed into every sentence score, and a novice/beginner expertise
@@ -577,10 +575,12 @@ class ExtractiveSummariser:
         else:
             chosen = self._select_mmr(sentences, scores, settings)
 
+        selection_order = [f"{sentences[i].doc_rank}:{sentences[i].position}" for i in chosen]
         chosen.sort(key=lambda i: (sentences[i].doc_rank, sentences[i].position))
         text = " ".join(_cite(sentences[i].text, sentences[i].doc_rank) for i in chosen)
         n_words = sum(sentences[i].n_words for i in chosen)
-        prompt_words = len(request.prompt.split()) + sum(len(d.abstract.split()) for d in request.documents)
+        # No tokenizer offline: "tokens" are whitespace-separated words.
+        prompt_words = len(request.prompt.split())
         raw = {
             "backend": "offline-extractive",
             "strategy": request.model,
@@ -588,6 +588,7 @@ class ExtractiveSummariser:
             "persona_roles": list(persona.roles) if persona else [],
             "persona_plain": bool(persona and persona.plain),
             "candidate_sentences": len(sentences),
+            "selection_order": selection_order,
             "selected": [
                 {
                     "doc": sentences[i].doc_rank,
@@ -604,6 +605,7 @@ class ExtractiveSummariser:
             "prompt_tokens": prompt_words,
             "completion_tokens": n_words,
             "total_tokens": prompt_words + n_words,
+            "source_words": sum(len(d.abstract.split()) for d in request.documents),
             "input_sentences": len(sentences),
             "selected_sentences": len(chosen),
         }
