@@ -1,0 +1,342 @@
+"""A standalone HTML report: inline CSS and SVG, no scripts, no external assets; all text escaped."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from html import escape
+
+from analysis.report.plots import alpha_plot, forest_plot, interval_plot, strength_plot, win_rate_plot
+from analysis.stats.analyze import AnalysisReport
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:70rem;color:#222;padding:0 1rem}
+h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2.2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
+h3{font-size:1.05rem}table{border-collapse:collapse;margin:.6rem 0 1rem;font-size:.85rem}
+th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right}th{background:#f4f4f4}
+td.l,th.l{text-align:left}dl{display:grid;grid-template-columns:max-content auto;gap:.15rem 1rem;font-size:.9rem}
+dt{font-weight:600}.note{background:#fff8e1;border-left:4px solid #edae49;padding:.4rem .8rem}
+figure{margin:.5rem 0 1.2rem}svg{max-width:100%;height:auto}code{font-size:.85em}
+"""
+
+
+def _num(value: object, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "–"
+        return f"{value:.{digits}f}"
+    return escape(str(value))
+
+
+def _p(value: float) -> str:
+    if not math.isfinite(value):
+        return "–"
+    return "&lt;0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, left: int = 1) -> str:
+    head = "".join(f'<th class="{"l" if i < left else ""}">{escape(h)}</th>' for i, h in enumerate(headers))
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(r)) + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _figure(svg: str, caption: str) -> str:
+    return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
+
+
+def _win_rate_section(report: AnalysisReport) -> str:
+    wr = report.win_rates
+    level = f"{wr.confidence_level:.0%}"
+    parts = [
+        "<h2>Win rates</h2>",
+        f"<p>Annotator-clustered bootstrap: {wr.n_resamples} resamples of annotators with replacement, seed "
+        f"{wr.seed}; {level} percentile intervals and two-sided p-values against the null on decided matches only "
+        "(“neither” excluded). <em>rate</em> is wins / n; <em>decided</em> is wins / (wins + losses).</p>",
+    ]
+    titles = {
+        "variant": "Variants (model × condition); the final is out of the variant's round-1 wins",
+        "model_share": "Share of decided matches won, per model (null 1/k)",
+        "condition_share": "Share of decided matches won, per condition (null 1/k)",
+        "head_to_head": "Cross-model head-to-head (first-named model's wins)",
+        "personalized_vs_generic": "Personalised vs generic, per bracket pair and round",
+        "position": "Position bias: the left side",
+    }
+    for statistic, title in titles.items():
+        rows = wr.select(statistic)
+        if not rows:
+            continue
+        parts.append(f"<h3>{escape(title)}</h3>")
+        if statistic in ("variant", "personalized_vs_generic", "head_to_head", "position"):
+            short = {
+                "variant": "Variant win rates",
+                "personalized_vs_generic": "Personalised vs generic",
+                "head_to_head": "Cross-model head-to-head",
+                "position": "Position bias (left side)",
+            }[statistic]
+            parts.append(_figure(win_rate_plot(rows, title=short), f"{title}: decided-match rate with {level} CI"))
+        parts.append(
+            _table(
+                [
+                    "group",
+                    "stage",
+                    "wins",
+                    "losses",
+                    "neither",
+                    "n",
+                    "rate",
+                    f"rate {level} CI",
+                    "decided",
+                    f"{level} CI",
+                    "p",
+                    "annotators",
+                ],
+                [
+                    [
+                        escape(r.group),
+                        escape(r.stage),
+                        str(r.wins),
+                        str(r.losses),
+                        str(r.neither),
+                        str(r.n),
+                        _num(r.rate),
+                        f"[{_num(r.rate_ci_low)}, {_num(r.rate_ci_high)}]",
+                        _num(r.decided_rate),
+                        f"[{_num(r.ci_low)}, {_num(r.ci_high)}]",
+                        _p(r.p_value),
+                        str(r.n_annotators),
+                    ]
+                    for r in rows
+                ],
+                left=2,
+            )
+        )
+    parts.append("<h3>“Neither” rates</h3>")
+    parts.append(
+        _table(
+            ["group", "stage", "neither", "n", "rate", f"{level} CI"],
+            [
+                [
+                    escape(p.group),
+                    escape(p.stage),
+                    str(p.count),
+                    str(p.n),
+                    _num(p.estimate),
+                    f"[{_num(p.ci_low)}, {_num(p.ci_high)}]",
+                ]
+                for p in wr.neither
+            ],
+            left=2,
+        )
+    )
+    return "\n".join(parts)
+
+
+def _regression_section(report: AnalysisReport) -> str:
+    reg = report.regression
+    if reg is None:
+        return "<h2>Logistic regression</h2><p>Not computed (see notes).</p>"
+    level = f"{reg.confidence_level:.0%}"
+    refs = ", ".join(f"{escape(k)} = {escape(v)}" for k, v in reg.reference_levels.items())
+    return "\n".join(
+        [
+            "<h2>Logistic regression: personalised side wins</h2>",
+            f"<p><code>{escape(reg.formula)}</code><br>N = {reg.n_obs} decided mixed-condition comparisons "
+            f"({reg.n_events} personalised wins) from {reg.n_clusters} annotators; cluster-robust standard errors "
+            f"grouped by annotator; reference levels: {refs}.</p>",
+            _figure(forest_plot(reg), "Odds ratios with confidence intervals; 1 = no effect"),
+            _table(
+                ["term", "odds ratio", f"{level} CI", "log-odds", "SE", "z", "p"],
+                [
+                    [
+                        escape(c.term),
+                        _num(c.odds_ratio, 2),
+                        f"[{_num(c.ci_low, 2)}, {_num(c.ci_high, 2)}]",
+                        _num(c.estimate),
+                        _num(c.std_error),
+                        _num(c.z, 2),
+                        _p(c.p_value),
+                    ]
+                    for c in reg.coefficients
+                ],
+            ),
+        ]
+    )
+
+
+def _agreement_section(report: AnalysisReport) -> str:
+    ag = report.agreement
+    if ag is None:
+        return "<h2>Metric-human agreement</h2><p>No metric columns in the table.</p>"
+    parts = [
+        "<h2>Metric-human agreement (Krippendorff's alpha, nominal)</h2>",
+        "<p>Each metric votes for the side it scores better, or “neither” when the scores differ by no more "
+        f"than its threshold. Human choices: left {ag.human_left:.1%}, right {ag.human_right:.1%}, neither "
+        f"{ag.human_neither:.1%} of {ag.n_comparisons} comparisons.</p>",
+        _figure(alpha_plot(ag), "Alpha per metric, coloured by family"),
+        _table(
+            ["family", "metrics", "mean α", "min α", "max α"],
+            [
+                [escape(f.family), str(f.n_metrics), _num(f.mean_alpha), _num(f.min_alpha), _num(f.max_alpha)]
+                for f in ag.families
+            ],
+        ),
+        _table(
+            ["family", "metric", "α", "threshold", "better", "units", "raw agreement", "votes L/R/N"],
+            [
+                [
+                    escape(m.family),
+                    escape(m.metric),
+                    _num(m.alpha),
+                    _num(m.threshold, 4),
+                    "higher" if m.higher_is_better else "lower",
+                    str(m.n_units),
+                    _num(m.raw_agreement),
+                    f"{_num(m.metric_left, 2)} / {_num(m.metric_right, 2)} / {_num(m.metric_neither, 2)}",
+                ]
+                for m in ag.metrics
+            ],
+            left=2,
+        ),
+    ]
+    if report.threshold_sweeps:
+        parts.append("<h3>Alpha across similarity thresholds</h3>")
+        parts.append(
+            _table(
+                ["metric", "threshold", "α", "metric says neither"],
+                [
+                    [escape(s.metric), _num(s.threshold, 4), _num(s.alpha), _num(s.metric_neither)]
+                    for s in report.threshold_sweeps
+                ],
+            )
+        )
+    return "\n".join(parts)
+
+
+def _extra_sections(report: AnalysisReport) -> str:
+    parts = []
+    bt = report.bradley_terry
+    if bt is not None:
+        parts += [
+            "<h2>Bradley-Terry strengths of systems</h2>",
+            f"<p>MM fit on {bt.n_comparisons} decided matches; {bt.confidence_level:.0%} intervals from the same "
+            f"annotator-clustered resamples ({bt.n_valid_resamples} of {bt.n_resamples} had a finite fit).</p>",
+            _figure(strength_plot(bt), "Log-strengths with intervals"),
+            _table(
+                ["system", "log strength", "CI", "wins", "losses"],
+                [
+                    [
+                        escape(s.system),
+                        _num(s.log_strength),
+                        f"[{_num(s.ci_low)}, {_num(s.ci_high)}]",
+                        str(s.wins),
+                        str(s.losses),
+                    ]
+                    for s in bt.systems
+                ],
+            ),
+        ]
+    times = report.page_times
+    parts += [
+        "<h2>Time per page</h2>",
+        _table(
+            ["stage", "pages", "median s", "Q1", "Q3", "IQR", "mean s"],
+            [
+                [
+                    escape(p.stage),
+                    str(p.n),
+                    _num(p.median, 1),
+                    _num(p.q1, 1),
+                    _num(p.q3, 1),
+                    _num(p.iqr, 1),
+                    _num(p.mean, 1),
+                ]
+                for p in times
+            ],
+        ),
+    ]
+    if times and times[0].n:
+        parts.append(
+            _figure(
+                interval_plot(
+                    [(p.stage, p.median, p.q1, p.q3) for p in times if p.n],
+                    title="Seconds per page: median and interquartile range",
+                    reference=None,
+                    xlabel="seconds",
+                    xlim=None,
+                ),
+                "Median (dot) and IQR (bar) of seconds per page",
+            )
+        )
+    parts += [
+        "<h2>Annotators</h2>",
+        _table(
+            [
+                "annotator",
+                "matches",
+                "queries",
+                "decided",
+                "neither rate",
+                "left-win rate",
+                "pers. wins/decided",
+                "pers. win rate",
+                "median s",
+            ],
+            [
+                [
+                    escape(a.annotator),
+                    str(a.n_matches),
+                    str(a.n_queries),
+                    str(a.n_decided),
+                    _num(a.neither_rate),
+                    _num(a.left_win_rate),
+                    f"{a.personalized_wins}/{a.personalized_decided}",
+                    _num(a.personalized_win_rate),
+                    _num(a.median_seconds, 1),
+                ]
+                for a in report.annotators
+            ],
+        ),
+    ]
+    return "\n".join(parts)
+
+
+def render_html(report: AnalysisReport, *, title: str = "Human evaluation analysis") -> str:
+    """The whole report as one HTML document."""
+    p = report.provenance
+    prov = [
+        ("comparisons", f"{p.n_rows} ({p.n_decided} decided, {p.n_neither} neither)"),
+        ("annotators", str(p.n_annotators)),
+        ("queries", str(p.n_queries)),
+        ("studies", ", ".join(p.studies) or "–"),
+        ("metrics", str(len(p.metrics))),
+        ("input table sha256", p.table_sha256),
+        ("code version", p.code_version),
+        ("random seed", str(p.seed)),
+        ("bootstrap resamples", str(p.n_resamples)),
+        ("created", p.created_at),
+    ]
+    notes = "".join(f"<p class='note'>{escape(n)}</p>" for n in report.notes)
+    body = [
+        f"<h1>{escape(title)}</h1>",
+        "<h2>Data and settings</h2>",
+        "<dl>" + "".join(f"<dt>{escape(k)}</dt><dd><code>{escape(v)}</code></dd>" for k, v in prov) + "</dl>",
+        notes,
+        _win_rate_section(report),
+        _regression_section(report),
+        _agreement_section(report),
+    ]
+    body.append(_extra_sections(report))
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<meta name='viewport' content='width=device-width,initial-scale=1'><title>{escape(title)}</title>"
+        f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )

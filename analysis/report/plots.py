@@ -1,0 +1,116 @@
+"""SVG plots for the HTML report, drawn with matplotlib's object API (no pyplot state, no files)."""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Sequence
+
+from matplotlib import rc_context
+from matplotlib.backends.backend_svg import FigureCanvasSVG
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from analysis.stats.agreement import AgreementResult
+from analysis.stats.bradley_terry import BradleyTerryResult
+from analysis.stats.regression import LogisticRegressionResult
+from analysis.stats.win_rates import WinRate
+
+PALETTE = ("#1b6ca8", "#d1495b", "#66a182", "#edae49", "#00798c", "#8e6c8a", "#4d4d4d", "#a3a380")
+
+
+def _svg(fig: Figure) -> str:
+    buf = io.StringIO()
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "satisfy-report"}):
+        FigureCanvasSVG(fig).print_svg(buf)
+    text = buf.getvalue()
+    text = re.sub(r"^<\?xml[^>]*>\s*", "", text)
+    text = re.sub(r"<!DOCTYPE[^>]*>\s*", "", text)
+    return text
+
+
+def _finite(x: float) -> bool:
+    return isinstance(x, int | float) and math.isfinite(x)
+
+
+def interval_plot(
+    rows: Sequence[tuple[str, float, float, float]],
+    *,
+    title: str,
+    reference: float | None = 0.5,
+    xlabel: str = "share of decided matches",
+    log: bool = False,
+    xlim: tuple[float, float] | None = (0.0, 1.0),
+) -> str:
+    """Point estimates with horizontal intervals, one row per label (top to bottom)."""
+    fig = Figure(figsize=(7.0, 0.42 * max(len(rows), 2) + 1.1))
+    ax = fig.add_subplot()
+    ys = list(range(len(rows)))[::-1]
+    for y, (_label, est, low, high) in zip(ys, rows, strict=True):
+        if _finite(low) and _finite(high):
+            ax.plot([low, high], [y, y], color=PALETTE[0], linewidth=2)
+        if _finite(est):
+            ax.plot([est], [y], "o", color=PALETTE[1], markersize=6)
+    if reference is not None:
+        ax.axvline(reference, color="#777777", linestyle="--", linewidth=1)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([r[0] for r in rows])
+    if log:
+        ax.set_xscale("log")
+    elif xlim is not None:
+        ax.set_xlim(*xlim)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=11)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def win_rate_plot(rows: Sequence[WinRate], *, title: str) -> str:
+    data = [(f"{r.group} ({r.stage})", r.decided_rate, r.ci_low, r.ci_high) for r in rows]
+    return interval_plot(data, title=title)
+
+
+def forest_plot(result: LogisticRegressionResult) -> str:
+    data = [(c.term, c.odds_ratio, c.ci_low, c.ci_high) for c in result.coefficients]
+    return interval_plot(
+        data,
+        title=f"Odds ratios, {result.confidence_level:.0%} CI (SEs clustered by annotator)",
+        reference=1.0,
+        xlabel="odds ratio (log scale)",
+        log=True,
+        xlim=None,
+    )
+
+
+def alpha_plot(result: AgreementResult) -> str:
+    metrics = list(result.metrics)
+    families = sorted({m.family for m in metrics})
+    colour = {f: PALETTE[i % len(PALETTE)] for i, f in enumerate(families)}
+    fig = Figure(figsize=(7.0, 0.3 * max(len(metrics), 3) + 1.2))
+    ax = fig.add_subplot()
+    ys = list(range(len(metrics)))[::-1]
+    values = [m.alpha if _finite(m.alpha) else 0.0 for m in metrics]
+    ax.barh(ys, values, color=[colour[m.family] for m in metrics])
+    ax.axvline(0.0, color="#333333", linewidth=1)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([m.metric for m in metrics], fontsize=8)
+    ax.set_xlabel("Krippendorff's alpha (nominal), metric vs annotator")
+    ax.set_title("Metric-human agreement by family", fontsize=11)
+    handles = [Patch(color=colour[f], label=f) for f in families]
+    ax.legend(handles=handles, fontsize=8, loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def strength_plot(result: BradleyTerryResult) -> str:
+    data = [(s.system, s.log_strength, s.ci_low, s.ci_high) for s in result.systems]
+    return interval_plot(
+        data,
+        title="Bradley-Terry log-strengths (mean 0)",
+        reference=0.0,
+        xlabel="log strength",
+        xlim=None,
+    )
