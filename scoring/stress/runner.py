@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from scoring.core.llm import ChatClient, ChatConfig
+from scoring.core.longdoc import SentenceEmbedder
 from scoring.stress.perturb import (
     TESTS,
     Perturbed,
@@ -32,7 +33,7 @@ from scoring.stress.perturb import (
 )
 from scoring.stress.rewrite import PROMPTS, RewriteRecord, SanityPolicy, llm_perturbation
 from scoring.stress.similarity import Similarity
-from scoring.stress.stats import StressResult, compute_statistics
+from scoring.stress.stats import StressResult, Verdict, compute_statistics
 
 __all__ = [
     "CoreMetrics",
@@ -150,7 +151,8 @@ class StressReport:
         lines = [f"{'metric':<22}{'test':<20}{'rho':>8}{'M':>7}{'d':>8}{'|change|':>10}  verdict"]
         for r in self.results:
             lines.append(
-                f"{r.metric:<22}{r.test:<20}{_fmt(r.rho):>8}{_fmt(r.monotonicity):>7}"
+                f"{r.metric:<22}{r.test:<20}{'n/a' if r.rho_verdict is Verdict.NOT_APPLICABLE else _fmt(r.rho):>8}"
+                f"{_fmt(r.monotonicity):>7}"
                 f"{_fmt(r.cohens_d):>8}{_fmt(r.mean_abs_change, 4):>10}  {r.verdict.value}"
             )
         return "\n".join(lines)
@@ -314,12 +316,14 @@ def run_stress(
     similarity: Similarity | None = None,
     sanity: SanityPolicy | None = None,
     long_document_windows: Sequence[int] = (0, 1, 2),
+    long_document_embedder: SentenceEmbedder | None = None,
 ) -> StressReport:
     """Run `tests` on `rows` for `metrics` and return (and, with out_dir, write) the report.
 
     judge_config is the model that writes the LLM perturbations; it is required for them and
     its outputs are cached under cache_dir (default out_dir/llm-cache). The seed fixes the
-    distractor and added-source draws and is passed to the model.
+    distractor and added-source draws and is passed to the model. `similarity` (rewrite sanity
+    check) and `long_document_embedder` default to MiniLM when installed, else TF-IDF.
     """
     stress_rows = [r if isinstance(r, StressRow) else StressRow.from_mapping(r) for r in rows]
     if not stress_rows:
@@ -407,7 +411,9 @@ def run_stress(
         from scoring.stress.longdoc import long_document_analysis
 
         started = time.perf_counter()
-        long_doc = long_document_analysis(stress_rows, metric_names, windows=long_document_windows)
+        long_doc = long_document_analysis(
+            stress_rows, metric_names, suite, windows=long_document_windows, embedder=long_document_embedder
+        )
         timings.append(Timing("long_document", "(all)", time.perf_counter() - started, len(stress_rows)))
 
     provenance: dict[str, Any] = {

@@ -73,11 +73,11 @@ def test_sanity_check_flags_added_content_and_low_similarity():
     orig = ["Cats sleep most of the day in warm places."]
     padded = [orig[0] + " Dogs bark at night. Birds migrate south in winter. Fish swim in schools. " * 3]
     other = ["Quarterly revenue rose sharply in emerging markets."]
-    added, = sanity_checks(orig, padded, [1.0], similarity=TFIDF, policy=SanityPolicy())
+    (added,) = sanity_checks(orig, padded, [1.0], similarity=TFIDF, policy=SanityPolicy())
     assert added.flagged and "content added" in added.reasons[-1]
-    unrelated, = sanity_checks(orig, other, [1.0], similarity=TFIDF, policy=SanityPolicy())
+    (unrelated,) = sanity_checks(orig, other, [1.0], similarity=TFIDF, policy=SanityPolicy())
     assert unrelated.flagged and unrelated.similarity < 0.2
-    lengthened, = sanity_checks(orig, [orig[0] + " " + orig[0]], [2.0], similarity=TFIDF, policy=SanityPolicy())
+    (lengthened,) = sanity_checks(orig, [orig[0] + " " + orig[0]], [2.0], similarity=TFIDF, policy=SanityPolicy())
     assert not lengthened.flagged
 
 
