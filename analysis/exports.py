@@ -1,0 +1,214 @@
+"""Comparison-table exports (CSV, JSONL, Parquet), each with a manifest stating what it holds.
+
+Pure functions over a pandas DataFrame and paths: no Django. CSV cells that a spreadsheet would run
+as a formula (starting with = + - @, tab or carriage return) are written with a leading apostrophe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.stats._results import ResultMixin, json_safe
+from analysis.stats.provenance import code_version, now_iso, table_checksum
+from analysis.stats.table import COLUMNS, metric_names
+
+FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
+ESCAPE = "'"
+MANIFEST_FORMAT = "satisfy.comparison-export/1"
+FORMATS = ("csv", "jsonl", "parquet")
+
+
+def neutralize_cell(value: Any) -> Any:
+    """Prefix a string that a spreadsheet would evaluate as a formula with an apostrophe."""
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return ESCAPE + value
+    return value
+
+
+def restore_cell(value: Any) -> Any:
+    """Undo ``neutralize_cell`` when reading our own CSV back."""
+    if isinstance(value, str) and value.startswith(ESCAPE) and value[1:].startswith(FORMULA_PREFIXES):
+        return value[1:]
+    return value
+
+
+def ordered_columns(table: pd.DataFrame) -> list[str]:
+    """Contract columns first (those present), then metric columns, then anything else."""
+    cols = [c for c in COLUMNS if c in table.columns]
+    for m in metric_names(table):
+        cols += [f"left__{m}", f"right__{m}"]
+    return cols + [str(c) for c in table.columns if c not in cols]
+
+
+def _text_columns(table: pd.DataFrame) -> list[str]:
+    return [
+        str(c)
+        for c in table.columns
+        if table[c].dtype == object or str(table[c].dtype) in ("str", "string", "category")
+    ]
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class ExportedFile(ResultMixin):
+    path: str
+    format: str
+    rows: int
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ExportManifest(ResultMixin):
+    format: str
+    study: str | None
+    filters: Mapping[str, Any]
+    rows: int
+    columns: tuple[str, ...]
+    table_sha256: str
+    code_version: str
+    seed: int | None
+    created_at: str
+    files: tuple[ExportedFile, ...]
+
+    def write(self, path: Path) -> Path:
+        path.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        return path
+
+
+def _prepare(table: pd.DataFrame) -> pd.DataFrame:
+    return table[ordered_columns(table)]
+
+
+def _write_one(frame: pd.DataFrame, path: Path, fmt: str) -> ExportedFile:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "csv":
+        safe = frame.copy()
+        for col in _text_columns(safe):
+            safe[col] = safe[col].astype(object).map(neutralize_cell)
+        safe.to_csv(path, index=False, lineterminator="\n")
+    elif fmt == "jsonl":
+        with path.open("w", encoding="utf-8") as fh:
+            for record in frame.to_dict(orient="records"):
+                clean = {k: _json_value(v) for k, v in record.items()}
+                fh.write(json.dumps(clean, ensure_ascii=False, allow_nan=False) + "\n")
+    elif fmt == "parquet":
+        frame.to_parquet(path, index=False, engine="pyarrow")
+    else:
+        raise ValueError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    return ExportedFile(
+        path=path.name, format=fmt, rows=len(frame), bytes=path.stat().st_size, sha256=sha256_file(path)
+    )
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, pd.Timestamp | np.datetime64):
+        ts = pd.Timestamp(value)
+        return None if pd.isna(ts) else ts.isoformat()
+    if value is pd.NaT or value is None:
+        return None
+    if isinstance(value, float | np.floating) and not np.isfinite(value):
+        return None
+    return json_safe(value)
+
+
+def _manifest(
+    frame: pd.DataFrame,
+    files: Sequence[ExportedFile],
+    *,
+    study: str | None,
+    filters: Mapping[str, Any] | None,
+    seed: int | None,
+) -> ExportManifest:
+    if study is None and "study" in frame.columns:
+        studies = sorted({str(s) for s in frame["study"].dropna()})
+        study = studies[0] if len(studies) == 1 else None
+    return ExportManifest(
+        format=MANIFEST_FORMAT,
+        study=study,
+        filters=dict(filters or {}),
+        rows=len(frame),
+        columns=tuple(map(str, frame.columns)),
+        table_sha256=table_checksum(frame),
+        code_version=code_version(),
+        seed=seed,
+        created_at=now_iso(),
+        files=tuple(files),
+    )
+
+
+def write_comparisons(
+    table: pd.DataFrame,
+    path: Path,
+    *,
+    study: str | None = None,
+    filters: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+) -> ExportManifest:
+    """Write one file (format from the suffix: .csv, .jsonl, .parquet) and ``<file>.manifest.json`` beside it."""
+    fmt = path.suffix.lstrip(".").lower()
+    frame = _prepare(table)
+    exported = _write_one(frame, path, fmt)
+    manifest = _manifest(frame, [exported], study=study, filters=filters, seed=seed)
+    manifest.write(path.with_name(path.name + ".manifest.json"))
+    return manifest
+
+
+def write_comparisons_csv(table: pd.DataFrame, path: Path, **kwargs: Any) -> ExportManifest:
+    return write_comparisons(table, path.with_suffix(".csv"), **kwargs)
+
+
+def write_comparisons_jsonl(table: pd.DataFrame, path: Path, **kwargs: Any) -> ExportManifest:
+    return write_comparisons(table, path.with_suffix(".jsonl"), **kwargs)
+
+
+def write_comparisons_parquet(table: pd.DataFrame, path: Path, **kwargs: Any) -> ExportManifest:
+    return write_comparisons(table, path.with_suffix(".parquet"), **kwargs)
+
+
+def export_comparisons(
+    table: pd.DataFrame,
+    out_dir: Path,
+    *,
+    stem: str = "comparisons",
+    formats: Sequence[str] = FORMATS,
+    study: str | None = None,
+    filters: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+) -> ExportManifest:
+    """Write the table in several formats and one ``<stem>.manifest.json`` listing every file's sha256."""
+    frame = _prepare(table)
+    files = [_write_one(frame, out_dir / f"{stem}.{fmt}", fmt) for fmt in formats]
+    manifest = _manifest(frame, files, study=study, filters=filters, seed=seed)
+    manifest.write(out_dir / f"{stem}.manifest.json")
+    return manifest
+
+
+def read_comparisons(path: Path) -> pd.DataFrame:
+    """Read a comparison table written by this module (or any CSV/JSONL/Parquet with the contract's columns)."""
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt == "csv":
+        frame = pd.read_csv(path, keep_default_na=True)
+        for col in _text_columns(frame):
+            frame[col] = frame[col].astype(object).map(restore_cell)
+        return frame
+    if fmt == "jsonl":
+        return pd.read_json(path, lines=True, dtype=False)
+    if fmt == "parquet":
+        return pd.read_parquet(path)
+    raise ValueError(f"cannot read {path.name}: expected .csv, .jsonl or .parquet")

@@ -1,0 +1,77 @@
+"""The file-mode CLI: tables in, report and tables out, clear errors on bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from analysis.cli import main
+from analysis.exports import export_comparisons
+from analysis.stats.synthetic import SyntheticStudy, simulate_comparisons
+from tests.analysis.legacy_fixture import make_legacy_zip
+
+
+def test_cli_writes_report_and_tables(tmp_path):
+    frame = simulate_comparisons(SyntheticStudy(n_annotators=10, queries_per_annotator=5, n_metrics=2, seed=4))
+    export_comparisons(frame, tmp_path / "in", formats=("parquet",))
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps({"metric_families": {"metric_00": "lexical"}, "metric_thresholds": {"metric_01": 0.2}})
+    )
+    out = tmp_path / "out"
+    stdout = io.StringIO()
+    status = main(
+        [
+            "--comparisons",
+            str(tmp_path / "in" / "comparisons.parquet"),
+            "--out",
+            str(out),
+            "--seed",
+            "3",
+            "--resamples",
+            "100",
+            "--config",
+            str(config),
+        ],
+        stdout=stdout,
+    )
+    assert status == 0, stdout.getvalue()
+    report = json.loads((out / "report.json").read_text())
+    assert report["provenance"]["seed"] == 3 and report["provenance"]["n_resamples"] == 100
+    assert report["config"]["metric_thresholds"] == {"metric_01": 0.2}
+    assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
+    for name in ("win_rates", "neither_rates", "regression", "agreement", "bradley_terry", "annotators", "page_times"):
+        assert (out / "tables" / f"{name}.csv").exists(), name
+    assert (out / "comparisons.manifest.json").exists()
+    assert "analysed" in stdout.getvalue()
+
+
+def test_cli_reads_a_legacy_export(tmp_path):
+    make_legacy_zip(tmp_path / "paper.zip", n_annotators=6, seed=1)
+    status = main(
+        [
+            "--comparisons",
+            str(tmp_path / "paper.zip"),
+            "--out",
+            str(tmp_path / "o"),
+            "--resamples",
+            "50",
+            "--no-export",
+        ],
+        stdout=io.StringIO(),
+    )
+    assert status == 0
+    assert json.loads((tmp_path / "o" / "report.json").read_text())["provenance"]["studies"] == ["paper"]
+
+
+def test_cli_errors_are_messages_not_tracebacks(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("annotator,choice\na,left\n")
+    stderr = io.StringIO()
+    assert main(["--comparisons", str(bad), "--out", str(tmp_path / "o")], stderr=stderr) == 2
+    assert "missing required columns" in stderr.getvalue()
+    stderr = io.StringIO()
+    assert main(["--comparisons", str(tmp_path / "none.csv"), "--out", str(tmp_path / "o")], stderr=stderr) == 2
+    assert "error:" in stderr.getvalue()
+    stderr = io.StringIO()
+    assert main(["--comparisons", str(bad), "--out", str(tmp_path / "o"), "--resamples", "0"], stderr=stderr) == 2
