@@ -141,12 +141,17 @@ def long_document_analysis(
     document_scores: dict[str, dict[str, tuple[float, ...]]] = {}
     bin_means: dict[str, tuple[float, ...]] = {}
     skipped: dict[str, str] = {}
+    # Metrics of one family that read the snippet from the same field are scored in one call.
+    groups: dict[tuple[str, str], list[str]] = {}
     for metric in metrics:
         needs = backend.needs(metric)
         slot = "source" if "source" in needs else "reference" if "reference" in needs else None
         if slot is None:
             skipped[metric] = "reads neither source nor reference, so a snippet cannot change it"
             continue
+        groups.setdefault((backend.family(metric), slot), []).append(metric)
+    pair_scores: dict[str, dict[tuple[str, str, str], float]] = {}
+    for (_, slot), members in groups.items():
         pairs: dict[tuple[str, str, str], int] = {}
         batch: list[dict[str, Any]] = []
         for row, summ, _ in docs:
@@ -158,12 +163,15 @@ def long_document_analysis(
                         if key not in pairs:
                             pairs[key] = len(batch)
                             batch.append({"id": str(len(batch)), "summary": sentence, **extra, slot: snippet})
-        out = {str(r["id"]): r for r in backend.score(batch, [metric])}
-        pair_score: dict[tuple[str, str, str], float] = {}
-        for key, index in pairs.items():
-            value = out.get(str(index), {}).get(metric)
-            pair_score[key] = float(value) if isinstance(value, int | float) else math.nan
+        out = {str(r["id"]): r for r in backend.score(batch, members)}
+        for metric in members:
+            table = pair_scores[metric] = {}
+            for key, index in pairs.items():
+                value = out.get(str(index), {}).get(metric)
+                table[key] = float(value) if isinstance(value, int | float) else math.nan
 
+    for metric in [m for m in metrics if m in pair_scores]:
+        pair_score = pair_scores[metric]
         per_doc: dict[str, tuple[float, ...]] = {}
         binned_scores: list[float] = []
         binned_sims: list[float] = []

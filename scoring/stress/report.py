@@ -305,11 +305,12 @@ def _long_document(report: StressReport) -> str:
 
 def _timings(report: StressReport) -> str:
     rows = "".join(
-        f"<tr><td>{_e(t.stage)}</td><td>{_e(t.metric)}</td><td>{t.seconds:.3f}</td><td>{t.n_texts}</td></tr>"
+        f"<tr><td>{_e(t.stage)}</td><td>{_e(t.group)}</td><td>{_e(', '.join(t.metrics))}</td>"
+        f"<td>{t.seconds:.3f}</td><td>{t.n_texts}</td></tr>"
         for t in report.timings
     )
     return (
-        "<details><summary>Timings</summary><table><thead><tr><th>stage</th><th>metric</th><th>seconds</th>"
+        "<details><summary>Timings</summary><table><thead><tr><th>stage</th><th>family</th><th>metrics</th><th>seconds</th>"
         f"<th>texts scored</th></tr></thead><tbody>{rows}</tbody></table></details>"
     )
 

@@ -60,6 +60,8 @@ class MetricBackend(Protocol):
 
     def needs(self, name: str) -> frozenset[str]: ...
 
+    def family(self, name: str) -> str: ...
+
     def score(self, rows: list[dict[str, Any]], metrics: list[str]) -> list[dict[str, Any]]: ...
 
 
@@ -81,21 +83,32 @@ class CoreMetrics:
     def needs(self, name: str) -> frozenset[str]:
         return frozenset(self._specs[name].needs)
 
+    def family(self, name: str) -> str:
+        return str(self._specs[name].family)
+
     def score(self, rows: list[dict[str, Any]], metrics: list[str]) -> list[dict[str, Any]]:
         return list(self._api.score_rows(rows, metrics))
 
 
 @dataclass(frozen=True)
 class Timing:
-    """Wall time of one stage: perturbing for a test, or scoring its new texts with one metric."""
+    """Wall time of one stage: perturbing for a test, or scoring its new texts with one metric family.
+
+    Metrics of one family are scored in one call because the suite computes them together
+    (ROUGE-1/2/L in one pass, all DataStats at once); `metrics` lists the ones in the call.
+    """
 
     stage: str
-    metric: str
+    group: str
+    metrics: tuple[str, ...]
     seconds: float
     n_texts: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stage": self.stage, "metric": self.metric, "seconds": round(self.seconds, 4), "n_texts": self.n_texts}
+        return {
+            "stage": self.stage, "group": self.group, "metrics": list(self.metrics),
+            "seconds": round(self.seconds, 4), "n_texts": self.n_texts,
+        }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -256,26 +269,27 @@ class _Scorer:
         self.memo: dict[tuple[str, str, str], tuple[float | None, str | None]] = {}
         self.timings: list[Timing] = []
 
-    def ensure(self, stage: str, metric: str, pairs: Sequence[tuple[str, str]]) -> None:
-        todo = list(dict.fromkeys(p for p in pairs if (metric, *p) not in self.memo))
+    def ensure(self, stage: str, group: str, metrics: Sequence[str], pairs: Sequence[tuple[str, str]]) -> None:
+        todo = list(dict.fromkeys(p for p in pairs if any((m, *p) not in self.memo for m in metrics)))
         if not todo:
-            self.timings.append(Timing(stage, metric, 0.0, 0))
+            self.timings.append(Timing(stage, group, tuple(metrics), 0.0, 0))
             return
         batch = []
         for i, (row_id, text) in enumerate(todo):
             fields = self.rows[row_id].metric_fields()
             batch.append({"id": str(i), "summary": text, **fields})
         started = time.perf_counter()
-        out = self.backend.score(batch, [metric])
-        self.timings.append(Timing(stage, metric, time.perf_counter() - started, len(todo)))
+        out = self.backend.score(batch, list(metrics))
+        self.timings.append(Timing(stage, group, tuple(metrics), time.perf_counter() - started, len(todo)))
         by_id = {str(r["id"]): r for r in out}
         for i, pair in enumerate(todo):
             res = by_id.get(str(i), {})
-            value = res.get(metric)
             errors = res.get("errors") or {}
-            score = float(value) if isinstance(value, int | float) and math.isfinite(float(value)) else None
-            error = None if score is not None else str(errors.get(metric) or "no score returned")
-            self.memo[(metric, *pair)] = (score, error)
+            for metric in metrics:
+                value = res.get(metric)
+                score = float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+                error = None if score is not None else str(errors.get(metric) or "no score returned")
+                self.memo[(metric, *pair)] = (score, error)
 
     def get(self, metric: str, row_id: str, text: str) -> tuple[float | None, str | None]:
         return self.memo[(metric, row_id, text)]
@@ -374,25 +388,26 @@ def run_stress(
                     test, stress_rows, client, similarity=similarity, policy=sanity, on_done=on_done
                 )
                 rewrites.extend(recs)
-            timings.append(Timing(test, "(perturb)", time.perf_counter() - started, 0))
+            timings.append(Timing(test, "(perturb)", (), time.perf_counter() - started, 0))
     finally:
         if client is not None:
             client.close()
 
     # Originals first, so that the baseline cost is not charged to whichever test runs first.
-    total_steps = len(metric_names) * (1 + len(perturbed))
-    step = 0
+    families: dict[str, list[str]] = {}
     for metric in metric_names:
-        scorer.ensure("baseline", metric, [(r.id, r.summary) for r in stress_rows])
-        step += 1
-        if report_progress:
-            report_progress("scoring", step, total_steps)
+        families.setdefault(suite.family(metric), []).append(metric)
+    total_steps = len(families) * (1 + len(perturbed))
+    step = 0
+    stages = [("baseline", [(r.id, r.summary) for r in stress_rows])]
     for test, pert in perturbed.items():
         pairs = [
             (rid, v.text) for rid, levels in pert.variants.items() for lv in levels for v in lv if v.text is not None
         ]
-        for metric in metric_names:
-            scorer.ensure(test, metric, pairs)
+        stages.append((test, pairs))
+    for stage, pairs in stages:
+        for family, members in families.items():
+            scorer.ensure(stage, family, members, pairs)
             step += 1
             if report_progress:
                 report_progress("scoring", step, total_steps)
@@ -414,7 +429,9 @@ def run_stress(
         long_doc = long_document_analysis(
             stress_rows, metric_names, suite, windows=long_document_windows, embedder=long_document_embedder
         )
-        timings.append(Timing("long_document", "(all)", time.perf_counter() - started, len(stress_rows)))
+        timings.append(
+            Timing("long_document", "(all)", tuple(metric_names), time.perf_counter() - started, len(stress_rows))
+        )
 
     provenance: dict[str, Any] = {
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),

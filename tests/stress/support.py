@@ -32,6 +32,9 @@ class TinyMetrics:
     def needs(self, name: str) -> frozenset[str]:
         return frozenset({"reference"}) if name == "overlap_f1" else frozenset()
 
+    def family(self, name: str) -> str:
+        return "tiny" if name in ("overlap_f1", "length") else name
+
     def score(self, rows: list[dict[str, Any]], metrics: list[str]) -> list[dict[str, Any]]:
         self.calls.append((len(rows), tuple(metrics)))
         out = []
