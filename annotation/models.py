@@ -291,9 +291,9 @@ class Judgment(models.Model):
     match = models.OneToOneField(Match, on_delete=models.CASCADE, related_name="judgment")
     choice = models.CharField(max_length=8, choices=Choice.choices)
     winner = models.ForeignKey(Candidate, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
-    shown_at = models.DateTimeField()
+    shown_at = models.DateTimeField(null=True, blank=True, help_text="Empty for imported legacy data.")
     answered_at = models.DateTimeField()
-    seconds_on_page = models.FloatField()
+    seconds_on_page = models.FloatField(null=True, blank=True, help_text="Empty when the display time is unknown.")
 
     class Meta:
         constraints = [

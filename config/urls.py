@@ -10,10 +10,12 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/v1/research/", include("analysis.api.urls")),
     path("api/v1/", include("annotation.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+    path("research/", include("analysis.urls")),
     path("healthz/", healthz, name="healthz"),
     path("", include("annotation.urls")),
 ]

@@ -71,3 +71,24 @@
     setTimeout(poll, 300);
   }
 })();
+
+// Research pages: progress bars of background jobs update until the job ends, then the page reloads.
+(function () {
+  "use strict";
+  var bars = document.querySelectorAll("progress[data-poll]");
+  bars.forEach(function (bar) {
+    var poll = function () {
+      fetch(bar.dataset.poll, { credentials: "same-origin" })
+        .then(function (r) { return r.json(); })
+        .then(function (data) {
+          bar.value = data.progress;
+          var state = bar.parentNode.querySelector(".state");
+          if (state) { state.textContent = data.status + (data.stage ? ": " + data.stage : ""); }
+          if (data.status === "done" || data.status === "failed") { window.location.reload(); return; }
+          setTimeout(poll, 1500);
+        })
+        .catch(function () { setTimeout(poll, 5000); });
+    };
+    setTimeout(poll, 800);
+  });
+})();

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from analysis.api import views
+
+urlpatterns = [
+    path("studies/<slug:slug>/comparisons/", views.ComparisonsApi.as_view(), name="research-comparisons"),
+    path("studies/<slug:slug>/jobs/", views.JobsApi.as_view(), name="research-jobs"),
+    path("studies/<slug:slug>/scoring-runs/", views.ScoringRunsApi.as_view(), name="research-scoring-runs"),
+    path("jobs/<int:job_id>/", views.JobApi.as_view(), name="research-job"),
+]

@@ -1,0 +1,70 @@
+"""Write report.json, report.html and the tables for a study (database) or an exported table (file)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+
+class Command(BaseCommand):
+    help = "Analyse a study (--study SLUG) or an exported comparison table (--comparisons FILE) into --out DIR."
+
+    def add_arguments(self, parser: Any) -> None:
+        source = parser.add_mutually_exclusive_group(required=True)
+        source.add_argument("--study", help="study slug (reads the database)")
+        source.add_argument(
+            "--comparisons", type=Path, help="comparison table .csv/.jsonl/.parquet or legacy .zip (no database)"
+        )
+        parser.add_argument("--out", type=Path, required=True)
+        parser.add_argument("--seed", type=int, default=None)
+        parser.add_argument("--resamples", type=int, default=None)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        extra = []
+        if options["seed"] is not None:
+            extra += ["--seed", str(options["seed"])]
+        if options["resamples"] is not None:
+            extra += ["--resamples", str(options["resamples"])]
+        if options["comparisons"]:
+            from analysis.cli import main
+
+            code = main(["--comparisons", str(options["comparisons"]), "--out", str(options["out"]), *extra])
+            if code:
+                raise CommandError("analysis failed (see the message above)")
+            return
+        self._study(options)
+
+    def _study(self, options: dict[str, Any]) -> None:
+        from analysis.cli import write_tables
+        from analysis.exports import export_comparisons
+        from analysis.report.json_report import write_report
+        from analysis.selectors import comparison_frame
+        from analysis.services import DEFAULT_RESAMPLES, DEFAULT_SEED, analysis_config_for
+        from analysis.stats.analyze import analyze
+        from analysis.stats.errors import AnalysisError
+        from annotation.models import Study
+
+        study = Study.objects.filter(slug=options["study"]).first()
+        if study is None:
+            raise CommandError(f"No study with the slug {options['study']!r}.")
+        frame = comparison_frame(study=study)
+        if frame.empty:
+            raise CommandError(f"Study {study.slug!r} has no answered comparisons yet.")
+        seed = options["seed"] if options["seed"] is not None else DEFAULT_SEED
+        resamples = options["resamples"] if options["resamples"] is not None else DEFAULT_RESAMPLES
+        try:
+            report = analyze(frame, config=analysis_config_for(frame, seed=seed, n_resamples=resamples))
+        except (AnalysisError, ValueError) as error:
+            raise CommandError(str(error)) from error
+        out: Path = options["out"]
+        out.mkdir(parents=True, exist_ok=True)
+        paths = write_report(report, out, title=f"{study.title}: analysis")
+        write_tables(report, out)
+        export_comparisons(frame, out, study=study.slug, filters={}, seed=seed)
+        self.stdout.write(
+            self.style.SUCCESS(f"Analysed {len(frame)} comparisons; wrote {paths['json']} and {paths['html']}.")
+        )
+        for note in report.notes:
+            self.stdout.write(f"note: {note}")

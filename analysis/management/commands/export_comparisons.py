@@ -1,0 +1,36 @@
+"""Export a study's comparison table as CSV, JSONL and/or Parquet with a manifest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+
+class Command(BaseCommand):
+    help = "Write comparisons.<fmt> and comparisons.manifest.json for a study into --out DIR."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--study", required=True)
+        parser.add_argument("--out", type=Path, required=True)
+        parser.add_argument("--formats", default="csv,jsonl,parquet")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from analysis.exports import export_comparisons
+        from analysis.selectors import comparison_frame
+        from analysis.services import EXPORT_FORMATS
+        from annotation.models import Study
+
+        study = Study.objects.filter(slug=options["study"]).first()
+        if study is None:
+            raise CommandError(f"No study with the slug {options['study']!r}.")
+        formats = [f.strip() for f in options["formats"].split(",") if f.strip()]
+        unknown = sorted(set(formats) - set(EXPORT_FORMATS))
+        if unknown:
+            raise CommandError(f"Unknown format(s) {', '.join(unknown)}; choose from {', '.join(EXPORT_FORMATS)}.")
+        options["out"].mkdir(parents=True, exist_ok=True)
+        manifest = export_comparisons(comparison_frame(study=study), options["out"], formats=formats, study=study.slug)
+        self.stdout.write(
+            self.style.SUCCESS(f"Wrote {manifest.rows} rows as {', '.join(formats)} to {options['out']}.")
+        )

@@ -1,0 +1,113 @@
+"""The comparison table of a study, read from the database in the shape of docs/comparison-table.md."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from django.db.models import QuerySet
+
+from annotation.models import Judgment, Study
+
+BRACKET_PAIRS = {"round1_ab": "AB", "round1_cd": "CD", "final": "final"}
+
+
+def _judgments(study: Study) -> QuerySet[Judgment]:
+    return (
+        Judgment.objects.filter(match__bracket__query__participation__study=study)
+        .select_related(
+            "match__bracket__query__participation",
+            "match__left__system",
+            "match__right__system",
+            "winner__system",
+        )
+        .order_by(
+            "match__bracket__query__participation__code", "match__bracket__query__index", "match__round", "match__index"
+        )
+    )
+
+
+def _scores(candidate_ids: set[int], metrics: list[str] | None) -> dict[int, dict[str, float | None]]:
+    """Each candidate's newest score per metric (a newer metric version supersedes an older one)."""
+    from scoring.models import CandidateScore
+
+    rows = CandidateScore.objects.filter(candidate_id__in=candidate_ids)
+    if metrics:
+        rows = rows.filter(metric__in=metrics)
+    out: dict[int, dict[str, float | None]] = defaultdict(dict)
+    for candidate_id, metric, value in rows.order_by("computed_at").values_list("candidate_id", "metric", "value"):
+        out[candidate_id][metric] = value
+    return out
+
+
+def comparison_rows(
+    *, study: Study, metrics: list[str] | None = None, with_scores: bool = True
+) -> list[dict[str, Any]]:
+    """One row per answered match (decided or "neither"), joined with both sides' metric scores."""
+    judgments = list(_judgments(study))
+    candidate_ids = {i for j in judgments for i in (j.match.left_id, j.match.right_id) if i}
+    scores = _scores(candidate_ids, metrics) if with_scores else {}
+    metric_names = sorted({m for per in scores.values() for m in per})
+    rows = []
+    for judgment in judgments:
+        match = judgment.match
+        query = match.bracket.query
+        left, right = match.left, match.right
+        assert left is not None and right is not None  # answered matches always have both sides
+        winner = judgment.winner
+        row: dict[str, Any] = {
+            "study": study.slug,
+            "annotator": query.participation.code,
+            "query_id": query.pk,
+            "query_index": query.index,
+            "bracket_id": match.bracket_id,
+            "match": match.label,
+            "round": match.round,
+            "stage": "final" if match.label == "final" else "round1" if match.round == 1 else f"round{match.round}",
+            "bracket_pair": BRACKET_PAIRS.get(match.label, match.label.split("_")[-1].upper()),
+            "left_candidate": left.pk,
+            "right_candidate": right.pk,
+            "left_position": left.position,
+            "right_position": right.position,
+            "left_system": left.system.label,
+            "right_system": right.system.label,
+            "left_model": left.system.model_name,
+            "right_model": right.system.model_name,
+            "left_condition": left.system.condition,
+            "right_condition": right.system.condition,
+            "choice": judgment.choice,
+            "winner_side": None if judgment.choice == "neither" else judgment.choice,
+            "winner_system": winner.system.label if winner else None,
+            "winner_model": winner.system.model_name if winner else None,
+            "winner_condition": winner.system.condition if winner else None,
+            "shown_at": judgment.shown_at.isoformat() if judgment.shown_at else None,
+            "answered_at": judgment.answered_at.isoformat(),
+            "seconds_on_page": judgment.seconds_on_page,
+        }
+        for metric in metric_names:
+            row[f"left__{metric}"] = scores.get(left.pk, {}).get(metric)
+            row[f"right__{metric}"] = scores.get(right.pk, {}).get(metric)
+        rows.append(row)
+    return rows
+
+
+def comparison_frame(*, study: Study, metrics: list[str] | None = None) -> Any:
+    import pandas as pd
+
+    from analysis.stats.table import COLUMNS
+
+    rows = comparison_rows(study=study, metrics=metrics)
+    return pd.DataFrame(rows, columns=None if rows else list(COLUMNS))
+
+
+def metric_families(metric_names: list[str]) -> tuple[dict[str, str], dict[str, bool]]:
+    """Family and direction of each metric from the suite's registry (unknown names: 'other', higher better)."""
+    try:
+        from scoring.core.api import metric_specs
+
+        specs = {s.name: s for s in metric_specs(None)}
+    except Exception:  # the registry is optional for analysing an imported table
+        specs = {}
+    families = {m: (specs[m].family if m in specs else "other") for m in metric_names}
+    higher = {m: (specs[m].higher_is_better if m in specs else True) for m in metric_names}
+    return families, higher

@@ -1,0 +1,190 @@
+"""Researcher jobs: exports, analysis reports and stress tests of a study, run in the background."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from analysis.models import ResearchJob
+from annotation.errors import ApplicationError
+from annotation.models import Candidate, Study
+
+logger = logging.getLogger(__name__)
+
+EXPORT_FORMATS = ("csv", "jsonl", "parquet")
+DEFAULT_RESAMPLES = 2000
+DEFAULT_SEED = 20240521
+
+
+def job_dir(job: ResearchJob) -> Path:
+    return Path(settings.MEDIA_ROOT) / "research" / f"job-{job.pk}"
+
+
+def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
+    options = dict(options)
+    if kind == ResearchJob.Kind.EXPORT:
+        fmt = options.setdefault("format", "csv")
+        if fmt not in EXPORT_FORMATS:
+            raise ApplicationError(f"Export format must be one of {', '.join(EXPORT_FORMATS)}.", field="format")
+    elif kind == ResearchJob.Kind.REPORT:
+        resamples = options.setdefault("n_resamples", DEFAULT_RESAMPLES)
+        if not isinstance(resamples, int) or not 1 <= resamples <= 100_000:
+            raise ApplicationError("Resamples must be a whole number between 1 and 100000.", field="n_resamples")
+    elif kind == ResearchJob.Kind.STRESS:
+        from scoring.stress import TESTS
+
+        tests = options.get("tests") or []
+        unknown = sorted(set(tests) - set(TESTS))
+        if not tests or unknown:
+            raise ApplicationError(
+                f"Choose stress tests from: {', '.join(TESTS)}"
+                + (f" (unknown: {', '.join(unknown)})" if unknown else ""),
+                field="tests",
+            )
+        if not options.get("metrics"):
+            raise ApplicationError("Choose at least one metric.", field="metrics")
+    else:
+        raise ApplicationError(f"Unknown job kind {kind!r}.", field="kind")
+    seed = options.setdefault("seed", DEFAULT_SEED)
+    if not isinstance(seed, int):
+        raise ApplicationError("The seed must be a whole number.", field="seed")
+    return options
+
+
+@transaction.atomic
+def research_job_start(
+    *, study: Study, kind: str, options: dict[str, Any] | None = None, by: Any = None
+) -> ResearchJob:
+    job = ResearchJob.objects.create(
+        study=study,
+        kind=kind,
+        options=_validate(kind, options or {}),
+        created_by=by if by is not None and getattr(by, "is_authenticated", False) else None,
+    )
+    from analysis.tasks import run_research_job
+
+    transaction.on_commit(lambda: run_research_job.delay(job.pk))
+    return job
+
+
+def _progress(job: ResearchJob, percent: int, stage: str) -> None:
+    ResearchJob.objects.filter(pk=job.pk).update(progress=max(0, min(100, percent)), stage=stage[:200])
+
+
+def research_job_run(*, job_id: int) -> ResearchJob:
+    """Run a job to completion; a failure is stored with its reason and never leaves files half-listed."""
+    job = ResearchJob.objects.select_related("study").get(pk=job_id)
+    if job.status in (ResearchJob.Status.DONE, ResearchJob.Status.RUNNING):
+        return job
+    ResearchJob.objects.filter(pk=job.pk).update(status=ResearchJob.Status.RUNNING, progress=1, stage="starting")
+    out = job_dir(job)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        runner = {
+            ResearchJob.Kind.EXPORT: _run_export,
+            ResearchJob.Kind.REPORT: _run_report,
+            ResearchJob.Kind.STRESS: _run_stress,
+        }[ResearchJob.Kind(job.kind)]
+        manifest = runner(job, out)
+    except Exception as error:
+        logger.exception("research job %s failed", job.pk)
+        ResearchJob.objects.filter(pk=job.pk).update(
+            status=ResearchJob.Status.FAILED,
+            error=f"{type(error).__name__}: {error}"[:4000],
+            finished_at=timezone.now(),
+        )
+    else:
+        files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+        ResearchJob.objects.filter(pk=job.pk).update(
+            status=ResearchJob.Status.DONE,
+            progress=100,
+            stage="done",
+            files=files,
+            manifest=manifest,
+            finished_at=timezone.now(),
+        )
+    job.refresh_from_db()
+    return job
+
+
+def _run_export(job: ResearchJob, out: Path) -> dict[str, Any]:
+    from analysis.exports import export_comparisons
+    from analysis.selectors import comparison_frame
+
+    _progress(job, 10, "reading comparisons")
+    frame = comparison_frame(study=job.study)
+    _progress(job, 60, f"writing {len(frame)} rows")
+    manifest = export_comparisons(
+        frame, out, formats=[job.options["format"]], study=job.study.slug, filters={}, seed=job.options.get("seed")
+    )
+    return manifest.to_dict()
+
+
+def analysis_config_for(frame: Any, *, seed: int, n_resamples: int, extra: dict[str, Any] | None = None) -> Any:
+    from analysis.selectors import metric_families
+    from analysis.stats.config import AnalysisConfig
+    from analysis.stats.table import metric_names
+
+    names = list(metric_names(frame))
+    families, higher = metric_families(names)
+    return AnalysisConfig(
+        seed=seed, n_resamples=n_resamples, metric_families=families, higher_is_better=higher, **(extra or {})
+    )
+
+
+def _run_report(job: ResearchJob, out: Path) -> dict[str, Any]:
+    from analysis.exports import export_comparisons
+    from analysis.report.json_report import write_report
+    from analysis.selectors import comparison_frame
+    from analysis.stats.analyze import analyze
+
+    _progress(job, 10, "reading comparisons")
+    frame = comparison_frame(study=job.study)
+    if frame.empty:
+        raise ApplicationError("This study has no answered comparisons yet.")
+    _progress(job, 30, f"analysing {len(frame)} comparisons")
+    config = analysis_config_for(
+        frame, seed=job.options["seed"], n_resamples=job.options["n_resamples"], extra=job.options.get("config")
+    )
+    report = analyze(frame, config=config)
+    _progress(job, 80, "writing the report")
+    write_report(report, out, title=f"{job.study.title}: analysis")
+    export_comparisons(frame, out, formats=["csv"], study=job.study.slug, filters={}, seed=job.options["seed"])
+    return {"provenance": report.to_dict().get("provenance", {}), "rows": len(frame)}
+
+
+def _run_stress(job: ResearchJob, out: Path) -> dict[str, Any]:
+    from scoring.inputs import candidate_rows
+    from scoring.stress.runner import run_stress
+
+    _progress(job, 5, "reading candidates")
+    candidates = (
+        Candidate.objects.filter(query__participation__study=job.study, status=Candidate.Status.DONE)
+        .select_related("query__persona")
+        .prefetch_related("query__documents")
+        .order_by("pk")
+    )
+    limit = job.options.get("limit")
+    rows = candidate_rows(candidates[:limit] if limit else candidates)
+    if not rows:
+        raise ApplicationError("This study has no generated summaries yet.")
+
+    def progress(stage: str, done: int, total: int) -> None:
+        _progress(job, 5 + int(90 * done / max(total, 1)), stage)
+
+    report = run_stress(
+        rows, job.options["tests"], job.options["metrics"], seed=job.options["seed"], out_dir=out, progress=progress
+    )
+    return {
+        "rows": len(rows),
+        "tests": job.options["tests"],
+        "metrics": job.options["metrics"],
+        "summary": str(report)[:2000],
+    }

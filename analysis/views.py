@@ -1,0 +1,171 @@
+"""Researcher pages: study dashboards, background jobs with progress, downloads, the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from django.contrib.auth.decorators import user_passes_test
+from django.db.models import Count, Q
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from analysis import services
+from analysis.models import ResearchJob
+from analysis.permissions import is_researcher
+from annotation.errors import ApplicationError
+from annotation.models import Candidate, Judgment, Query, Study
+
+researcher_required = user_passes_test(is_researcher, login_url="admin:login")
+
+
+def _offline_metrics() -> list[str]:
+    try:
+        from scoring.core.api import OFFLINE_METRICS
+
+        return list(OFFLINE_METRICS)
+    except ImportError:  # pragma: no cover - the suite ships with the project
+        return []
+
+
+def _stress_tests() -> list[str]:
+    from scoring.stress import TESTS
+
+    return list(TESTS)
+
+
+@researcher_required
+def study_list(request: HttpRequest) -> HttpResponse:
+    studies = Study.objects.annotate(
+        n_participants=Count("participations", distinct=True),
+        n_completed=Count("participations", filter=Q(participations__completed_at__isnull=False), distinct=True),
+    )
+    return render(request, "analysis/study_list.html", {"studies": studies})
+
+
+def job_json(job: ResearchJob) -> dict[str, Any]:
+    return {
+        "id": job.pk,
+        "kind": job.kind,
+        "status": job.status,
+        "progress": job.progress,
+        "stage": job.stage,
+        "error": job.error,
+        "files": job.files,
+        "options": job.options,
+        "created_at": job.created_at.isoformat(),
+    }
+
+
+@researcher_required
+def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    judgments = Judgment.objects.filter(match__bracket__query__participation__study=study)
+    seconds = list(judgments.values_list("seconds_on_page", flat=True))
+    from scoring.models import ScoringRun
+
+    context = {
+        "study": study,
+        "n_participants": study.participations.count(),
+        "n_completed": study.participations.filter(completed_at__isnull=False).count(),
+        "n_queries_ranked": Query.objects.filter(participation__study=study, status=Query.Status.RANKED).count(),
+        "n_comparisons": len(seconds),
+        "n_neither": judgments.filter(choice="neither").count(),
+        "median_seconds": round(median(seconds)) if seconds else None,
+        "n_candidates": Candidate.objects.filter(
+            query__participation__study=study, status=Candidate.Status.DONE
+        ).count(),
+        "n_failed": Candidate.objects.filter(query__participation__study=study, status=Candidate.Status.FAILED).count(),
+        "jobs": study.research_jobs.all()[:20],
+        "scoring_runs": ScoringRun.objects.filter(study=study)[:10],
+        "offline_metrics": _offline_metrics(),
+        "stress_tests": _stress_tests(),
+        "latest_report": study.research_jobs.filter(
+            kind=ResearchJob.Kind.REPORT, status=ResearchJob.Status.DONE
+        ).first(),
+        "error": request.GET.get("error", ""),
+    }
+    return render(request, "analysis/study_dashboard.html", context)
+
+
+@researcher_required
+@require_POST
+def job_start(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    kind = request.POST.get("kind", "")
+    options: dict[str, Any] = {}
+    try:
+        if "seed" in request.POST:
+            options["seed"] = _int(request.POST["seed"], "seed")
+        if kind == ResearchJob.Kind.EXPORT:
+            options["format"] = request.POST.get("format", "csv")
+        elif kind == ResearchJob.Kind.REPORT:
+            options["n_resamples"] = _int(request.POST.get("n_resamples", "2000"), "n_resamples")
+        elif kind == ResearchJob.Kind.STRESS:
+            options["tests"] = request.POST.getlist("tests")
+            options["metrics"] = request.POST.getlist("metrics")
+            options["limit"] = _int(request.POST.get("limit") or "200", "limit")
+        elif kind == "scoring":
+            from scoring.services import scoring_run_start
+
+            scoring_run_start(study=study, metrics=request.POST.getlist("metrics"), by=request.user)
+            return redirect("analysis:study", slug=slug)
+        services.research_job_start(study=study, kind=kind, options=options, by=request.user)
+    except ApplicationError as error:
+        from urllib.parse import urlencode
+
+        return redirect(f"{reverse('analysis:study', args=[slug])}?{urlencode({'error': error.message})}")
+    return redirect("analysis:study", slug=slug)
+
+
+def _int(value: str, field: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ApplicationError(f"{field.replace('_', ' ').capitalize()} must be a whole number.", field=field) from None
+
+
+@researcher_required
+def job_status(request: HttpRequest, job_id: int) -> JsonResponse:
+    return JsonResponse(job_json(get_object_or_404(ResearchJob, pk=job_id)))
+
+
+@researcher_required
+def scoring_status(request: HttpRequest, run_id: int) -> JsonResponse:
+    from scoring.models import ScoringRun
+
+    run = get_object_or_404(ScoringRun, pk=run_id)
+    return JsonResponse(
+        {
+            "id": run.pk,
+            "status": run.status,
+            "progress": run.percent,
+            "done": run.done,
+            "total": run.total,
+            "error": run.error,
+        }
+    )
+
+
+@researcher_required
+def job_file(request: HttpRequest, job_id: int, name: str) -> FileResponse:
+    job = get_object_or_404(ResearchJob, pk=job_id, status=ResearchJob.Status.DONE)
+    if name not in job.files:
+        raise Http404
+    path = services.job_dir(job) / name
+    if not path.resolve().is_relative_to(services.job_dir(job).resolve()):
+        raise Http404
+    inline = Path(name).suffix in (".html", ".svg") and request.GET.get("download") != "1"
+    return FileResponse(path.open("rb"), as_attachment=not inline, filename=Path(name).name)
+
+
+@researcher_required
+def latest_report(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    job = study.research_jobs.filter(kind=ResearchJob.Kind.REPORT, status=ResearchJob.Status.DONE).first()
+    if job is None or "report.html" not in job.files:
+        return render(request, "analysis/no_report.html", {"study": study}, status=404)
+    return redirect("analysis:job-file", job_id=job.pk, name="report.html")

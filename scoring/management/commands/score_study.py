@@ -1,0 +1,44 @@
+"""Score every generated candidate of a study (in the background unless --now)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.errors import ApplicationError
+from annotation.models import Study
+from scoring import services
+from scoring.models import ScoringRun
+
+
+class Command(BaseCommand):
+    help = "Score a study's candidates with the named metrics; scores are stored per candidate, metric and version."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--study", required=True, help="study slug")
+        parser.add_argument("--metrics", required=True, help="comma-separated metric names (see python -m scoring.cli --list)")
+        parser.add_argument("--reference", default="titles", choices=["titles", "abstracts"])
+        parser.add_argument("--source", default="abstracts", choices=["abstracts", "titles_and_abstracts"])
+        parser.add_argument("--now", action="store_true", help="score in this process instead of queueing tasks")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        study = Study.objects.filter(slug=options["study"]).first()
+        if study is None:
+            raise CommandError(f"No study with the slug {options['study']!r}.")
+        metrics = [m.strip() for m in options["metrics"].split(",") if m.strip()]
+        try:
+            if options["now"]:
+                from config.celery import app
+
+                app.conf.task_always_eager = True
+            run = services.scoring_run_start(
+                study=study, metrics=metrics, reference=options["reference"], source=options["source"]
+            )
+        except ApplicationError as error:
+            raise CommandError(error.message) from error
+        run.refresh_from_db()
+        if run.status == ScoringRun.Status.DONE or options["now"]:
+            self.stdout.write(self.style.SUCCESS(f"Scored {run.done} of {run.total} candidates with {', '.join(metrics)}."))
+        else:
+            self.stdout.write(f"Queued scoring run {run.pk}: {run.total} candidates in chunks; progress on the research page.")

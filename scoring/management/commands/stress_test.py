@@ -1,0 +1,21 @@
+"""Run metric stress tests on a JSONL file of rows (the same flags as `python -m scoring.stress.cli`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Perturb summaries and check that metrics move as they should: --input rows.jsonl --tests NAMES --metrics NAMES --out DIR."
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        from scoring.stress.cli import main
+
+        code = main(argv[2:])
+        if code:
+            raise SystemExit(code)
+
+    def handle(self, *args: Any, **options: Any) -> None:  # pragma: no cover - run_from_argv does the work
+        pass

@@ -1,0 +1,50 @@
+"""Automatic metric scores of a study's candidates, one row per candidate, metric and metric version."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class ScoringRun(models.Model):
+    """Scoring a study's candidates in the background, chunk by chunk, with visible progress."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    study = models.ForeignKey("annotation.Study", on_delete=models.CASCADE, related_name="scoring_runs")
+    metrics = models.JSONField()
+    options = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    @property
+    def percent(self) -> int:
+        return int(100 * self.done / self.total) if self.total else (100 if self.status == self.Status.DONE else 0)
+
+
+class CandidateScore(models.Model):
+    candidate = models.ForeignKey("annotation.Candidate", on_delete=models.CASCADE, related_name="scores")
+    metric = models.CharField(max_length=80)
+    version = models.CharField(max_length=255)
+    value = models.FloatField(null=True, blank=True)
+    reason = models.TextField(blank=True, help_text="Why the metric could not be computed, when value is empty.")
+    computed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["candidate", "metric"]
+        constraints = [
+            models.UniqueConstraint(fields=["candidate", "metric", "version"], name="unique_score_per_metric_version")
+        ]
+        indexes = [models.Index(fields=["metric", "version"])]

@@ -1,0 +1,185 @@
+"""Researchers: comparison table, scoring in the background, exports, the report, permissions, commands."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import pandas as pd
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
+
+from analysis import services
+from analysis.models import ResearchJob
+from analysis.selectors import comparison_rows
+from annotation.models import Judgment, Match, Study
+from scoring.models import CandidateScore, ScoringRun
+from scoring.services import scoring_run_start
+from tests.annotation.factories import join
+
+pytestmark = pytest.mark.django_db
+
+
+def test_comparison_table_has_one_row_per_answered_match(played_study):
+    rows = comparison_rows(study=played_study)
+    assert len(rows) == Judgment.objects.count()
+    skipped = Match.objects.filter(status="skipped").count()
+    assert len(rows) == 3 * 2 * 3 - skipped
+    row = rows[0]
+    assert row["stage"] in ("round1", "final") and row["bracket_pair"] in ("AB", "CD", "final")
+    assert {row["left_condition"], row["right_condition"]} <= {"persona", "generic"}
+    for r in rows:
+        if r["choice"] == "neither":
+            assert r["winner_system"] is None
+        else:
+            assert r["winner_system"] == r[f"{r['choice']}_system"]
+    assert all(r["seconds_on_page"] >= 0 for r in rows)
+
+
+def test_scoring_run_stores_scores_and_joins_them(played_study, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        run = scoring_run_start(study=played_study, metrics=["rouge1", "ar_2", "bleu"])
+    run.refresh_from_db()
+    assert run.status == ScoringRun.Status.DONE and run.done == run.total == 3 * 2 * 4
+    assert CandidateScore.objects.filter(metric="rouge1", value__isnull=False).count() == run.total
+    rows = comparison_rows(study=played_study)
+    assert all(isinstance(r["left__rouge1"], float) and isinstance(r["right__ar_2"], float) for r in rows)
+
+
+def test_unknown_metric_is_a_field_error(played_study):
+    from annotation.errors import ApplicationError
+
+    with pytest.raises(ApplicationError) as error:
+        scoring_run_start(study=played_study, metrics=["rouge1", "nonsense_metric"])
+    assert error.value.field == "metrics" and "nonsense_metric" in error.value.message
+    assert not ScoringRun.objects.exists()
+
+
+def test_report_job_writes_json_html_and_table(played_study, django_capture_on_commit_callbacks, researcher_client):
+    with django_capture_on_commit_callbacks(execute=True):
+        scoring_run_start(study=played_study, metrics=["rouge1", "chrf"])
+        job = services.research_job_start(study=played_study, kind="report", options={"n_resamples": 200, "seed": 3})
+    job.refresh_from_db()
+    assert job.status == ResearchJob.Status.DONE, job.error
+    assert {"report.json", "report.html", "comparisons.csv"} <= set(job.files)
+    report = json.loads((services.job_dir(job) / "report.json").read_text())
+    assert report["provenance"]["n_rows"] == Judgment.objects.count()
+    assert report["provenance"]["seed"] == 3
+    html = researcher_client.get(f"/research/studies/{played_study.slug}/report/", follow=True)
+    assert html.status_code == 200 and b"<svg" in b"".join(html.streaming_content)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_export_job_in_each_format(played_study, django_capture_on_commit_callbacks, researcher_client, fmt):
+    with django_capture_on_commit_callbacks(execute=True):
+        job = services.research_job_start(study=played_study, kind="export", options={"format": fmt})
+    job.refresh_from_db()
+    assert job.status == ResearchJob.Status.DONE, job.error
+    assert f"comparisons.{fmt}" in job.files and "comparisons.manifest.json" in job.files
+    assert job.manifest["rows"] == Judgment.objects.count()
+    response = researcher_client.get(f"/research/jobs/{job.pk}/files/comparisons.{fmt}")
+    assert response.status_code == 200
+    if fmt == "parquet":
+        frame = pd.read_parquet(io.BytesIO(b"".join(response.streaming_content)))
+        assert len(frame) == Judgment.objects.count()
+
+
+def test_bad_job_options_are_refused_on_the_page(played_study, researcher_client):
+    response = researcher_client.post(f"/research/studies/{played_study.slug}/jobs/", {"kind": "export", "format": "xlsx"})
+    assert response.status_code == 302 and "Export+format" in response["Location"]
+    assert not ResearchJob.objects.exists()
+
+
+def test_annotators_never_see_statistics(played_study, client):
+    join(played_study, user=None)
+    participation = played_study.participations.first()
+    annotator = Client()
+    annotator.force_login(participation.annotator)
+    assert annotator.get(f"/research/studies/{played_study.slug}/").status_code == 302  # to the login page
+    assert annotator.get(f"/api/v1/research/studies/{played_study.slug}/comparisons/").status_code == 403
+    assert client.get(f"/api/v1/research/studies/{played_study.slug}/comparisons/").status_code in (401, 403)
+
+
+def test_dashboard_and_research_api(played_study, researcher_client, django_capture_on_commit_callbacks):
+    page = researcher_client.get(f"/research/studies/{played_study.slug}/").content.decode()
+    assert "Comparisons" in page and "Compute report" in page
+    rows = researcher_client.get(f"/api/v1/research/studies/{played_study.slug}/comparisons/").json()["rows"]
+    assert len(rows) == Judgment.objects.count()
+    with django_capture_on_commit_callbacks(execute=True):
+        created = researcher_client.post(
+            f"/api/v1/research/studies/{played_study.slug}/jobs/",
+            {"kind": "stress", "options": {"tests": ["distractor", "incremental"], "metrics": ["rouge1"], "limit": 12}},
+            content_type="application/json",
+        )
+    assert created.status_code == 201
+    job = researcher_client.get(f"/api/v1/research/jobs/{created.json()['id']}/").json()
+    assert job["status"] == "done", job["error"]
+    assert any(name.endswith(".html") for name in job["files"])
+    bad = researcher_client.post(
+        f"/api/v1/research/studies/{played_study.slug}/jobs/",
+        {"kind": "stress", "options": {"tests": ["nope"], "metrics": ["rouge1"]}},
+        content_type="application/json",
+    )
+    assert bad.status_code == 400 and "tests" in bad.json()["extra"]["fields"]
+
+
+def test_analyze_command_study_and_file_modes(played_study, tmp_path):
+    call_command("analyze", "--study", played_study.slug, "--out", str(tmp_path / "db"), "--resamples", "100")
+    report = json.loads((tmp_path / "db" / "report.json").read_text())
+    assert report["provenance"]["n_rows"] == Judgment.objects.count()
+    call_command("analyze", "--comparisons", str(tmp_path / "db" / "comparisons.csv"), "--out", str(tmp_path / "file"), "--resamples", "100")
+    again = json.loads((tmp_path / "file" / "report.json").read_text())
+    assert again["provenance"]["n_rows"] == report["provenance"]["n_rows"]
+    with pytest.raises(CommandError, match="No study"):
+        call_command("analyze", "--study", "missing", "--out", str(tmp_path / "x"))
+
+
+def _legacy_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("users.json", json.dumps([
+            {"id": "ann-1", "pre_task_answers": {"role": "nurse", "expertise": "expert", "research_area": "sleep"}},
+            {"id": "ann-2", "pre_task_answers": {"role": "student", "expertise": "novice"}},
+        ]))
+        for annotator, picks in (("ann-1", [("A", "C", "A"), ("N", "D", None)]), ("ann-2", [("B", "D", "D")])):
+            annotations = []
+            for index, (ab, cd, final) in enumerate(picks):
+                annotations.append({
+                    "query_index": index,
+                    "query": f"question {index} of {annotator}",
+                    "summaries": {k: f"summary {k} [1]" for k in "ABCD"},
+                    "metadata": {
+                        "A": {"model": "deepseek", "has_pre_question": True},
+                        "B": {"model": "llama", "has_pre_question": False},
+                        "C": {"model": "llama", "has_pre_question": True},
+                        "D": {"model": "deepseek", "has_pre_question": False},
+                    },
+                    "paper_ids": ["W1", "W2"],
+                    "round1_ab": ab,
+                    "round1_cd": cd,
+                    "final": final if final else "N",
+                    "feedback": "",
+                })
+            archive.writestr(f"results/annotator-{annotator}.json", json.dumps(annotations))
+    return buffer.getvalue()
+
+
+def test_import_legacy_export_then_analyse(tmp_path):
+    path = tmp_path / "export.zip"
+    path.write_bytes(_legacy_zip())
+    call_command("import_legacy_export", str(path), "--study", "legacy")
+    study = Study.objects.get(slug="legacy")
+    rows = comparison_rows(study=study)
+    # ann-1: 3 + 2 (neither skips the final); ann-2: 3.
+    assert len(rows) == 8
+    finals = [r for r in rows if r["match"] == "final"]
+    assert {r["winner_model"] for r in finals} == {"deepseek"}
+    call_command("import_legacy_export", str(path), "--study", "legacy")  # idempotent
+    assert len(comparison_rows(study=study)) == 8
+    bad = tmp_path / "bad.zip"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(CommandError):
+        call_command("import_legacy_export", str(bad), "--study", "legacy")
