@@ -1,0 +1,74 @@
+"""python manage.py import_corpus FILE [--format auto|jsonl|scitldr] [--batch-size N]"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from corpus.importing import FORMATS, CorpusFileError, corpus_import, corpus_refresh_lexeme_stats
+
+
+class Command(BaseCommand):
+    help = (
+        "Import paper abstracts into the local corpus from JSONL (id, title, abstract, url, year; other "
+        "fields kept) or SciTLDR files. Re-importing updates rows in place, matched on id."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("files", nargs="+", type=Path, help="JSONL files (optionally .gz)")
+        parser.add_argument("--format", choices=FORMATS, default="auto", help="default: detect from the first record")
+        parser.add_argument("--batch-size", type=int, default=2000, help="rows per transaction (default 2000)")
+        parser.add_argument("--skip-invalid", action="store_true", help="skip bad lines instead of stopping")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+        parser.add_argument(
+            "--no-stats", action="store_true", help="do not recount word statistics (PostgreSQL) after the import"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        for path in options["files"]:
+            self._import(path, options)
+        if not options["no_stats"]:
+            lexemes = corpus_refresh_lexeme_stats()
+            if lexemes:
+                self.stdout.write(f"Word statistics refreshed: {lexemes} distinct search terms.")
+
+    def _import(self, path: Path, options: dict[str, Any]) -> None:
+        size = path.stat().st_size if path.is_file() else 0
+        skipped_lines: list[str] = []
+        with tqdm(
+            total=size,
+            unit="B",
+            unit_scale=True,
+            desc=path.name,
+            disable=options["no_progress"] or options["verbosity"] < 1,
+            file=self.stderr._out,
+        ) as bar:
+            try:
+                result = corpus_import(
+                    path=path,
+                    fmt=options["format"],
+                    batch_size=options["batch_size"],
+                    skip_invalid=options["skip_invalid"],
+                    on_bytes=bar.update,
+                    on_skip=lambda number, reason: skipped_lines.append(f"line {number}: {reason}"),
+                )
+            except CorpusFileError as exc:
+                raise CommandError(
+                    f"{exc}. Rows before it were imported; fix the file and re-run (re-import is safe), "
+                    "or pass --skip-invalid."
+                    if " line " in str(exc)
+                    else str(exc)
+                ) from None
+        for line in skipped_lines[:20]:
+            self.stderr.write(f"skipped {path.name} {line}")
+        if len(skipped_lines) > 20:
+            self.stderr.write(f"... and {len(skipped_lines) - 20} more skipped lines")
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"{path.name} ({result.format}): {result.read} records, {result.created} new, "
+                f"{result.updated} updated, {result.skipped} skipped; {result.total_in_corpus} in the corpus."
+            )
+        )
