@@ -105,55 +105,64 @@ class EmbeddingModel:
         self._device = next(self._encoder.parameters()).device
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> FloatArray:
-        """Normalised sentence embeddings, one row per text."""
+        """Normalised sentence embeddings, one row per text (each distinct text is encoded once)."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
+        unique = list(dict.fromkeys(texts))
         vectors = self._model.encode(
-            list(texts),
-            batch_size=batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
+            unique, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
         )
-        return np.asarray(vectors, dtype=np.float32)
+        where = {text: i for i, text in enumerate(unique)}
+        return np.asarray(vectors, dtype=np.float32)[[where[t] for t in texts]]
 
     def token_embeddings(self, texts: Sequence[str], *, batch_size: int = 32) -> list[FloatArray]:
         """Normalised contextual embeddings of every word piece of each text (special tokens dropped).
 
         A text longer than the encoder's window is split into consecutive chunks
-        that are encoded separately and concatenated.
+        that are encoded separately and concatenated. Each distinct text is encoded
+        once, and chunks are batched by length to keep padding small.
         """
         import torch
 
+        unique = list(dict.fromkeys(texts))
         tok = self._tokenizer
         body = self._window - 2
         chunks: list[list[int]] = []
         owner: list[int] = []
-        for index, text in enumerate(texts):
+        for index, text in enumerate(unique):
             ids: list[int] = tok(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
             for start in range(0, len(ids), body):
                 chunks.append(ids[start : start + body])
                 owner.append(index)
-        pieces: list[list[FloatArray]] = [[] for _ in texts]
+        states_of: list[FloatArray | None] = [None] * len(chunks)
+        order = sorted(range(len(chunks)), key=lambda i: len(chunks[i]))
         cls_id, sep_id, pad_id = tok.cls_token_id, tok.sep_token_id, tok.pad_token_id or 0
         with torch.inference_mode():
-            for start in range(0, len(chunks), batch_size):
-                batch = chunks[start : start + batch_size]
-                width = max(len(c) for c in batch) + 2
-                input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-                attention = torch.zeros((len(batch), width), dtype=torch.long)
-                for row, chunk in enumerate(batch):
-                    sequence = [cls_id, *chunk, sep_id]
+            for start in range(0, len(order), batch_size):
+                members = order[start : start + batch_size]
+                width = max(len(chunks[i]) for i in members) + 2
+                input_ids = torch.full((len(members), width), pad_id, dtype=torch.long)
+                attention = torch.zeros((len(members), width), dtype=torch.long)
+                for row, i in enumerate(members):
+                    sequence = [cls_id, *chunks[i], sep_id]
                     input_ids[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
                     attention[row, : len(sequence)] = 1
                 hidden = self._encoder(
                     input_ids=input_ids.to(self._device), attention_mask=attention.to(self._device)
                 ).last_hidden_state
                 states = _to_numpy(hidden)
-                for row, chunk in enumerate(batch):
-                    pieces[owner[start + row]].append(states[row, 1 : 1 + len(chunk)])
+                for row, i in enumerate(members):
+                    states_of[i] = states[row, 1 : 1 + len(chunks[i])]
         dim = int(self._encoder.config.hidden_size)
-        return [_normalise(np.concatenate(p, axis=0)) if p else np.zeros((0, dim), dtype=np.float32) for p in pieces]
+        pieces: list[list[FloatArray]] = [[] for _ in unique]
+        for i, state in enumerate(states_of):
+            assert state is not None
+            pieces[owner[i]].append(state)
+        by_text = {
+            text: _normalise(np.concatenate(p, axis=0)) if p else np.zeros((0, dim), dtype=np.float32)
+            for text, p in zip(unique, pieces, strict=True)
+        }
+        return [by_text[text] for text in texts]
 
 
 _MODELS: dict[str, EmbeddingModel] = {}

@@ -1,0 +1,599 @@
+"""The metric registry: every named output, its family, inputs and the implementation that computes it.
+
+An implementation (a :class:`MetricGroup`) may compute several outputs at once
+(``rouge`` gives rouge1/rouge2/rougeL, abstractiveness gives ten), but every output
+has its own :class:`MetricSpec` and is requested by its own name.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from scoring.core import abstractiveness as abstr
+from scoring.core import datastats as ds
+from scoring.core import lexical
+from scoring.core.judges import (
+    NO_JUDGE_REASON,
+    PERSONA_RUBRIC_METRICS,
+    RUBRIC_METRICS,
+    RUBRICS,
+    JudgeError,
+    rubric_needs,
+)
+from scoring.core.text import tokenize
+
+if TYPE_CHECKING:
+    from scoring.core.judges import JudgeRunner
+
+__all__ = ["FAMILIES", "INPUTS", "MetricGroup", "MetricSpec", "RowOutcome", "ScoringContext", "groups", "specs_by_name"]
+
+Family = Literal["lexical", "datastats", "abstractiveness", "embedding", "source_free", "llm_judge"]
+FAMILIES: tuple[str, ...] = ("lexical", "datastats", "abstractiveness", "embedding", "source_free", "llm_judge")
+INPUTS: frozenset[str] = frozenset({"source", "reference", "query", "persona"})
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """What a metric is: its name, family, required inputs besides the summary, direction and version."""
+
+    name: str
+    family: str
+    needs: frozenset[str]
+    higher_is_better: bool
+    version: str
+    description: str
+
+
+@dataclass
+class RowOutcome:
+    """Values computed for one row, and a readable reason for each requested output that failed."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ScoringContext:
+    """What a scoring run is configured with beyond the rows."""
+
+    judge: JudgeRunner | None = None
+    embedding_model: str | None = None
+
+
+Row = Mapping[str, str]
+
+
+class MetricGroup:
+    """One implementation and the outputs it computes."""
+
+    key: str = ""
+    specs: tuple[MetricSpec, ...] = ()
+    #: runs with no network once its optional dependencies import
+    offline: bool = True
+    #: needs the optional embeddings extra
+    uses_embeddings: bool = False
+
+    def unavailable_reason(self, ctx: ScoringContext) -> str | None:
+        """Why none of this group's outputs can be computed in this run, or None."""
+        if self.uses_embeddings:
+            from scoring.core.embeddings import embeddings_unavailable_reason
+
+            return embeddings_unavailable_reason()
+        return None
+
+    def compute(self, rows: Sequence[Row], wanted: frozenset[str], ctx: ScoringContext) -> list[RowOutcome]:
+        raise NotImplementedError
+
+
+def _error_text(exc: BaseException) -> str:
+    message = str(exc) or type(exc).__name__
+    if isinstance(exc, ValueError | JudgeError | RuntimeError):
+        return message
+    return f"{type(exc).__name__}: {message}"
+
+
+class RowwiseGroup(MetricGroup):
+    """Outputs computed one row at a time by a plain function returning {output: value}."""
+
+    def __init__(self, key: str, specs: Sequence[MetricSpec], function: Callable[[Row, frozenset[str]], RowOutcome]):
+        self.key = key
+        self.specs = tuple(specs)
+        self._function = function
+
+    def compute(self, rows: Sequence[Row], wanted: frozenset[str], ctx: ScoringContext) -> list[RowOutcome]:
+        outcomes: list[RowOutcome] = []
+        for row in rows:
+            try:
+                outcomes.append(self._function(row, wanted))
+            except Exception as exc:  # one bad row must not stop the others
+                outcomes.append(RowOutcome(errors=dict.fromkeys(wanted, _error_text(exc))))
+        return outcomes
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _spec(
+    name: str, family: Family, needs: Sequence[str], version: str, description: str, *, higher: bool = True
+) -> MetricSpec:
+    return MetricSpec(
+        name=name,
+        family=family,
+        needs=frozenset(needs),
+        higher_is_better=higher,
+        version=version,
+        description=description,
+    )
+
+
+# -- lexical ----------------------------------------------------------------------------
+
+
+def _rouge_row(row: Row, wanted: frozenset[str]) -> RowOutcome:
+    return RowOutcome(values=lexical.rouge(row["summary"], row["reference"]))
+
+
+def _single(
+    name: str, function: Callable[[str, str], float], other: str
+) -> Callable[[Row, frozenset[str]], RowOutcome]:
+    def run(row: Row, wanted: frozenset[str]) -> RowOutcome:
+        return RowOutcome(values={name: function(row["summary"], row[other])})
+
+    return run
+
+
+# -- datastats / abstractiveness --------------------------------------------------------
+
+
+def _datastats_row(row: Row, wanted: frozenset[str]) -> RowOutcome:
+    return RowOutcome(values=ds.datastats(row["summary"], row["source"]).as_metrics())
+
+
+@functools.lru_cache(maxsize=64)
+def _tokens(text: str) -> tuple[str, ...]:
+    # Sources repeat across the systems summarising one document; tokenise each once.
+    return tuple(tokenize(text))
+
+
+def _abstractiveness_undefined(
+    suffix: str, source: Sequence[str], reference: Sequence[str], summary: Sequence[str]
+) -> str | None:
+    if not source:
+        return "the source has no tokens"
+    minimum = 2 if suffix == "2" else 1
+    unit = "bigram" if suffix == "2" else ("unigram" if suffix == "1" else "LCS")
+    for label, tokens in (("reference", reference), ("summary", summary)):
+        if len(tokens) < minimum:
+            return f"{unit} overlap is undefined: the {label} has {len(tokens)} token{'s' if len(tokens) != 1 else ''}"
+    return None
+
+
+def _abstractiveness_row(row: Row, wanted: frozenset[str]) -> RowOutcome:
+    source, reference, summary = _tokens(row["source"]), _tokens(row["reference"]), tokenize(row["summary"])
+    outcome = RowOutcome()
+    for suffix in abstr.GRANULARITIES:
+        names = [f"ra_{suffix}", f"sa_{suffix}", f"ar_{suffix}"] + (["ar_risk"] if suffix == "2" else [])
+        if not wanted.intersection(names):
+            continue
+        problem = _abstractiveness_undefined(suffix, source, reference, summary)
+        if problem is not None:
+            outcome.errors.update(dict.fromkeys(names, problem))
+            continue
+        scores = abstr.granularity_scores(suffix, source, reference, summary)
+        outcome.values.update({f"ra_{suffix}": scores.ra, f"sa_{suffix}": scores.sa, f"ar_{suffix}": scores.ar})
+        if suffix == "2":
+            outcome.values["ar_risk"] = float(abstr.risk_code(scores.ar))
+    return outcome
+
+
+# -- embeddings and source-free ---------------------------------------------------------
+
+
+class _BatchGroup(MetricGroup):
+    """Outputs computed for a whole batch at once (model inference)."""
+
+    def __init__(
+        self,
+        key: str,
+        specs: Sequence[MetricSpec],
+        function: Callable[[Sequence[Row], ScoringContext], list[dict[str, float]]],
+        *,
+        offline: bool = True,
+        uses_embeddings: bool = True,
+    ) -> None:
+        self.key = key
+        self.specs = tuple(specs)
+        self.offline = offline
+        self.uses_embeddings = uses_embeddings
+        self._function = function
+
+    def compute(self, rows: Sequence[Row], wanted: frozenset[str], ctx: ScoringContext) -> list[RowOutcome]:
+        try:
+            values = self._function(rows, ctx)
+        except Exception as exc:
+            if len(rows) == 1:
+                return [RowOutcome(errors=dict.fromkeys(wanted, _error_text(exc)))]
+            # Find which rows fail rather than failing the batch.
+            return [outcome for row in rows for outcome in self.compute([row], wanted, ctx)]
+        return [RowOutcome(values=v) for v in values]
+
+
+def _bertscore_batch(rows: Sequence[Row], ctx: ScoringContext) -> list[dict[str, float]]:
+    from scoring.core.embeddings import bertscore, load_model
+
+    model = load_model(ctx.embedding_model)
+    results = bertscore([r["summary"] for r in rows], [r["reference"] for r in rows], model=model)
+    return [{"bertscore_p": s.precision, "bertscore_r": s.recall, "bertscore_f1": s.f1} for s in results]
+
+
+def _cosine_batch(rows: Sequence[Row], ctx: ScoringContext) -> list[dict[str, float]]:
+    from scoring.core.embeddings import load_model, sentence_cosine
+
+    model = load_model(ctx.embedding_model)
+    values = sentence_cosine([r["summary"] for r in rows], [r["reference"] for r in rows], model=model)
+    return [{"embedding_cosine": v} for v in values]
+
+
+def _supert_batch(rows: Sequence[Row], ctx: ScoringContext) -> list[dict[str, float]]:
+    from scoring.core.embeddings import load_model
+    from scoring.core.source_free import supert
+
+    model = load_model(ctx.embedding_model)
+    return [{"supert": v} for v in supert([r["summary"] for r in rows], [r["source"] for r in rows], model=model)]
+
+
+class _TransformersGroup(MetricGroup):
+    """Metrics on Hugging Face weights that are not shipped here; fail per run with the loader's reason."""
+
+    def __init__(self, key: str, specs: Sequence[MetricSpec], function: Callable[[Row], dict[str, float]]) -> None:
+        self.key = key
+        self.specs = tuple(specs)
+        self.offline = False
+        self._function = function
+
+    def compute(self, rows: Sequence[Row], wanted: frozenset[str], ctx: ScoringContext) -> list[RowOutcome]:
+        outcomes: list[RowOutcome] = []
+        for row in rows:
+            try:
+                outcomes.append(RowOutcome(values=self._function(row)))
+            except Exception as exc:
+                outcomes.append(RowOutcome(errors=dict.fromkeys(wanted, _error_text(exc))))
+        return outcomes
+
+
+def _blanc_row(row: Row) -> dict[str, float]:
+    from scoring.core.source_free import blanc_help
+
+    return {"blanc_help": blanc_help(row["summary"], row["source"]).score}
+
+
+def _summaqa_row(row: Row) -> dict[str, float]:
+    from scoring.core.source_free import summaqa
+
+    result = summaqa(row["summary"], row["source"])
+    return {"summaqa_f1": result.f1, "summaqa_prob": result.probability}
+
+
+# -- LLM judges -------------------------------------------------------------------------
+
+
+class _JudgeGroup(MetricGroup):
+    """One LLM-judge metric; rows are judged concurrently up to the server's concurrency limit."""
+
+    offline = False
+
+    def __init__(self, spec: MetricSpec) -> None:
+        self.key = f"judge:{spec.name}"
+        self.specs = (spec,)
+
+    def unavailable_reason(self, ctx: ScoringContext) -> str | None:
+        return NO_JUDGE_REASON if ctx.judge is None else None
+
+    def compute(self, rows: Sequence[Row], wanted: frozenset[str], ctx: ScoringContext) -> list[RowOutcome]:
+        judge = ctx.judge
+        assert judge is not None
+        name = self.specs[0].name
+
+        def one(row: Row) -> RowOutcome:
+            try:
+                return RowOutcome(values={name: judge.score(name, row)})
+            except Exception as exc:
+                return RowOutcome(errors={name: _error_text(exc)})
+
+        if judge.concurrency == 1 or len(rows) == 1:
+            return [one(row) for row in rows]
+        with ThreadPoolExecutor(max_workers=min(judge.concurrency, len(rows))) as pool:
+            return list(pool.map(one, rows))
+
+
+def _judge_specs() -> list[MetricSpec]:
+    from scoring.core.judges import PROMPT_VERSIONS
+
+    specs: list[MetricSpec] = []
+    for name, dimension in RUBRIC_METRICS.items():
+        specs.append(
+            _spec(
+                name,
+                "llm_judge",
+                sorted(rubric_needs(dimension, persona=False)),
+                f"prompt {PROMPT_VERSIONS['rubric']}",
+                f"G-Eval-style 1-5 rating of {dimension} by an LLM judge (uses the query when present). {RUBRICS[dimension]}",
+            )
+        )
+    for name, dimension in PERSONA_RUBRIC_METRICS.items():
+        specs.append(
+            _spec(
+                name,
+                "llm_judge",
+                sorted(rubric_needs(dimension, persona=True)),
+                f"prompt {PROMPT_VERSIONS['persona_rubric']}",
+                f"Persona-conditioned 1-5 rating of {dimension}, judged for the reader's profile and query.",
+            )
+        )
+    specs.append(
+        _spec(
+            "factscore",
+            "llm_judge",
+            ["source"],
+            f"prompts {PROMPT_VERSIONS['facts']}+{PROMPT_VERSIONS['support']}",
+            "FActScore: share of the summary's atomic facts (extracted by the judge) that the source supports.",
+        )
+    )
+    specs.append(
+        _spec(
+            "persona_precision",
+            "llm_judge",
+            ["persona", "query"],
+            f"prompts {PROMPT_VERSIONS['facts']}+{PROMPT_VERSIONS['persona_relevance']}",
+            "Persona Precision: share of the summary's atomic facts judged relevant to the persona's query.",
+        )
+    )
+    specs.append(
+        _spec(
+            "persona_recall",
+            "llm_judge",
+            ["persona", "query"],
+            f"prompts {PROMPT_VERSIONS['needs']}+{PROMPT_VERSIONS['coverage']}",
+            "Persona Recall: share of the persona's information nuggets (listed by the judge, from the source "
+            "when given) that the summary covers.",
+        )
+    )
+    return specs
+
+
+# -- the registry -----------------------------------------------------------------------
+
+
+@functools.cache
+def groups() -> tuple[MetricGroup, ...]:
+    """All metric implementations, in display order."""
+    rouge_v = f"rouge-score {_version('rouge-score')}, Porter stemmer"
+    sacre_v = f"sacrebleu {_version('sacrebleu')}"
+    meteor_v = f"nltk {_version('nltk')} meteor_score, {lexical.METEOR_VARIANT}"
+    meteor_note = (
+        "with WordNet synonyms"
+        if lexical.wordnet_available()
+        else "exact and Porter-stem matches only: WordNet is not installed here and cannot be downloaded, "
+        "so the synonym stage is off and scores can be lower than full METEOR"
+    )
+    core_v = "satisfy-core 1"
+    out: list[MetricGroup] = [
+        RowwiseGroup(
+            "rouge",
+            [
+                _spec("rouge1", "lexical", ["reference"], rouge_v, "ROUGE-1 F1: unigram overlap with the reference."),
+                _spec("rouge2", "lexical", ["reference"], rouge_v, "ROUGE-2 F1: bigram overlap with the reference."),
+                _spec(
+                    "rougeL",
+                    "lexical",
+                    ["reference"],
+                    rouge_v,
+                    "ROUGE-L F1: longest common subsequence with the reference.",
+                ),
+            ],
+            _rouge_row,
+        ),
+        RowwiseGroup(
+            "bleu",
+            [
+                _spec(
+                    "bleu",
+                    "lexical",
+                    ["reference"],
+                    f"{sacre_v}, sentence BLEU, 13a, exp smoothing, effective order",
+                    "Sentence-level BLEU against the reference, 0-1 scale.",
+                )
+            ],
+            _single("bleu", lexical.bleu, "reference"),
+        ),
+        RowwiseGroup(
+            "chrf",
+            [
+                _spec(
+                    "chrf",
+                    "lexical",
+                    ["reference"],
+                    f"{sacre_v}, chrF (n=6, beta=2)",
+                    "Sentence-level chrF (character n-gram F-score) against the reference, 0-1 scale.",
+                )
+            ],
+            _single("chrf", lexical.chrf, "reference"),
+        ),
+        RowwiseGroup(
+            "meteor",
+            [_spec("meteor", "lexical", ["reference"], meteor_v, f"METEOR against the reference, {meteor_note}.")],
+            _single("meteor", lexical.meteor, "reference"),
+        ),
+        RowwiseGroup(
+            "datastats",
+            [
+                _spec(
+                    "coverage",
+                    "datastats",
+                    ["source"],
+                    core_v,
+                    "Extractive fragment coverage: share of summary tokens inside fragments copied from the source.",
+                ),
+                _spec(
+                    "density",
+                    "datastats",
+                    ["source"],
+                    core_v,
+                    "Extractive fragment density: mean squared fragment length per summary token.",
+                ),
+                _spec("compression", "datastats", ["source"], core_v, "Source tokens per summary token."),
+                *(
+                    _spec(
+                        f"novel_{n}gram",
+                        "datastats",
+                        ["source"],
+                        core_v,
+                        f"Share of distinct summary {n}-grams that do not occur in the source.",
+                    )
+                    for n in (1, 2, 3)
+                ),
+                _spec("summary_length", "datastats", ["source"], core_v, "Summary length in tokens."),
+            ],
+            _datastats_row,
+        ),
+        RowwiseGroup(
+            "abstractiveness",
+            [
+                *(
+                    spec
+                    for suffix, unit in (("1", "unigram"), ("2", "bigram"), ("lcs", "LCS"))
+                    for spec in (
+                        _spec(
+                            f"ra_{suffix}",
+                            "abstractiveness",
+                            ["source", "reference"],
+                            core_v,
+                            f"Reference Abstraction at {unit} level: HM(R, O) (1 - c_R)^3.",
+                        ),
+                        _spec(
+                            f"sa_{suffix}",
+                            "abstractiveness",
+                            ["source", "reference"],
+                            core_v,
+                            f"Summary Abstraction at {unit} level: HM(S, O) (1 - c_S)^3.",
+                        ),
+                        _spec(
+                            f"ar_{suffix}",
+                            "abstractiveness",
+                            ["source", "reference"],
+                            core_v,
+                            f"Abstraction Ratio at {unit} level: (1 - c_S)^3 / ((1 - c_R)^3 + 1e-8).",
+                        ),
+                    )
+                ),
+                _spec(
+                    "ar_risk",
+                    "abstractiveness",
+                    ["source", "reference"],
+                    core_v,
+                    "Hallucination risk band on bigram AR as an ordinal code: 0 extractive (AR < 0.8), "
+                    "1 balanced (0.8-1.2), 2 moderate (1.2-2.0], 3 high (> 2.0).",
+                    higher=False,
+                ),
+            ],
+            _abstractiveness_row,
+        ),
+        _BatchGroup(
+            "bertscore",
+            [
+                _spec(
+                    f"bertscore_{suffix}",
+                    "embedding",
+                    ["reference"],
+                    "greedy token matching, last layer, no idf; model all-MiniLM-L6-v2 unless configured",
+                    f"BERTScore-style {what} of contextual token embeddings against the reference.",
+                )
+                for suffix, what in (("p", "precision"), ("r", "recall"), ("f1", "F1"))
+            ],
+            _bertscore_batch,
+        ),
+        _BatchGroup(
+            "embedding_cosine",
+            [
+                _spec(
+                    "embedding_cosine",
+                    "embedding",
+                    ["reference"],
+                    "mean-pooled sentence embedding; model all-MiniLM-L6-v2 unless configured",
+                    "Cosine similarity of summary and reference sentence embeddings.",
+                )
+            ],
+            _cosine_batch,
+        ),
+        _BatchGroup(
+            "supert",
+            [
+                _spec(
+                    "supert",
+                    "source_free",
+                    ["source"],
+                    "pseudo-reference = 10 most central source sentences; greedy token F1; all-MiniLM-L6-v2",
+                    "SUPERT-style: similarity of the summary to a pseudo-reference of salient source sentences.",
+                )
+            ],
+            _supert_batch,
+        ),
+        _TransformersGroup(
+            "blanc",
+            [
+                _spec(
+                    "blanc_help",
+                    "source_free",
+                    ["source"],
+                    "BLANC-help, bert-base-uncased, gap 6, min token length 4",
+                    "BLANC-help: gain in masked-word accuracy on the source when the summary is read first. "
+                    "Needs bert-base-uncased weights, which are not shipped here.",
+                )
+            ],
+            _blanc_row,
+        ),
+        _TransformersGroup(
+            "summaqa",
+            [
+                _spec(
+                    "summaqa_f1",
+                    "source_free",
+                    ["source"],
+                    "SummaQA, bert-large-uncased-whole-word-masking-finetuned-squad + spaCy en_core_web_sm",
+                    "SummaQA answer F1 on entity cloze questions from the source, answered from the summary. "
+                    "Needs QA and NER weights, which are not shipped here.",
+                ),
+                _spec(
+                    "summaqa_prob",
+                    "source_free",
+                    ["source"],
+                    "SummaQA, bert-large-uncased-whole-word-masking-finetuned-squad + spaCy en_core_web_sm",
+                    "SummaQA mean answer confidence on entity cloze questions from the source.",
+                ),
+            ],
+            _summaqa_row,
+        ),
+        *(_JudgeGroup(spec) for spec in _judge_specs()),
+    ]
+    return tuple(out)
+
+
+@functools.cache
+def specs_by_name() -> dict[str, tuple[MetricSpec, MetricGroup]]:
+    """Every output name with its spec and implementation."""
+    table: dict[str, tuple[MetricSpec, MetricGroup]] = {}
+    for group in groups():
+        for spec in group.specs:
+            if spec.name in table:
+                raise RuntimeError(f"metric name {spec.name!r} registered twice")
+            table[spec.name] = (spec, group)
+    return table
