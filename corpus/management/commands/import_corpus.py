@@ -57,7 +57,7 @@ class Command(BaseCommand):
                 )
             except CorpusFileError as exc:
                 raise CommandError(
-                    f"{exc}. Rows before it were imported; fix the file and re-run (re-import is safe), "
+                    f"{exc}. Earlier full batches were imported; fix the file and re-run (re-import is safe), "
                     "or pass --skip-invalid."
                     if " line " in str(exc)
                     else str(exc)
