@@ -38,21 +38,26 @@ def main() -> int:
     total = time.perf_counter() - started
 
     stages = ["baseline", *TESTS]
-    secs = {(t.stage, t.metric): t.seconds for t in report.timings}
-    texts = {(t.stage, t.metric): t.n_texts for t in report.timings}
+    secs = {(t.stage, t.group): t.seconds for t in report.timings}
+    texts = {(t.stage, t.group): t.n_texts for t in report.timings}
+    groups: dict[str, tuple[str, ...]] = {}
+    for t in report.timings:
+        if t.stage == "baseline":
+            groups[t.group] = t.metrics
     print(f"{len(rows)} SciTLDR pairs, {len(metrics)} offline metrics, seed {args.seed}\n")
-    print("seconds per test and metric (texts scored in brackets)")
-    print(f"{'metric':<24}" + "".join(f"{s:>22}" for s in stages) + f"{'total':>10}")
+    print("seconds per test and metric family (one call scores a family's metrics together; texts scored in brackets)")
+    print(f"{'family':<18}" + "".join(f"{s:>22}" for s in stages) + f"{'total':>10}  metrics")
     col_totals = dict.fromkeys(stages, 0.0)
-    for m in metrics:
+    for g, members in groups.items():
         cells = []
         for s in stages:
-            sec = secs.get((s, m), 0.0)
+            sec = secs.get((s, g), 0.0)
             col_totals[s] += sec
-            cells.append(f"{sec:>12.3f} ({texts.get((s, m), 0):>5})   ")
-        print(f"{m:<24}" + "".join(f"{c:>22}" for c in cells) + f"{sum(secs.get((s, m), 0.0) for s in stages):>10.2f}")
-    print(f"{'(perturbing)':<24}{'':>22}" + "".join(f"{secs.get((t, '(perturb)'), 0.0):>22.3f}" for t in TESTS))
-    print(f"{'all metrics':<24}" + "".join(f"{col_totals[s]:>22.2f}" for s in stages))
+            cells.append(f"{sec:.2f} ({texts.get((s, g), 0)})")
+        row_total = sum(secs.get((s, g), 0.0) for s in stages)
+        print(f"{g:<18}" + "".join(f"{c:>22}" for c in cells) + f"{row_total:>10.2f}  {', '.join(members)}")
+    print(f"{'(perturbing)':<18}{'':>22}" + "".join(f"{secs.get((t, '(perturb)'), 0.0):>22.3f}" for t in TESTS))
+    print(f"{'all families':<18}" + "".join(f"{col_totals[s]:>22.2f}" for s in stages))
     print(f"\nwall time {total:.1f} s (including report writing)\n")
     print("verdicts (rho / M / overall)")
     print(f"{'metric':<24}" + "".join(f"{t:>26}" for t in TESTS))
