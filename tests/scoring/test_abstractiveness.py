@@ -1,0 +1,94 @@
+"""RA / SA / AR against hand-computed values and the SPEC formulas; the risk bands at their edges."""
+
+from __future__ import annotations
+
+import pytest
+
+from scoring.core.abstractiveness import (
+    EPSILON,
+    abstractiveness,
+    harmonic_mean,
+    overlap,
+    risk_band,
+    risk_code,
+)
+from scoring.core.api import score_rows
+from scoring.core.text import tokenize
+
+SOURCE = "The cat sat on the mat today."  # O = 7
+REFERENCE = "The cat sat quietly."  # R = 4
+SUMMARY = "A dog sat on the mat."  # S = 6
+
+
+def test_hand_computed_example() -> None:
+    result = abstractiveness(SOURCE, REFERENCE, SUMMARY)
+    assert (result.source_words, result.reference_words, result.summary_words) == (7, 4, 6)
+    hm_r, hm_s = 2 * 4 * 7 / 11, 2 * 6 * 7 / 13
+    # unigrams: reference shares the/cat/sat (3 of 4); summary shares sat/on/the/mat (4 of 6)
+    assert result.unigram.c_reference == pytest.approx(3 / 4)
+    assert result.unigram.c_summary == pytest.approx(4 / 6)
+    assert result.unigram.ra == pytest.approx(hm_r * (1 / 4) ** 3)
+    assert result.unigram.sa == pytest.approx(hm_s * (1 / 3) ** 3)
+    assert result.unigram.ar == pytest.approx((1 / 3) ** 3 / ((1 / 4) ** 3 + EPSILON))
+    # bigrams: reference (the cat)(cat sat) of 3; summary (sat on)(on the)(the mat) of 5
+    assert result.bigram.c_reference == pytest.approx(2 / 3)
+    assert result.bigram.c_summary == pytest.approx(3 / 5)
+    assert result.bigram.ra == pytest.approx(56 / 297)
+    assert result.bigram.sa == pytest.approx(hm_s * 0.4**3)
+    assert result.bigram.ar == pytest.approx(0.064 * 27, rel=1e-6)
+    # LCS: "the cat sat" (3 of 4) and "sat on the mat" (4 of 6)
+    assert result.lcs.c_reference == pytest.approx(3 / 4)
+    assert result.lcs.c_summary == pytest.approx(4 / 6)
+    assert result.ar_risk == "moderate"  # bigram AR = 1.728
+
+
+def test_overlap_is_a_multiset_intersection() -> None:
+    source = tokenize("the cat and the dog")
+    assert overlap(["the", "the", "the"], source, "1") == pytest.approx(2 / 3)
+    assert overlap(tokenize("the cat the cat"), tokenize("the cat"), "2") == pytest.approx(1 / 3)
+
+
+def test_copy_of_source_scores_zero_abstraction_and_novel_text_scores_hm() -> None:
+    copied = abstractiveness(SOURCE, REFERENCE, SOURCE)
+    assert copied.unigram.sa == 0 and copied.bigram.sa == 0 and copied.lcs.sa == 0
+    novel = abstractiveness(SOURCE, REFERENCE, "Completely unrelated words here")
+    assert novel.unigram.sa == pytest.approx(harmonic_mean(4, 7))
+    # A fully extractive reference makes the denominator epsilon, not a division by zero.
+    extractive_ref = abstractiveness(SOURCE, "the cat sat on the mat", SUMMARY)
+    assert extractive_ref.bigram.ar == pytest.approx(0.4**3 / EPSILON)
+    assert extractive_ref.ar_risk == "high"
+
+
+@pytest.mark.parametrize(
+    ("ar", "band", "code"),
+    [
+        (2.0000001, "high", 3),
+        (2.0, "moderate", 2),
+        (1.2000001, "moderate", 2),
+        (1.2, "balanced", 1),
+        (1.0, "balanced", 1),
+        (0.8, "balanced", 1),
+        (0.7999999, "extractive", 0),
+        (0.0, "extractive", 0),
+    ],
+)
+def test_risk_bands_at_boundaries(ar: float, band: str, code: int) -> None:
+    assert risk_band(ar) == band
+    assert risk_code(ar) == code
+
+
+def test_score_rows_gives_ten_outputs_and_explains_undefined_bigrams() -> None:
+    names = ["ra_1", "sa_1", "ar_1", "ra_2", "sa_2", "ar_2", "ra_lcs", "sa_lcs", "ar_lcs", "ar_risk"]
+    rows = [
+        {"id": "ok", "source": SOURCE, "reference": REFERENCE, "summary": SUMMARY},
+        {"id": "one-word", "source": SOURCE, "reference": REFERENCE, "summary": "Cat."},
+    ]
+    ok, short = score_rows(rows, names)
+    expected = abstractiveness(SOURCE, REFERENCE, SUMMARY).as_metrics()
+    assert {name: ok[name] for name in names} == pytest.approx(expected)
+    assert ok["ar_risk"] == 2.0 and ok["errors"] == {}
+    # One token: unigram and LCS are defined, bigram overlap is not.
+    assert short["ra_1"] is not None and short["ar_lcs"] is not None
+    for name in ("ra_2", "sa_2", "ar_2", "ar_risk"):
+        assert short[name] is None
+        assert "bigram overlap is undefined: the summary has 1 token" in short["errors"][name]
