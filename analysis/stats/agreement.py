@@ -54,15 +54,15 @@ def nominal_alpha(a: FloatArray, b: FloatArray) -> float:
     both = np.isfinite(a) & np.isfinite(b)
     if both.sum() < 2:
         return float("nan")
-    pairable = np.concatenate([a[both], b[both]])
-    if np.unique(pairable).size < 2:
+    # Hand the package value counts of the pairable units (units x values) directly: the same input it
+    # builds from reliability data (units coded once add nothing), without its value-domain search.
+    counts = np.zeros((int(both.sum()), 3), dtype=np.int64)
+    rows = np.arange(counts.shape[0])
+    counts[rows, a[both].astype(np.int64)] += 1
+    counts[rows, b[both].astype(np.int64)] += 1
+    if np.count_nonzero(counts.sum(axis=0)) < 2:
         return float("nan")
-    data = np.vstack([a, b])
-    return float(
-        krippendorff.alpha(
-            reliability_data=data, level_of_measurement="nominal", value_domain=[VOTE_LEFT, VOTE_RIGHT, VOTE_NEITHER]
-        )
-    )
+    return float(krippendorff.alpha(value_counts=counts, level_of_measurement="nominal"))
 
 
 @dataclass(frozen=True)

@@ -150,7 +150,7 @@ def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> Ana
 
     frame = t.frame
     query_key = [c for c in ("study", "annotator", "query_id") if c in frame.columns]
-    studies = tuple(sorted({str(s) for s in frame["study"].dropna()})) if "study" in frame.columns else ()
+    studies = tuple(sorted({str(s) for s in frame["study"].dropna().unique()})) if "study" in frame.columns else ()
     provenance = Provenance(
         n_rows=t.n_rows,
         n_decided=int(t.decided.sum()),

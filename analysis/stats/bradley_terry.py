@@ -127,7 +127,9 @@ def bradley_terry(
 ) -> BradleyTerryResult:
     """Strength of each system (``left_system``/``right_system``); ``pseudo_wins`` adds that many wins
     each way between every pair (a light prior that keeps the MLE finite)."""
-    systems = tuple(sorted({str(x) for x in np.concatenate([t.left_system, t.right_system]) if x is not None}))
+    systems = tuple(
+        sorted({str(x) for x in pd.unique(np.concatenate([t.left_system, t.right_system])) if x is not None})
+    )
     if len(systems) < 2:
         raise InsufficientDataError("Bradley-Terry needs at least two systems")
     if not t.decided.any():

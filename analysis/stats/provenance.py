@@ -18,17 +18,28 @@ PACKAGE = "satisfy"
 
 
 def table_checksum(table: pd.DataFrame) -> str:
-    """sha256 over the column names and pandas' per-row hashes (``hash_pandas_object``, index ignored).
+    """sha256 over the column names and the values, column by column (the index is ignored).
 
-    Equal tables (same columns in the same order, same values and dtypes kind) give equal checksums
-    on the same pandas major version; it is an identity check, not a cryptographic signature.
+    Text columns (object, string or categorical) contribute their distinct values in order of first
+    appearance plus the row codes, so the text dtype does not change the checksum; timestamps count in
+    UTC nanoseconds; other columns contribute pandas' per-row hashes (``hash_pandas_object``). Equal
+    tables give equal checksums on the same pandas major version; it is an identity check, not a signature.
     """
     h = hashlib.sha256()
     h.update("\x1f".join(map(str, table.columns)).encode())
     for col in table.columns:
         series = table[col]
+        h.update(b"\x1e" + str(col).encode())
         if series.dtype == object or str(series.dtype) in ("str", "string", "category"):
-            series = series.astype(object).where(series.notna(), None).map(lambda v: None if v is None else str(v))
+            values = series.astype("string").to_numpy(dtype=object, na_value=None)
+            codes, uniques = pd.factorize(values, use_na_sentinel=True)
+            h.update(codes.astype(np.int64).tobytes())
+            h.update("\x1f".join(map(str, uniques)).encode())
+            continue
+        if isinstance(series.dtype, pd.DatetimeTZDtype):
+            series = series.dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+        elif str(series.dtype).startswith("datetime64"):
+            series = series.astype("datetime64[ns]")
         h.update(pd.util.hash_pandas_object(series, index=False).to_numpy(dtype=np.uint64).tobytes())
     return h.hexdigest()
 

@@ -128,7 +128,9 @@ def simulate_comparisons(spec: SyntheticStudy, *, n_comparisons: int | None = No
             "shown_at": pd.to_datetime(shown, unit="s", utc=True),
             "answered_at": pd.to_datetime(shown + secs, unit="s", utc=True),
             "seconds_on_page": secs,
-            "_order": q * 3 + {"round1_ab": 0, "round1_cd": 1, "final": 2}[name],
+            # Rows go query round by query round across annotators, so a trimmed table keeps everyone.
+            "_order": ((q % spec.queries_per_annotator) * spec.n_annotators + annot[q]) * 3
+            + {"round1_ab": 0, "round1_cd": 1, "final": 2}[name],
             "_lq": quality[q, lv[keep]],
             "_rq": quality[q, rv[keep]],
         }

@@ -84,9 +84,9 @@ def metric_names(table: pd.DataFrame) -> tuple[str, ...]:
 
 
 def _as_str(values: Any) -> npt.NDArray[np.object_]:
+    """Text values as a numpy object array of ``str``, missing values as ``None``."""
     series = pd.Series(values, copy=False)
-    out = series.astype(object).where(series.notna(), None).to_numpy(dtype=object)
-    return np.asarray([None if v is None else str(v) for v in out], dtype=object)
+    return np.asarray(series.astype("string").to_numpy(dtype=object, na_value=None), dtype=object)
 
 
 @dataclass(frozen=True)

@@ -184,7 +184,7 @@ def _stage_masks(t: PreparedTable) -> dict[str, BoolArray]:
 
 
 def _levels(*arrays: npt.NDArray[np.object_]) -> list[str]:
-    return sorted({str(v) for a in arrays for v in a if v is not None})
+    return sorted({str(v) for v in pd.unique(np.concatenate(arrays)) if v is not None})
 
 
 def variant_label(model: str, condition: str) -> str:
@@ -255,7 +255,7 @@ def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "g
     mixed = np.asarray(
         (left_p & (t.right_condition == generic)) | (right_p & (t.left_condition == generic)), dtype=np.bool_
     )
-    for pair_label in sorted({str(b) for b in t.bracket_pair if b is not None}):
+    for pair_label in _levels(t.bracket_pair):
         rows = mixed & np.asarray(t.bracket_pair == pair_label, dtype=np.bool_)
         cells.append(
             _side_cell("personalized_vs_generic", f"bracket {pair_label}", pair_label, left_p, right_p, t, rows, 0.5)
@@ -275,7 +275,7 @@ def _neither_cells(t: PreparedTable) -> list[tuple[str, str, BoolArray]]:
     out: list[tuple[str, str, BoolArray]] = []
     for stage, rows in _stage_masks(t).items():
         out.append(("all brackets", stage, rows))
-    for pair_label in sorted({str(b) for b in t.bracket_pair if b is not None}):
+    for pair_label in _levels(t.bracket_pair):
         out.append((f"bracket {pair_label}", pair_label, np.asarray(t.bracket_pair == pair_label, dtype=np.bool_)))
     return out
 

@@ -135,3 +135,14 @@ def test_single_level_factor_is_dropped_with_a_note():
     result = fit_personalization_logit(prepare_table(table(rows)))
     assert any("round_stage has a single level" in n for n in result.notes)
     assert "round_stage" not in result.formula
+
+
+def test_direct_design_equals_the_patsy_formula(study):
+    from analysis.stats.regression import DEFAULT_FORMULA
+
+    t = prepare_table(study)
+    direct = fit_personalization_logit(t)
+    via_patsy = fit_personalization_logit(t, formula=DEFAULT_FORMULA)
+    assert [c.term for c in direct.coefficients] == [c.term for c in via_patsy.coefficients]
+    np.testing.assert_allclose([c.estimate for c in direct.coefficients], [c.estimate for c in via_patsy.coefficients])
+    np.testing.assert_allclose([c.std_error for c in direct.coefficients], [c.std_error for c in via_patsy.coefficients])
