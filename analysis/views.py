@@ -64,7 +64,7 @@ def job_json(job: ResearchJob) -> dict[str, Any]:
 def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     judgments = Judgment.objects.filter(match__bracket__query__participation__study=study)
-    seconds = list(judgments.values_list("seconds_on_page", flat=True))
+    seconds = [s for s in judgments.values_list("seconds_on_page", flat=True) if s is not None]
     from scoring.models import ScoringRun
 
     context = {
@@ -72,7 +72,7 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         "n_participants": study.participations.count(),
         "n_completed": study.participations.filter(completed_at__isnull=False).count(),
         "n_queries_ranked": Query.objects.filter(participation__study=study, status=Query.Status.RANKED).count(),
-        "n_comparisons": len(seconds),
+        "n_comparisons": judgments.count(),
         "n_neither": judgments.filter(choice="neither").count(),
         "median_seconds": round(median(seconds)) if seconds else None,
         "n_candidates": Candidate.objects.filter(

@@ -56,7 +56,7 @@ class BulkInvitationForm(forms.Form):
 
 @admin.register(Study)
 class StudyAdmin(admin.ModelAdmin):
-    list_display = ["title", "slug", "status", "queries_per_annotator", "participants", "invitation_tools"]
+    list_display = ["title", "slug", "status", "queries_per_annotator", "participants", "invitation_tools", "results"]
     list_filter = ["status"]
     search_fields = ["title", "slug"]
     prepopulated_fields = {"slug": ["title"]}
@@ -78,6 +78,10 @@ class StudyAdmin(admin.ModelAdmin):
             reverse("admin:annotation_invitation_changelist"),
             obj.pk,
         )
+
+    @admin.display(description="Results")
+    def results(self, obj: Study) -> str:
+        return format_html('<a href="{}">Statistics and exports</a>', reverse("analysis:study", args=[obj.slug]))
 
     def _set_status(self, request: HttpRequest, queryset: QuerySet[Study], status: str) -> None:
         for study in queryset:
@@ -142,7 +146,10 @@ class InvitationAdmin(admin.ModelAdmin):
     @admin.display(description="Invitation link")
     def link(self, obj: Invitation) -> str:
         url = invitation_link(obj)
-        return format_html('<input type="text" readonly value="{}" size="60" onclick="this.select()" aria-label="invitation link">', url)
+        return format_html(
+            '<input type="text" readonly value="{}" size="60" onclick="this.select()" aria-label="invitation link">',
+            url,
+        )
 
 
 class PersonaInline(ReadOnlyInline):
@@ -200,7 +207,16 @@ class QueryAdmin(admin.ModelAdmin):
     list_display = ["__str__", "status", "created_at"]
     list_filter = ["status", "participation__study"]
     search_fields = ["text", "participation__code"]
-    readonly_fields = ["participation", "index", "text", "persona", "status", "failure_reason", "retrieval_backend", "created_at"]
+    readonly_fields = [
+        "participation",
+        "index",
+        "text",
+        "persona",
+        "status",
+        "failure_reason",
+        "retrieval_backend",
+        "created_at",
+    ]
     exclude = ["client_token", "shown_at"]
     inlines = [DocumentInline, CandidateInline]
     actions = ["retry_failed"]

@@ -23,7 +23,9 @@ class PersonaForm(forms.Form):
     )
     domain = forms.CharField(max_length=120, label="Your domain", help_text="For example: oncology, computer science.")
     expertise = forms.ChoiceField(
-        choices=PersonaProfile.Expertise.choices, label="Your expertise in the topics you will ask about", widget=forms.RadioSelect
+        choices=PersonaProfile.Expertise.choices,
+        label="Your expertise in the topics you will ask about",
+        widget=forms.RadioSelect,
     )
     research_area = forms.CharField(max_length=200, required=False, label="Research or work area (optional)")
     use_case = forms.CharField(
@@ -45,7 +47,6 @@ class QueryForm(forms.Form):
 
     def __init__(self, *args: object, max_chars: int = 1000, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.fields["text"].max_length = max_chars
         self.fields["text"].widget.attrs["maxlength"] = str(max_chars)
         self.fields["text"].validators.append(forms.CharField(max_length=max_chars).validators[-1])
 

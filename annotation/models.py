@@ -99,7 +99,9 @@ class Invitation(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        constraints = [models.CheckConstraint(condition=Q(uses__lte=models.F("max_uses")), name="invitation_uses_le_max")]
+        constraints = [
+            models.CheckConstraint(condition=Q(uses__lte=models.F("max_uses")), name="invitation_uses_le_max")
+        ]
 
     def __str__(self) -> str:
         return f"{self.study.slug}: {self.token[:8]}…"
@@ -143,6 +145,9 @@ class PersonaProfile(models.Model):
     class Meta:
         ordering = ["participation", "-version"]
         constraints = [models.UniqueConstraint(fields=["participation", "version"], name="unique_persona_version")]
+
+    def __str__(self) -> str:
+        return f"{self.participation.code} persona v{self.version}"
 
     def as_dict(self) -> dict[str, str]:
         return {
@@ -204,6 +209,9 @@ class RetrievedDocument(models.Model):
         ordering = ["query", "rank"]
         constraints = [models.UniqueConstraint(fields=["query", "rank"], name="unique_document_rank")]
 
+    def __str__(self) -> str:
+        return f"[{self.rank}] {self.title[:80]}"
+
 
 class Candidate(models.Model):
     class Status(models.TextChoices):
@@ -247,6 +255,9 @@ class Bracket(models.Model):
     query = models.OneToOneField(Query, on_delete=models.CASCADE, related_name="bracket")
     seed = models.BigIntegerField(help_text="Seeds the position and left/right assignment.")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"bracket of query {self.query_id}"
 
 
 class Match(models.Model):
@@ -303,3 +314,6 @@ class Judgment(models.Model):
                 name="judgment_winner_matches_choice",
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.choice} on match {self.match_id}"

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.base_user import AbstractBaseUser
+from typing import Any
+
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
 from annotation.models import Candidate, Match, Participation, Query, Study
 
-
-PROGRESS_LABELS = {
+PROGRESS_LABELS: dict[str, str] = {
     Candidate.Status.QUEUED: "waiting",
     Candidate.Status.RUNNING: "being written…",
     Candidate.Status.DONE: "ready",
@@ -17,7 +17,7 @@ PROGRESS_LABELS = {
 }
 
 
-def participation_for(*, annotator: AbstractBaseUser, study_slug: str) -> Participation:
+def participation_for(*, annotator: Any, study_slug: str) -> Participation:
     """The asking annotator's own participation in a study; anyone else's is a 404."""
     if not annotator.is_authenticated:
         raise Http404
@@ -82,4 +82,6 @@ def study_progress(*, study: Study) -> QuerySet[Participation]:
 
 
 def candidates_failed() -> QuerySet[Candidate]:
-    return Candidate.objects.filter(status=Candidate.Status.FAILED).select_related("system", "query__participation__study")
+    return Candidate.objects.filter(status=Candidate.Status.FAILED).select_related(
+        "system", "query__participation__study"
+    )

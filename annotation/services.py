@@ -7,12 +7,11 @@ import math
 import random
 import secrets
 import string
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -123,7 +122,9 @@ def study_set_status(*, study: Study, status: str) -> Study:
 
 def _require_open(study: Study) -> None:
     if study.status == Study.Status.PAUSED:
-        raise ApplicationError("This study is paused. Please come back later; your answers so far are saved.", status=403)
+        raise ApplicationError(
+            "This study is paused. Please come back later; your answers so far are saved.", status=403
+        )
     if study.status != Study.Status.OPEN:
         raise ApplicationError("This study is not open for annotation.", status=403)
 
@@ -159,7 +160,7 @@ def invitation_check(*, token: str) -> Invitation:
 
 
 @transaction.atomic
-def invitation_accept(*, token: str, annotator: AbstractBaseUser | None, consent: bool) -> Participation:
+def invitation_accept(*, token: str, annotator: Any, consent: bool) -> Participation:
     """Join a study through an invitation. Accepting twice returns the same participation."""
     invitation = invitation_check(token=token)
     if annotator is not None and annotator.is_authenticated:
@@ -171,7 +172,9 @@ def invitation_accept(*, token: str, annotator: AbstractBaseUser | None, consent
     # Conditional increment: two people racing for the last use cannot both get it.
     claimed = Invitation.objects.filter(pk=invitation.pk, uses__lt=F("max_uses")).update(uses=F("uses") + 1)
     if not claimed:
-        raise ApplicationError("This invitation has already been used. Please ask the research team for a new link.", status=410)
+        raise ApplicationError(
+            "This invitation has already been used. Please ask the research team for a new link.", status=410
+        )
     if annotator is None or not annotator.is_authenticated:
         user_model = get_user_model()
         annotator = user_model.objects.create_user(username=f"annotator-{_code(12).lower()}")
@@ -259,7 +262,9 @@ def query_submit(*, participation: Participation, text: str, client_token: str) 
         raise ApplicationError("Please finish ranking your current question first.", status=409)
     used = participation_queries_used(participation=participation)
     if used >= study.queries_per_annotator:
-        raise ApplicationError(f"You have asked all {study.queries_per_annotator} questions of this study.", field="text")
+        raise ApplicationError(
+            f"You have asked all {study.queries_per_annotator} questions of this study.", field="text"
+        )
     index = (participation.queries.order_by("-index").values_list("index", flat=True).first() or 0) + 1
     query = Query.objects.create(
         participation=participation,
@@ -279,7 +284,10 @@ def query_submit(*, participation: Participation, text: str, client_token: str) 
 def query_discard(*, query: Query) -> Query:
     """Give up on a question whose generation failed; it does not count toward the limit."""
     query = Query.objects.select_for_update().get(pk=query.pk)
-    if query.status not in (Query.Status.FAILED,) and not query.candidates.filter(status=Candidate.Status.FAILED).exists():
+    if (
+        query.status not in (Query.Status.FAILED,)
+        and not query.candidates.filter(status=Candidate.Status.FAILED).exists()
+    ):
         raise ApplicationError("Only a question whose summaries could not be generated can be set aside.", status=409)
     query.status = Query.Status.DISCARDED
     query.save(update_fields=["status"])
@@ -362,9 +370,9 @@ def candidate_claim(*, candidate_id: int) -> Candidate | None:
     )
     if not claimed:
         return None
-    return Candidate.objects.select_related("system", "query__persona", "query__participation__study__prompt_template").get(
-        pk=candidate_id
-    )
+    return Candidate.objects.select_related(
+        "system", "query__persona", "query__participation__study__prompt_template"
+    ).get(pk=candidate_id)
 
 
 def candidate_generate(*, candidate_id: int, final_attempt: bool = True) -> Candidate | None:
@@ -433,7 +441,11 @@ def citation_flags(*, text: str, n_documents: int) -> dict[str, Any]:
 
 
 def candidate_mark_failed(*, candidate_id: int, reason: str, prompt: str = "") -> Candidate:
-    fields: dict[str, Any] = {"status": Candidate.Status.FAILED, "failure_reason": reason[:4000], "finished_at": timezone.now()}
+    fields: dict[str, Any] = {
+        "status": Candidate.Status.FAILED,
+        "failure_reason": reason[:4000],
+        "finished_at": timezone.now(),
+    }
     if prompt:
         fields["prompt"] = prompt
     Candidate.objects.filter(pk=candidate_id).exclude(status=Candidate.Status.DONE).update(**fields)
@@ -529,7 +541,7 @@ def bracket_create(*, query: Query, seed: int | None = None) -> Bracket:
 
 
 def _match_create(
-    *, bracket: Bracket, round_number: int, index: int, total_rounds: int, entrants: list[Candidate | None]
+    *, bracket: Bracket, round_number: int, index: int, total_rounds: int, entrants: Sequence[Candidate | None]
 ) -> Match:
     span = 2**round_number
     letters = string.ascii_uppercase[index * span : (index + 1) * span]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -26,11 +27,13 @@ def _unavailable(participation: Participation) -> ApplicationError | None:
     if status == Study.Status.OPEN:
         return None
     if status == Study.Status.PAUSED:
-        return ApplicationError("This study is paused. Please come back later; your answers so far are saved.", status=403)
+        return ApplicationError(
+            "This study is paused. Please come back later; your answers so far are saved.", status=403
+        )
     return ApplicationError("This study is closed. Thank you for your interest.", status=403)
 
 
-def _posted(request: HttpRequest) -> object:
+def _posted(request: HttpRequest) -> Any:
     """The submitted data on POST (even when empty, so that required fields report), else None."""
     return request.POST if request.method == "POST" else None
 
@@ -92,7 +95,8 @@ def study(request: HttpRequest, slug: str) -> HttpResponse:
         participation.completed_at is None
         and selectors.query_current(participation=participation) is None
         and services.persona_current(participation=participation) is not None
-        and services.participation_queries_used(participation=participation) >= participation.study.queries_per_annotator
+        and services.participation_queries_used(participation=participation)
+        >= participation.study.queries_per_annotator
     ):
         services.participation_finish(participation=participation)
         participation.refresh_from_db()
@@ -142,7 +146,9 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             query = services.query_submit(
-                participation=participation, text=form.cleaned_data["text"], client_token=form.cleaned_data["client_token"]
+                participation=participation,
+                text=form.cleaned_data["text"],
+                client_token=form.cleaned_data["client_token"],
             )
         except ApplicationError as error:
             if error.field:
@@ -246,8 +252,8 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
                 return _error_page(request, error, study=participation.study)
         # Post/redirect/get: a reload or the back button never re-sends an answer.
         return redirect("annotation:study", slug=slug)
-    if error := _unavailable(participation):
-        return _error_page(request, error, study=participation.study)
+    if unavailable := _unavailable(participation):
+        return _error_page(request, unavailable, study=participation.study)
     match = selectors.match_current(query=query)
     if match is None:
         return redirect("annotation:study", slug=slug)
@@ -285,4 +291,8 @@ def done(request: HttpRequest, slug: str) -> HttpResponse:
     if participation.completed_at is None:
         return redirect("annotation:study", slug=slug)
     ranked = participation.queries.filter(status=Query.Status.RANKED).count()
-    return render(request, "annotation/done.html", {"study": participation.study, "participation": participation, "ranked": ranked})
+    return render(
+        request,
+        "annotation/done.html",
+        {"study": participation.study, "participation": participation, "ranked": ranked},
+    )

@@ -19,3 +19,7 @@ urlpatterns = [
     path("healthz/", healthz, name="healthz"),
     path("", include("annotation.urls")),
 ]
+
+admin.site.site_header = "Satisfy administration"
+admin.site.site_title = "Satisfy"
+admin.site.index_title = "Studies, annotators and generation jobs"

@@ -13,11 +13,19 @@ SOURCE_CHOICES = ("abstracts", "titles_and_abstracts")
 
 
 def persona_text(persona: dict[str, str]) -> str:
-    labels = {"role": "Role", "domain": "Domain", "expertise": "Expertise", "research_area": "Research area", "use_case": "Use"}
+    labels = {
+        "role": "Role",
+        "domain": "Domain",
+        "expertise": "Expertise",
+        "research_area": "Research area",
+        "use_case": "Use",
+    }
     return "; ".join(f"{labels[k]}: {v}" for k, v in persona.items() if v and k in labels)
 
 
-def candidate_rows(candidates: Iterable[Candidate], *, reference: str = "titles", source: str = "abstracts") -> list[dict[str, Any]]:
+def candidate_rows(
+    candidates: Iterable[Candidate], *, reference: str = "titles", source: str = "abstracts"
+) -> list[dict[str, Any]]:
     """Rows in the metric suite's input format; candidates must prefetch query documents and persona."""
     if reference not in REFERENCE_CHOICES:
         raise ValueError(f"reference must be one of {REFERENCE_CHOICES}, not {reference!r}")
@@ -33,7 +41,9 @@ def candidate_rows(candidates: Iterable[Candidate], *, reference: str = "titles"
                 "id": candidate.pk,
                 "summary": candidate.text,
                 "reference": titles if reference == "titles" else abstracts,
-                "source": abstracts if source == "abstracts" else "\n\n".join(f"{d.title}. {d.abstract}" for d in documents),
+                "source": abstracts
+                if source == "abstracts"
+                else "\n\n".join(f"{d.title}. {d.abstract}" for d in documents),
                 "query": candidate.query.text,
                 "persona": persona_text(candidate.query.persona.as_dict()),
             }

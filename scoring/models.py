@@ -29,6 +29,9 @@ class ScoringRun(models.Model):
     class Meta:
         ordering = ["-created_at"]
 
+    def __str__(self) -> str:
+        return f"scoring run {self.pk} of {self.study_id} ({self.status})"
+
     @property
     def percent(self) -> int:
         return int(100 * self.done / self.total) if self.total else (100 if self.status == self.Status.DONE else 0)
@@ -48,3 +51,6 @@ class CandidateScore(models.Model):
             models.UniqueConstraint(fields=["candidate", "metric", "version"], name="unique_score_per_metric_version")
         ]
         indexes = [models.Index(fields=["metric", "version"])]
+
+    def __str__(self) -> str:
+        return f"{self.metric}={self.value} for candidate {self.candidate_id}"

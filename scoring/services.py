@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from django.db import transaction
@@ -57,7 +58,7 @@ def scoring_run_start(
 
     for start in range(0, len(ids), CHUNK_SIZE):
         chunk = ids[start : start + CHUNK_SIZE]
-        transaction.on_commit(lambda chunk=chunk: score_chunk.delay(run.pk, chunk))
+        transaction.on_commit(partial(score_chunk.delay, run.pk, chunk))
     return run
 
 
@@ -67,8 +68,10 @@ def scoring_run_chunk(*, run_id: int, candidate_ids: list[int]) -> int:
 
     run = ScoringRun.objects.get(pk=run_id)
     specs = _specs(list(run.metrics))
-    candidates = Candidate.objects.filter(pk__in=candidate_ids).select_related("query__persona").prefetch_related(
-        "query__documents"
+    candidates = (
+        Candidate.objects.filter(pk__in=candidate_ids)
+        .select_related("query__persona")
+        .prefetch_related("query__documents")
     )
     rows = candidate_rows(candidates, **run.options)
     results = score_rows(rows, list(run.metrics))
@@ -94,4 +97,6 @@ def scoring_run_chunk(*, run_id: int, candidate_ids: list[int]) -> int:
 
 
 def scoring_run_fail(*, run_id: int, reason: str) -> None:
-    ScoringRun.objects.filter(pk=run_id).update(status=ScoringRun.Status.FAILED, error=reason[:4000], finished_at=timezone.now())
+    ScoringRun.objects.filter(pk=run_id).update(
+        status=ScoringRun.Status.FAILED, error=reason[:4000], finished_at=timezone.now()
+    )

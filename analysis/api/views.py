@@ -25,7 +25,7 @@ class JobCreateSerializer(serializers.Serializer):
 class ScoringRunSerializer(serializers.Serializer):
     metrics = serializers.ListField(child=serializers.CharField(), min_length=1)
     reference = serializers.ChoiceField(choices=["titles", "abstracts"], default="titles")
-    source = serializers.ChoiceField(choices=["abstracts", "titles_and_abstracts"], default="abstracts")
+    source = serializers.ChoiceField(choices=["abstracts", "titles_and_abstracts"], default="abstracts")  # type: ignore[assignment]
 
 
 class ComparisonsApi(APIView):

@@ -30,14 +30,24 @@ class PersonaSerializer(serializers.ModelSerializer):
 
 
 class ParticipationSerializer(serializers.ModelSerializer):
-    study = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    study: serializers.SlugRelatedField[Study] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     study_title = serializers.CharField(source="study.title", read_only=True)
     queries_per_annotator = serializers.IntegerField(source="study.queries_per_annotator", read_only=True)
     persona = serializers.SerializerMethodField()
 
     class Meta:
         model = Participation
-        fields = ["id", "study", "study_title", "code", "queries_per_annotator", "consented_at", "completed_at", "completion_code", "persona"]
+        fields = [
+            "id",
+            "study",
+            "study_title",
+            "code",
+            "queries_per_annotator",
+            "consented_at",
+            "completed_at",
+            "completion_code",
+            "persona",
+        ]
 
     def get_persona(self, obj: Participation) -> dict | None:
         persona = obj.personas.order_by("-version").first()
@@ -58,7 +68,7 @@ class DocumentSerializer(serializers.ModelSerializer):
 class CandidateProgressSerializer(serializers.Serializer):
     number = serializers.IntegerField()
     status = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]
     attempts = serializers.IntegerField()
 
 
@@ -70,10 +80,10 @@ class QuerySerializer(serializers.ModelSerializer):
         model = Query
         fields = ["id", "index", "text", "status", "created_at", "documents", "candidates"]
 
-    def get_candidates(self, obj: Query) -> list[dict]:
+    def get_candidates(self, obj: Query) -> list[dict[str, object]]:
         from annotation.selectors import generation_progress
 
-        return CandidateProgressSerializer(generation_progress(query=obj), many=True).data
+        return list(CandidateProgressSerializer(generation_progress(query=obj), many=True).data)
 
 
 class SideSerializer(serializers.Serializer):
@@ -129,8 +139,19 @@ class StudySerializer(serializers.ModelSerializer):
     class Meta:
         model = Study
         fields = [
-            "id", "slug", "title", "instructions", "consent_text", "status", "queries_per_annotator", "max_query_chars",
-            "retrieval_backend", "retrieval_k", "retrieval_settings", "systems", "created_at",
+            "id",
+            "slug",
+            "title",
+            "instructions",
+            "consent_text",
+            "status",
+            "queries_per_annotator",
+            "max_query_chars",
+            "retrieval_backend",
+            "retrieval_k",
+            "retrieval_settings",
+            "systems",
+            "created_at",
         ]
         read_only_fields = ["status", "created_at"]
 
@@ -165,8 +186,20 @@ class AdminCandidateSerializer(serializers.ModelSerializer):
     class Meta:
         model = Candidate
         fields = [
-            "id", "query", "system", "position", "status", "failure_reason", "attempts", "queued_at", "started_at",
-            "finished_at", "latency_s", "finish_reason", "usage", "text",
+            "id",
+            "query",
+            "system",
+            "position",
+            "status",
+            "failure_reason",
+            "attempts",
+            "queued_at",
+            "started_at",
+            "finished_at",
+            "latency_s",
+            "finish_reason",
+            "usage",
+            "text",
         ]
 
 

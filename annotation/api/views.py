@@ -42,7 +42,9 @@ def _own_participation(request: Request, pk: int) -> Participation:
 
 
 def _own_query(request: Request, pk: int) -> Query:
-    return get_object_or_404(Query.objects.select_related("participation__study"), pk=pk, participation__annotator=request.user)
+    return get_object_or_404(
+        Query.objects.select_related("participation__study"), pk=pk, participation__annotator=request.user
+    )
 
 
 class ParticipationViewSet(viewsets.GenericViewSet):

@@ -25,7 +25,9 @@ def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -
         from annotation.backends.openalex import OpenAlexRetrieval
 
         return OpenAlexRetrieval()
-    raise BackendError(f"Unknown retrieval backend {name!r}; choose one of {', '.join(RETRIEVAL_BACKENDS)}.", transient=False)
+    raise BackendError(
+        f"Unknown retrieval backend {name!r}; choose one of {', '.join(RETRIEVAL_BACKENDS)}.", transient=False
+    )
 
 
 def get_generation_backend(name: str, options: Mapping[str, Any] | None = None) -> GenerationBackend:

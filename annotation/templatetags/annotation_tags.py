@@ -17,7 +17,9 @@ def cite_links(text: str, prefix: str = "source") -> SafeString:
 
     def link(match: re.Match[str]) -> str:
         number = match.group(1)
-        return str(format_html('<a class="cite" href="#{}-{}" aria-label="source {}">[{}]</a>', prefix, number, number, number))
+        return str(
+            format_html('<a class="cite" href="#{}-{}" aria-label="source {}">[{}]</a>', prefix, number, number, number)
+        )
 
     paragraphs = [p for p in re.split(r"\n\s*\n", str(text)) if p.strip()]
     html = "".join(f"<p>{CITATION.sub(link, escape(p))}</p>" for p in paragraphs)

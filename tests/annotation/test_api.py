@@ -45,7 +45,9 @@ def test_full_flow_over_the_api(study, django_capture_on_commit_callbacks):
         body = match.json()
         assert set(body["left"]) == set(body["right"]) == {"text"}
         assert not {"system", "model", "condition", "position"} & set(body)
-        assert client.post(f"/api/v1/matches/{body['id']}/choice/", {"choice": "left"}, format="json").status_code == 200
+        assert (
+            client.post(f"/api/v1/matches/{body['id']}/choice/", {"choice": "left"}, format="json").status_code == 200
+        )
         answered += 1
     assert answered == 3
     finished = client.post(f"/api/v1/participations/{pid}/finish/").json()
@@ -60,7 +62,10 @@ def test_malformed_payloads_get_field_messages(study, django_capture_on_commit_c
     client.put(f"/api/v1/participations/{pid}/persona/", PERSONA, format="json")
     empty = client.post(f"/api/v1/participations/{pid}/queries/", {"text": "  "}, format="json")
     assert empty.status_code == 400
-    assert empty.json() == {"message": "Please write your question.", "extra": {"fields": {"text": ["Please write your question."]}}}
+    assert empty.json() == {
+        "message": "Please write your question.",
+        "extra": {"fields": {"text": ["Please write your question."]}},
+    }
     with django_capture_on_commit_callbacks(execute=True):
         qid = client.post(f"/api/v1/participations/{pid}/queries/", {"text": "sleep"}, format="json").json()["id"]
     match_id = client.get(f"/api/v1/queries/{qid}/current-match/").json()["id"]

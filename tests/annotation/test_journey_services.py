@@ -187,21 +187,26 @@ def test_invitation_rules(study):
 
 
 def test_design_must_fill_a_bracket():
-    study = StudyFactory(status=Study.Status.DRAFT, systems=[
-        {"label": "a", "model_name": "extractive-centroid", "condition": "persona"},
-        {"label": "b", "model_name": "extractive-centroid", "condition": "generic"},
-        {"label": "c", "model_name": "extractive-mmr", "condition": "generic"},
-    ])
+    study = StudyFactory(
+        status=Study.Status.DRAFT,
+        systems=[
+            {"label": "a", "model_name": "extractive-centroid", "condition": "persona"},
+            {"label": "b", "model_name": "extractive-centroid", "condition": "generic"},
+            {"label": "c", "model_name": "extractive-mmr", "condition": "generic"},
+        ],
+    )
     with pytest.raises(ApplicationError) as error:
         services.study_set_status(study=study, status=Study.Status.OPEN)
     assert "2, 4 or 8 systems" in error.value.message
 
 
 def test_failed_generation_is_stored_and_can_be_retried(django_capture_on_commit_callbacks):
-    study = StudyFactory(systems=[
-        {"label": "good", "model_name": "extractive-centroid", "condition": "persona"},
-        {"label": "bad", "model_name": "no-such-strategy", "condition": "generic"},
-    ])
+    study = StudyFactory(
+        systems=[
+            {"label": "good", "model_name": "extractive-centroid", "condition": "persona"},
+            {"label": "bad", "model_name": "no-such-strategy", "condition": "generic"},
+        ]
+    )
     participation, query = _generated(study, django_capture_on_commit_callbacks)
     bad = query.candidates.get(system__label="bad")
     assert bad.status == Candidate.Status.FAILED and "no-such-strategy" in bad.failure_reason

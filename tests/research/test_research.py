@@ -88,7 +88,9 @@ def test_export_job_in_each_format(played_study, django_capture_on_commit_callba
 
 
 def test_bad_job_options_are_refused_on_the_page(played_study, researcher_client):
-    response = researcher_client.post(f"/research/studies/{played_study.slug}/jobs/", {"kind": "export", "format": "xlsx"})
+    response = researcher_client.post(
+        f"/research/studies/{played_study.slug}/jobs/", {"kind": "export", "format": "xlsx"}
+    )
     assert response.status_code == 302 and "Export+format" in response["Location"]
     assert not ResearchJob.objects.exists()
 
@@ -130,7 +132,15 @@ def test_analyze_command_study_and_file_modes(played_study, tmp_path):
     call_command("analyze", "--study", played_study.slug, "--out", str(tmp_path / "db"), "--resamples", "100")
     report = json.loads((tmp_path / "db" / "report.json").read_text())
     assert report["provenance"]["n_rows"] == Judgment.objects.count()
-    call_command("analyze", "--comparisons", str(tmp_path / "db" / "comparisons.csv"), "--out", str(tmp_path / "file"), "--resamples", "100")
+    call_command(
+        "analyze",
+        "--comparisons",
+        str(tmp_path / "db" / "comparisons.csv"),
+        "--out",
+        str(tmp_path / "file"),
+        "--resamples",
+        "100",
+    )
     again = json.loads((tmp_path / "file" / "report.json").read_text())
     assert again["provenance"]["n_rows"] == report["provenance"]["n_rows"]
     with pytest.raises(CommandError, match="No study"):
@@ -140,29 +150,39 @@ def test_analyze_command_study_and_file_modes(played_study, tmp_path):
 def _legacy_zip() -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("users.json", json.dumps([
-            {"id": "ann-1", "pre_task_answers": {"role": "nurse", "expertise": "expert", "research_area": "sleep"}},
-            {"id": "ann-2", "pre_task_answers": {"role": "student", "expertise": "novice"}},
-        ]))
+        archive.writestr(
+            "users.json",
+            json.dumps(
+                [
+                    {
+                        "id": "ann-1",
+                        "pre_task_answers": {"role": "nurse", "expertise": "expert", "research_area": "sleep"},
+                    },
+                    {"id": "ann-2", "pre_task_answers": {"role": "student", "expertise": "novice"}},
+                ]
+            ),
+        )
         for annotator, picks in (("ann-1", [("A", "C", "A"), ("N", "D", None)]), ("ann-2", [("B", "D", "D")])):
             annotations = []
             for index, (ab, cd, final) in enumerate(picks):
-                annotations.append({
-                    "query_index": index,
-                    "query": f"question {index} of {annotator}",
-                    "summaries": {k: f"summary {k} [1]" for k in "ABCD"},
-                    "metadata": {
-                        "A": {"model": "deepseek", "has_pre_question": True},
-                        "B": {"model": "llama", "has_pre_question": False},
-                        "C": {"model": "llama", "has_pre_question": True},
-                        "D": {"model": "deepseek", "has_pre_question": False},
-                    },
-                    "paper_ids": ["W1", "W2"],
-                    "round1_ab": ab,
-                    "round1_cd": cd,
-                    "final": final if final else "N",
-                    "feedback": "",
-                })
+                annotations.append(
+                    {
+                        "query_index": index,
+                        "query": f"question {index} of {annotator}",
+                        "summaries": {k: f"summary {k} [1]" for k in "ABCD"},
+                        "metadata": {
+                            "A": {"model": "deepseek", "has_pre_question": True},
+                            "B": {"model": "llama", "has_pre_question": False},
+                            "C": {"model": "llama", "has_pre_question": True},
+                            "D": {"model": "deepseek", "has_pre_question": False},
+                        },
+                        "paper_ids": ["W1", "W2"],
+                        "round1_ab": ab,
+                        "round1_cd": cd,
+                        "final": final if final else "N",
+                        "feedback": "",
+                    }
+                )
             archive.writestr(f"results/annotator-{annotator}.json", json.dumps(annotations))
     return buffer.getvalue()
 

@@ -26,7 +26,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--uses", type=int, default=100, help="How many annotators the printed link admits.")
-        parser.add_argument("--admin-password", default=None, help="Password for the 'admin' account (random if omitted).")
+        parser.add_argument(
+            "--admin-password", default=None, help="Password for the 'admin' account (random if omitted)."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         study = Study.objects.filter(slug=DEMO_SLUG).first()
@@ -39,9 +41,10 @@ class Command(BaseCommand):
                 status=Study.Status.OPEN,
             )
             self.stdout.write(self.style.SUCCESS(f"Created study '{study.slug}' with {study.systems.count()} systems."))
-        invitation = Invitation.objects.filter(study=study, note="demo").first() or services.invitation_create_bulk(
-            study=study, count=1, max_uses=options["uses"], note="demo"
-        )[0]
+        invitation = (
+            Invitation.objects.filter(study=study, note="demo").first()
+            or services.invitation_create_bulk(study=study, count=1, max_uses=options["uses"], note="demo")[0]
+        )
         user_model = get_user_model()
         admin = user_model.objects.filter(username="admin").first()
         password = options["admin_password"]

@@ -17,7 +17,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--study", required=True, help="study slug")
-        parser.add_argument("--metrics", required=True, help="comma-separated metric names (see python -m scoring.cli --list)")
+        parser.add_argument(
+            "--metrics", required=True, help="comma-separated metric names (see python -m scoring.cli --list)"
+        )
         parser.add_argument("--reference", default="titles", choices=["titles", "abstracts"])
         parser.add_argument("--source", default="abstracts", choices=["abstracts", "titles_and_abstracts"])
         parser.add_argument("--now", action="store_true", help="score in this process instead of queueing tasks")
@@ -39,6 +41,10 @@ class Command(BaseCommand):
             raise CommandError(error.message) from error
         run.refresh_from_db()
         if run.status == ScoringRun.Status.DONE or options["now"]:
-            self.stdout.write(self.style.SUCCESS(f"Scored {run.done} of {run.total} candidates with {', '.join(metrics)}."))
+            self.stdout.write(
+                self.style.SUCCESS(f"Scored {run.done} of {run.total} candidates with {', '.join(metrics)}.")
+            )
         else:
-            self.stdout.write(f"Queued scoring run {run.pk}: {run.total} candidates in chunks; progress on the research page.")
+            self.stdout.write(
+                f"Queued scoring run {run.pk}: {run.total} candidates in chunks; progress on the research page."
+            )

@@ -11,7 +11,11 @@ class Command(BaseCommand):
     help = "Score rows.jsonl (id, summary, source, reference, query, persona) with the named metrics."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("args", nargs="*", help="Arguments of `python -m scoring.cli`, e.g. --input a.jsonl --output b.jsonl --metrics rouge1,chrf")
+        parser.add_argument(
+            "args",
+            nargs="*",
+            help="Arguments of `python -m scoring.cli`, e.g. --input a.jsonl --output b.jsonl --metrics rouge1,chrf",
+        )
 
     def run_from_argv(self, argv: list[str]) -> None:
         # Hand everything after the command name to the plain-Python CLI, so both accept the same flags.

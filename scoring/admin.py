@@ -1,0 +1,24 @@
+from django.contrib import admin
+
+from scoring.models import CandidateScore, ScoringRun
+
+
+@admin.register(ScoringRun)
+class ScoringRunAdmin(admin.ModelAdmin):
+    list_display = ["pk", "study", "status", "done", "total", "created_at", "finished_at"]
+    list_filter = ["status", "study"]
+    readonly_fields = [f.name for f in ScoringRun._meta.fields]
+
+    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(CandidateScore)
+class CandidateScoreAdmin(admin.ModelAdmin):
+    list_display = ["candidate", "metric", "value", "version", "reason", "computed_at"]
+    list_filter = ["metric"]
+    search_fields = ["metric", "reason"]
+    readonly_fields = [f.name for f in CandidateScore._meta.fields]
+
+    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
+        return False
