@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from annotation.models import (
@@ -80,14 +81,11 @@ class QuerySerializer(serializers.ModelSerializer):
         model = Query
         fields = ["id", "index", "text", "status", "created_at", "documents", "candidates"]
 
+    @extend_schema_field(CandidateProgressSerializer(many=True))
     def get_candidates(self, obj: Query) -> list[dict[str, object]]:
         from annotation.selectors import generation_progress
 
         return list(CandidateProgressSerializer(generation_progress(query=obj), many=True).data)
-
-
-class SideSerializer(serializers.Serializer):
-    text = serializers.CharField()
 
 
 class MatchSerializer(serializers.ModelSerializer):

@@ -49,6 +49,7 @@ def _own_query(request: Request, pk: int) -> Query:
 
 class ParticipationViewSet(viewsets.GenericViewSet):
     serializer_class = s.ParticipationSerializer
+    queryset = Participation.objects.none()  # the schema's path types; requests use get_queryset
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
         return Participation.objects.filter(annotator=self.request.user).select_related("study")
@@ -88,6 +89,7 @@ class ParticipationViewSet(viewsets.GenericViewSet):
 
 class QueryViewSet(viewsets.GenericViewSet):
     serializer_class = s.QuerySerializer
+    queryset = Query.objects.none()
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
         return Query.objects.filter(participation__annotator=self.request.user)
@@ -115,6 +117,7 @@ class QueryViewSet(viewsets.GenericViewSet):
 
 class MatchViewSet(viewsets.GenericViewSet):
     serializer_class = s.MatchSerializer
+    queryset = Match.objects.none()
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
         return Match.objects.filter(bracket__query__participation__annotator=self.request.user)
