@@ -198,3 +198,12 @@ class FailedCandidateAdminViewSet(viewsets.ReadOnlyModelViewSet):
     def retry(self, request: Request, pk: int) -> Response:
         candidate = get_object_or_404(Candidate, pk=pk)
         return Response(s.AdminCandidateSerializer(services.candidate_retry(candidate=candidate)).data)
+
+    @extend_schema(request=None, responses={200: dict})
+    @action(detail=False, methods=["post"], url_path="retry-all")
+    def retry_all(self, request: Request) -> Response:
+        """Queue every failed generation again (optionally only one study's: ?study=SLUG)."""
+        failed = self.get_queryset()
+        if slug := request.query_params.get("study"):
+            failed = failed.filter(query__participation__study__slug=slug)
+        return Response({"queued": services.candidates_retry_failed(queryset=failed)})

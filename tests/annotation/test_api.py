@@ -114,3 +114,28 @@ def test_schema_and_docs_are_served():
     schema = client.get("/api/schema/")
     assert schema.status_code == 200 and b"/api/v1/matches/{id}/choice/" in schema.content
     assert client.get("/api/docs/").status_code == 200
+
+
+def test_admin_retries_every_failed_generation(django_capture_on_commit_callbacks):
+    from annotation.models import Candidate, StudySystem
+
+    study = StudyFactory(
+        systems=[
+            {"label": "ok", "model_name": "extractive-centroid", "condition": "persona"},
+            {"label": "broken", "model_name": "missing-model", "condition": "generic"},
+        ]
+    )
+    client, me = _annotator(study)
+    client.put(f"/api/v1/participations/{me['id']}/persona/", PERSONA, format="json")
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(f"/api/v1/participations/{me['id']}/queries/", {"text": "sleep"}, format="json")
+    admin = APIClient()
+    admin.force_authenticate(get_user_model().objects.create_superuser("boss", "b@example.org", "pw"))
+    failed = admin.get("/api/v1/admin/failed-candidates/").json()
+    assert len(failed) == 1 and "missing-model" in failed[0]["failure_reason"]
+    StudySystem.objects.filter(label="broken").update(model_name="extractive-mmr")
+    with django_capture_on_commit_callbacks(execute=True):
+        queued = admin.post(f"/api/v1/admin/failed-candidates/retry-all/?study={study.slug}").json()
+    assert queued == {"queued": 1}
+    assert set(Candidate.objects.values_list("status", flat=True)) == {"done"}
+    assert admin.get("/api/v1/admin/failed-candidates/").json() == []
