@@ -542,6 +542,7 @@ def main() -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
     code = 1
     try:
         code = run(args, env, services, port, work)
