@@ -9,6 +9,7 @@ import pytest
 from analysis.stats import AnalysisConfig, ClusterResampler, analyze, prepare_table, win_rates
 from analysis.stats.bootstrap import bootstrap_ratios, two_sided_p
 from analysis.stats.synthetic import SyntheticStudy, simulate_comparisons
+from tests.analysis.helpers import SQUALITY_RESPONSES, squality_table
 
 SEED = 7
 B = 300
@@ -114,3 +115,23 @@ def test_neither_is_not_a_loss(small_study):
     assert cell.neither == int((small_study["choice"] == "neither").sum())
     assert cell.n == len(small_study)
     assert cell.decided_rate == pytest.approx((decided["choice"] == "left").mean())
+
+
+@pytest.mark.skipif(not SQUALITY_RESPONSES.exists(), reason="shared SQuALITY data not present")
+def test_vectorised_bootstrap_equals_plain_loop_on_real_rankings():
+    frame = squality_table()
+
+    def bart_dpr_beats_bart(sample: pd.DataFrame) -> float:
+        pair = sample[(sample["left_model"] == "bart") & (sample["right_model"] == "bart-dpr")]
+        decided = pair[pair["choice"] != "neither"]
+        return float((decided["choice"] == "right").mean()) if len(decided) else np.nan
+
+    t = prepare_table(frame)
+    cell = win_rates(t, resampler=ClusterResampler.draw(t.n_annotators, n_resamples=B, seed=SEED)).get(
+        "head_to_head", "bart vs bart-dpr", "round1"
+    )
+    reps = loop_bootstrap(frame, bart_dpr_beats_bart, seed=SEED, n_resamples=B)
+    # The cell counts bart's wins; the loop counts bart-dpr's, so the two distributions mirror at 0.5.
+    assert cell.decided_rate == pytest.approx(1 - bart_dpr_beats_bart(frame), abs=1e-12)
+    low, high = np.nanpercentile(1 - reps, [2.5, 97.5])
+    assert (cell.ci_low, cell.ci_high) == (pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))

@@ -145,4 +145,6 @@ def test_direct_design_equals_the_patsy_formula(study):
     via_patsy = fit_personalization_logit(t, formula=DEFAULT_FORMULA)
     assert [c.term for c in direct.coefficients] == [c.term for c in via_patsy.coefficients]
     np.testing.assert_allclose([c.estimate for c in direct.coefficients], [c.estimate for c in via_patsy.coefficients])
-    np.testing.assert_allclose([c.std_error for c in direct.coefficients], [c.std_error for c in via_patsy.coefficients])
+    np.testing.assert_allclose(
+        [c.std_error for c in direct.coefficients], [c.std_error for c in via_patsy.coefficients]
+    )
