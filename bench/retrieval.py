@@ -2,8 +2,8 @@
 
 Each of SciTLDR's 3,229 papers (train, dev and test) is imported into the configured database with
 the same code as `manage.py import_corpus`; each paper's first TLDR (the author's) is a query whose
-one relevant answer is that paper. The corpus search (PostgreSQL full-text search, or SQLite FTS5)
-runs through CorpusRetrieval, as a study would; the reference BM25 implementations (rank-bm25's
+one relevant answer is that paper. The corpus search (PostgreSQL full-text search with ts_rank and
+with ts_rank_cd, or SQLite FTS5) runs through CorpusRetrieval, as a study would; the reference BM25 implementations (rank-bm25's
 BM25Okapi and, if installed, bm25s) rank the very same lexemes that PostgreSQL indexed, so that
 only the ranking differs. With --distractors N, N synthetic abstracts (sentences of real ones,
 shuffled across papers) are added first, to measure the search at scale.
@@ -20,7 +20,9 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -56,6 +58,10 @@ def evaluate(name: str, search: Callable[[str], list[str]], queries: Sequence[tu
             reciprocal += 1 / (ranked.index(paper_id) + 1)
     n = len(queries)
     return Row(name, hits / n, reciprocal / n, statistics.median(latencies), percentile(latencies, 0.95), n)
+
+
+def ids_of(retrieval: Any, query: str) -> list[str]:
+    return [d.external_id for d in retrieval.search(query, k=10)]
 
 
 def add_distractors(n: int, *, seed: int) -> None:
@@ -144,14 +150,15 @@ def main() -> None:
         queries = queries[: args.limit]
     print(f"{len(queries)} queries (each paper's first TLDR); relevant = that paper\n")
 
-    retrieval = CorpusRetrieval()
     rows = []
-    label = "PostgreSQL FTS, ts_rank_cd" if connection.vendor == "postgresql" else f"{connection.vendor} FTS5 bm25"
-    for query in queries[:20]:  # warm the cache and the connection
-        retrieval.search(query[1], k=10)
-    rows.append(
-        evaluate(f"CorpusRetrieval ({label})", lambda q: [d.external_id for d in retrieval.search(q, k=10)], queries)
-    )
+    variants = [("ts_rank", "default"), ("ts_rank_cd", "")] if connection.vendor == "postgresql" else [("", "")]
+    for rank_function, note in variants:
+        retrieval = CorpusRetrieval(rank_function=rank_function) if rank_function else CorpusRetrieval()
+        label = f"PostgreSQL FTS, {rank_function}" if rank_function else f"{connection.vendor} FTS5 bm25"
+        label += f", {note}" if note else ""
+        for query in queries[:20]:  # warm the cache and the connection
+            retrieval.search(query[1], k=10)
+        rows.append(evaluate(f"CorpusRetrieval ({label})", partial(ids_of, retrieval), queries))
 
     if not args.skip_reference and connection.vendor == "postgresql":
         rows += reference_rows(queries)
