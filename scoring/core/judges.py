@@ -104,8 +104,11 @@ _WRAPPERS = "\"'`*_ \t\r\n"
 
 
 def _clean(reply: str) -> str:
-    text = reply.strip().strip(_WRAPPERS).strip()
-    return text[:-1].rstrip() if text.endswith(".") else text
+    """The reply without surrounding whitespace, quotes, markdown emphasis and one final period."""
+    text = reply.strip().strip(_WRAPPERS)
+    if text.endswith("."):
+        text = text[:-1].strip(_WRAPPERS)
+    return text
 
 
 def _quote(reply: str) -> str:
