@@ -254,7 +254,12 @@ class Candidate(models.Model):
 class Bracket(models.Model):
     query = models.OneToOneField(Query, on_delete=models.CASCADE, related_name="bracket")
     seed = models.BigIntegerField(help_text="Seeds the position and left/right assignment.")
+    size = models.PositiveSmallIntegerField(default=4, help_text="Number of candidates in the bracket.")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    @property
+    def rounds(self) -> int:
+        return max(self.size.bit_length() - 1, 1)
 
     def __str__(self) -> str:
         return f"bracket of query {self.query_id}"

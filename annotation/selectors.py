@@ -45,24 +45,28 @@ def query_current(*, participation: Participation) -> Query | None:
     )
 
 
+# Only the summary text is shown; the prompt and raw responses stay in the database.
+HEAVY_CANDIDATE_FIELDS = tuple(
+    f"{side}__{field}" for side in ("left", "right") for field in ("prompt", "raw_response", "usage", "citation_flags")
+)
+
+
 def match_current(*, query: Query) -> Match | None:
     return (
         Match.objects.filter(bracket__query=query, status=Match.Status.PENDING)
-        .select_related("left", "right")
+        .select_related("bracket", "left", "right")
+        .defer(*HEAVY_CANDIDATE_FIELDS)
         .order_by("round", "index")
         .first()
     )
 
 
-def match_progress(*, query: Query) -> tuple[int, int]:
+def match_progress(*, match: Match) -> tuple[int, int]:
     """(answered matches, matches the annotator will see in total, as far as known now)."""
-    matches = list(Match.objects.filter(bracket__query=query).values_list("status", "round"))
-    answered = sum(1 for status, _ in matches if status == Match.Status.ANSWERED)
-    planned = sum(1 for status, _ in matches if status != Match.Status.SKIPPED)
-    candidates = query.candidates.count()
-    total_possible = max(candidates - 1, 0)
-    skipped = sum(1 for status, _ in matches if status == Match.Status.SKIPPED)
-    return answered, max(planned, total_possible - skipped)
+    statuses = list(Match.objects.filter(bracket_id=match.bracket_id).values_list("status", flat=True))
+    answered = statuses.count(Match.Status.ANSWERED)
+    skipped = statuses.count(Match.Status.SKIPPED)
+    return answered, match.bracket.size - 1 - skipped
 
 
 def generation_progress(*, query: Query) -> list[dict[str, object]]:

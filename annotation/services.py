@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import random
 import secrets
 import string
@@ -525,50 +524,51 @@ def bracket_create(*, query: Query, seed: int | None = None) -> Bracket:
         return existing
     seed = secrets.randbits(62) if seed is None else seed
     rng = random.Random(seed)
-    candidates = list(query.candidates.order_by("system__order", "pk"))
-    rng.shuffle(candidates)
-    letters = string.ascii_uppercase
-    for position, candidate in enumerate(candidates):
-        candidate.position = letters[position]
-        candidate.save(update_fields=["position"])
-    bracket = Bracket.objects.create(query=query, seed=seed)
-    total_rounds = int(math.log2(len(candidates)))
-    for index in range(len(candidates) // 2):
-        pair = candidates[2 * index : 2 * index + 2]
-        _match_create(bracket=bracket, round_number=1, index=index, total_rounds=total_rounds, entrants=pair)
+    candidate_ids = list(query.candidates.order_by("system__order", "pk").values_list("pk", flat=True))
+    rng.shuffle(candidate_ids)
+    for position, candidate_id in enumerate(candidate_ids):
+        Candidate.objects.filter(pk=candidate_id).update(position=string.ascii_uppercase[position])
+    bracket = Bracket.objects.create(query=query, seed=seed, size=len(candidate_ids))
+    for index in range(len(candidate_ids) // 2):
+        pair = candidate_ids[2 * index : 2 * index + 2]
+        _match_create(bracket=bracket, round_number=1, index=index, entrants=pair)
     Query.objects.filter(pk=query.pk).update(status=Query.Status.READY)
     return bracket
 
 
-def _match_create(
-    *, bracket: Bracket, round_number: int, index: int, total_rounds: int, entrants: Sequence[Candidate | None]
-) -> Match:
+def _match_create(*, bracket: Bracket, round_number: int, index: int, entrants: Sequence[int | None]) -> Match:
+    """Create a match between two candidate ids; a missing entrant (after a "neither") skips it."""
     span = 2**round_number
     letters = string.ascii_uppercase[index * span : (index + 1) * span]
-    label = _round_label(round_number, total_rounds, letters)
-    left, right = entrants
-    if left is None or right is None:
+    label = _round_label(round_number, bracket.rounds, letters)
+    left_id, right_id = entrants
+    if left_id is None or right_id is None:
         return Match.objects.create(
             bracket=bracket, round=round_number, index=index, label=label, status=Match.Status.SKIPPED
         )
     # Left/right placement is random too, reproducible from the bracket's seed.
     if random.Random(f"{bracket.seed}:{round_number}:{index}").random() < 0.5:
-        left, right = right, left
-    return Match.objects.create(bracket=bracket, round=round_number, index=index, label=label, left=left, right=right)
+        left_id, right_id = right_id, left_id
+    return Match.objects.create(
+        bracket=bracket, round=round_number, index=index, label=label, left_id=left_id, right_id=right_id
+    )
 
 
-def _match_winner(match: Match) -> Candidate | None:
+def _match_winner_id(match: Match) -> int | None:
     if match.status != Match.Status.ANSWERED:
         return None
-    return match.judgment.winner
+    return match.judgment.winner_id
 
 
 def _tournament_advance(*, bracket: Bracket, match: Match) -> None:
     """After a match resolves, create the next round's match once its sibling has resolved too.
     A "neither" (or a skipped match) leaves no winner, so the match it feeds is skipped."""
-    total_rounds = int(math.log2(bracket.query.candidates.count()))
-    while match.round < total_rounds:
-        sibling = Match.objects.filter(bracket=bracket, round=match.round, index=match.index ^ 1).first()
+    while match.round < bracket.rounds:
+        sibling = (
+            Match.objects.filter(bracket=bracket, round=match.round, index=match.index ^ 1)
+            .select_related("judgment")
+            .first()
+        )
         if sibling is None or sibling.status == Match.Status.PENDING:
             return
         first, second = sorted([match, sibling], key=lambda m: m.index)
@@ -578,8 +578,7 @@ def _tournament_advance(*, bracket: Bracket, match: Match) -> None:
             bracket=bracket,
             round_number=match.round + 1,
             index=match.index // 2,
-            total_rounds=total_rounds,
-            entrants=[_match_winner(first), _match_winner(second)],
+            entrants=[_match_winner_id(first), _match_winner_id(second)],
         )
         if match.status == Match.Status.PENDING:
             return
@@ -591,47 +590,55 @@ def match_mark_shown(*, match: Match) -> Match:
     """Record when a match was first put in front of the annotator (reloads keep the first time)."""
     if match.shown_at is None:
         now = timezone.now()
-        Match.objects.filter(pk=match.pk, shown_at__isnull=True).update(shown_at=now)
-        match.refresh_from_db(fields=["shown_at"])
+        if Match.objects.filter(pk=match.pk, shown_at__isnull=True).update(shown_at=now):
+            match.shown_at = now
+        else:
+            match.refresh_from_db(fields=["shown_at"])
     return match
+
+
+def _already_answered(existing: Judgment, choice: str) -> Judgment:
+    if existing.choice == choice:
+        return existing
+    raise ApplicationError("This comparison was already answered; answers cannot be changed.", status=409)
 
 
 @transaction.atomic
 def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment:
     """Answer a match. The same answer again is returned unchanged; a different one is refused."""
-    match = Match.objects.select_for_update().select_related("bracket__query__participation").get(pk=match.pk)
+    if choice not in Judgment.Choice.values:
+        raise ApplicationError("Choose left, right or neither.", field="choice")
+    # Lock only the match row: locking the study too would queue every annotator behind one row.
+    match = (
+        Match.objects.select_for_update(of=("self",))
+        .select_related("bracket__query__participation__study", "judgment")
+        .get(pk=match.pk)
+    )
     query = match.bracket.query
     if query.participation_id != by.pk:
         raise ApplicationError("Not found.", status=404)
-    if choice not in Judgment.Choice.values:
-        raise ApplicationError("Choose left, right or neither.", field="choice")
-    existing = Judgment.objects.filter(match=match).first()
+    existing = getattr(match, "judgment", None)
     if existing is not None:
-        if existing.choice == choice:
-            return existing
-        raise ApplicationError("This comparison was already answered; answers cannot be changed.", status=409)
+        return _already_answered(existing, choice)
     if match.status == Match.Status.SKIPPED:
         raise ApplicationError("This comparison was skipped and takes no answer.", status=409)
     _require_open(query.participation.study)
     now = timezone.now()
     shown_at = match.shown_at or now
-    winner = {"left": match.left, "right": match.right}.get(choice)
+    winner_id = {"left": match.left_id, "right": match.right_id}.get(choice)
     try:
         with transaction.atomic():
             judgment = Judgment.objects.create(
                 match=match,
                 choice=choice,
-                winner=winner,
+                winner_id=winner_id,
                 shown_at=shown_at,
                 answered_at=now,
                 seconds_on_page=max(0.0, (now - shown_at).total_seconds()),
             )
     except IntegrityError:
-        # A concurrent request answered first; report that answer under the same rules.
-        existing = Judgment.objects.get(match=match)
-        if existing.choice == choice:
-            return existing
-        raise ApplicationError("This comparison was already answered; answers cannot be changed.", status=409) from None
+        # A concurrent request answered first (the one-to-one key refused ours): same rules apply.
+        return _already_answered(Judgment.objects.get(match=match), choice)
     match.status = Match.Status.ANSWERED
     match.save(update_fields=["status"])
     _tournament_advance(bracket=match.bracket, match=match)

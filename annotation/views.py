@@ -258,7 +258,7 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     if match is None:
         return redirect("annotation:study", slug=slug)
     services.match_mark_shown(match=match)
-    answered, total = selectors.match_progress(query=query)
+    answered, total = selectors.match_progress(match=match)
     return render(
         request,
         "annotation/compare.html",

@@ -131,9 +131,9 @@ class MatchViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["post"])
     def choice(self, request: Request, pk: int) -> Response:
         """Answer a match: left, right or neither. Repeating the same answer is harmless."""
-        match = get_object_or_404(self.get_queryset(), pk=pk)
         body = s.ChoiceSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        match = get_object_or_404(self.get_queryset().select_related("bracket__query__participation"), pk=pk)
         participation = match.bracket.query.participation
         judgment = services.judgment_record(match=match, choice=body.validated_data["choice"], by=participation)
         return Response(s.JudgmentSerializer(judgment).data)
