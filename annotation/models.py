@@ -257,12 +257,12 @@ class Bracket(models.Model):
     size = models.PositiveSmallIntegerField(default=4, help_text="Number of candidates in the bracket.")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    def __str__(self) -> str:
+        return f"bracket of query {self.query_id}"
+
     @property
     def rounds(self) -> int:
         return max(self.size.bit_length() - 1, 1)
-
-    def __str__(self) -> str:
-        return f"bracket of query {self.query_id}"
 
 
 class Match(models.Model):
