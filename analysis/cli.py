@@ -17,7 +17,7 @@ from typing import TextIO
 
 import pandas as pd
 
-from analysis.exports import export_comparisons, neutralize_cell, read_comparisons
+from analysis.exports import export_comparisons, neutralize_frame, read_comparisons
 from analysis.legacy import legacy_comparison_table, parse_legacy_export
 from analysis.report import write_report
 from analysis.stats import AnalysisConfig, AnalysisError, AnalysisReport, analyze
@@ -65,11 +65,7 @@ def load_config(args: argparse.Namespace) -> AnalysisConfig:
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
-    safe = frame.copy()
-    for col in safe.columns:
-        if safe[col].dtype == object or str(safe[col].dtype) in ("str", "string"):
-            safe[col] = safe[col].astype(object).map(neutralize_cell)
-    safe.to_csv(path, index=False, lineterminator="\n")
+    neutralize_frame(frame).to_csv(path, index=False, lineterminator="\n")
 
 
 def write_tables(report: AnalysisReport, out_dir: Path) -> list[Path]:

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from analysis.stats._results import ResultMixin, json_safe
+from analysis.stats._results import ResultMixin
 from analysis.stats.provenance import code_version, now_iso, table_checksum
 from analysis.stats.table import COLUMNS, metric_names
 
@@ -91,6 +90,32 @@ class ExportManifest(ResultMixin):
         return path
 
 
+def neutralize_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy whose text cells are safe to open in a spreadsheet (see ``neutralize_cell``), vectorised."""
+    safe = frame.copy()
+    for col in _text_columns(safe):
+        text = safe[col].astype("string")
+        risky = text.str.startswith(FORMULA_PREFIXES).fillna(False).to_numpy(dtype=bool)
+        if risky.any():
+            values = text.to_numpy(dtype=object, na_value=None)
+            values[risky] = [ESCAPE + v for v in values[risky]]
+            safe[col] = values
+    return safe
+
+
+def _write_csv(frame: pd.DataFrame, path: Path) -> None:
+    """pyarrow's C++ CSV writer (fast on wide float tables); pandas when a column has mixed types."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    try:
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        frame.to_csv(path, index=False, lineterminator="\n")
+        return
+    pacsv.write_csv(table, path, write_options=pacsv.WriteOptions(quoting_style="needed"))
+
+
 def _prepare(table: pd.DataFrame) -> pd.DataFrame:
     return table[ordered_columns(table)]
 
@@ -98,15 +123,10 @@ def _prepare(table: pd.DataFrame) -> pd.DataFrame:
 def _write_one(frame: pd.DataFrame, path: Path, fmt: str) -> ExportedFile:
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "csv":
-        safe = frame.copy()
-        for col in _text_columns(safe):
-            safe[col] = safe[col].astype(object).map(neutralize_cell)
-        safe.to_csv(path, index=False, lineterminator="\n")
+        _write_csv(neutralize_frame(frame), path)
     elif fmt == "jsonl":
-        with path.open("w", encoding="utf-8") as fh:
-            for record in frame.to_dict(orient="records"):
-                clean = {k: _json_value(v) for k, v in record.items()}
-                fh.write(json.dumps(clean, ensure_ascii=False, allow_nan=False) + "\n")
+        # pandas' C writer: missing values and NaN become null, timestamps ISO 8601 (UTC, "Z").
+        frame.to_json(path, orient="records", lines=True, date_format="iso", date_unit="us", force_ascii=False)
     elif fmt == "parquet":
         frame.to_parquet(path, index=False, engine="pyarrow")
     else:
@@ -114,17 +134,6 @@ def _write_one(frame: pd.DataFrame, path: Path, fmt: str) -> ExportedFile:
     return ExportedFile(
         path=path.name, format=fmt, rows=len(frame), bytes=path.stat().st_size, sha256=sha256_file(path)
     )
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, pd.Timestamp | np.datetime64):
-        ts = pd.Timestamp(value)
-        return None if pd.isna(ts) else ts.isoformat()
-    if value is pd.NaT or value is None:
-        return None
-    if isinstance(value, float | np.floating) and not np.isfinite(value):
-        return None
-    return json_safe(value)
 
 
 def _manifest(
