@@ -23,6 +23,7 @@ FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
 ESCAPE = "'"
 MANIFEST_FORMAT = "satisfy.comparison-export/1"
 FORMATS = ("csv", "jsonl", "parquet")
+JSONL_CHUNK_ROWS = 10_000
 
 
 def neutralize_cell(value: Any) -> Any:
@@ -126,7 +127,12 @@ def _write_one(frame: pd.DataFrame, path: Path, fmt: str) -> ExportedFile:
         _write_csv(neutralize_frame(frame), path)
     elif fmt == "jsonl":
         # pandas' C writer: missing values and NaN become null, timestamps ISO 8601 (UTC, "Z").
-        frame.to_json(path, orient="records", lines=True, date_format="iso", date_unit="us", force_ascii=False)
+        # Written in chunks so a large table is never one string in memory.
+        with path.open("w", encoding="utf-8") as fh:
+            for start in range(0, len(frame), JSONL_CHUNK_ROWS):
+                chunk = frame.iloc[start : start + JSONL_CHUNK_ROWS]
+                text = chunk.to_json(orient="records", lines=True, date_format="iso", date_unit="us", force_ascii=False)
+                fh.write(text if text.endswith("\n") else text + "\n")
     elif fmt == "parquet":
         frame.to_parquet(path, index=False, engine="pyarrow")
     else:
