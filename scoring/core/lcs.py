@@ -32,12 +32,15 @@ def lcs_length(a: Sequence[Hashable], b: Sequence[Hashable]) -> int:
             positions.setdefault(item, []).append(i)
     if not positions:
         return 0
+    # Match masks are assembled in a bytearray: setting a bit there is O(1), whereas
+    # OR-ing 1 << i into a big int costs O(m / 30) per position.
+    size = (m + 7) // 8
     match_masks: dict[Hashable, int] = {}
     for item, where in positions.items():
-        mask = 0
+        buffer = bytearray(size)
         for i in where:
-            mask |= 1 << i
-        match_masks[item] = mask
+            buffer[i >> 3] |= 1 << (i & 7)
+        match_masks[item] = int.from_bytes(buffer, "little")
     full = (1 << m) - 1
     v = full
     for item in b:
