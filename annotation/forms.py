@@ -27,7 +27,7 @@ class PersonaForm(forms.Form):
         label="Your expertise in the topics you will ask about",
         widget=forms.RadioSelect,
     )
-    research_area = forms.CharField(max_length=200, required=False, label="Research or work area (optional)")
+    research_area = forms.CharField(max_length=200, required=False, label="Research or work area")
     use_case = forms.CharField(
         max_length=1000,
         label="What will you use the answers for?",

@@ -62,11 +62,30 @@ def match_current(*, query: Query) -> Match | None:
 
 
 def match_progress(*, match: Match) -> tuple[int, int]:
-    """(answered matches, matches the annotator will see in total, as far as known now)."""
-    statuses = list(Match.objects.filter(bracket_id=match.bracket_id).values_list("status", flat=True))
-    answered = statuses.count(Match.Status.ANSWERED)
-    skipped = statuses.count(Match.Status.SKIPPED)
-    return answered, match.bracket.size - 1 - skipped
+    """(answered matches, matches the annotator will play in total, as far as known now).
+    A later-round match counts only while both matches feeding it can still produce a winner."""
+    slots = {
+        (r, i): (status, winner)
+        for r, i, status, winner in Match.objects.filter(bracket_id=match.bracket_id).values_list(
+            "round", "index", "status", "judgment__winner_id"
+        )
+    }
+
+    def can_win(r: int, i: int) -> bool:
+        if (r, i) in slots:
+            status, winner = slots[(r, i)]
+            return status == Match.Status.PENDING or (status == Match.Status.ANSWERED and winner is not None)
+        return r > 1 and can_win(r - 1, 2 * i) and can_win(r - 1, 2 * i + 1)
+
+    def playable(r: int, i: int) -> bool:
+        if (r, i) in slots:
+            return slots[(r, i)][0] != Match.Status.SKIPPED
+        return can_win(r - 1, 2 * i) and can_win(r - 1, 2 * i + 1)
+
+    bracket = match.bracket
+    answered = sum(1 for status, _ in slots.values() if status == Match.Status.ANSWERED)
+    total = sum(playable(r, i) for r in range(1, bracket.rounds + 1) for i in range(bracket.size >> r))
+    return answered, total
 
 
 def generation_progress(*, query: Query) -> list[dict[str, object]]:

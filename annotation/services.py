@@ -36,7 +36,7 @@ from annotation.prompts import DEFAULT_BODY, DEFAULT_PERSONA_BLOCK, DEFAULT_TEMP
 
 logger = logging.getLogger(__name__)
 
-CODE_ALPHABET = string.ascii_uppercase + string.digits
+CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I to misread
 PERSONA_FIELDS = ("role", "domain", "expertise", "research_area", "use_case")
 # A candidate left "running" longer than this is presumed lost with its worker and is requeued.
 STUCK_AFTER = timedelta(minutes=10)
@@ -360,10 +360,13 @@ def _documents(query: Query) -> list[Document]:
     ]
 
 
-def candidate_claim(*, candidate_id: int) -> Candidate | None:
-    """Move a candidate to running. None when another worker holds it or it is already finished."""
+def candidate_claim(*, candidate_id: int, redelivered: bool = False) -> Candidate | None:
+    """Move a candidate to running. None when another worker holds it or it is already finished.
+    A redelivered task may take over a running candidate: the process that was running it is gone."""
     now = timezone.now()
     claimable = Q(status=Candidate.Status.QUEUED) | Q(status=Candidate.Status.RUNNING, started_at__lt=now - STUCK_AFTER)
+    if redelivered:
+        claimable |= Q(status=Candidate.Status.RUNNING)
     claimed = Candidate.objects.filter(claimable, pk=candidate_id).update(
         status=Candidate.Status.RUNNING, started_at=now, attempts=F("attempts") + 1
     )
@@ -374,10 +377,10 @@ def candidate_claim(*, candidate_id: int) -> Candidate | None:
     ).get(pk=candidate_id)
 
 
-def candidate_generate(*, candidate_id: int, final_attempt: bool = True) -> Candidate | None:
+def candidate_generate(*, candidate_id: int, final_attempt: bool = True, redelivered: bool = False) -> Candidate | None:
     """Generate one candidate summary. A transient failure is re-raised for the task to retry
     unless this is the final attempt; a permanent one is stored with its reason."""
-    candidate = candidate_claim(candidate_id=candidate_id)
+    candidate = candidate_claim(candidate_id=candidate_id, redelivered=redelivered)
     if candidate is None:
         return None
     query = candidate.query

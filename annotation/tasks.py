@@ -6,6 +6,7 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from annotation import services
+from annotation.backends import openai_chat  # noqa: F401 - imported before the pool forks, not per child
 from annotation.backends.base import BackendError
 
 MAX_RETRIES = 4
@@ -40,8 +41,10 @@ def retrieve_query(self, query_id: int) -> None:  # type: ignore[no-untyped-def]
 )
 def generate_candidate(self, candidate_id: int) -> None:  # type: ignore[no-untyped-def]
     final_attempt = self.request.retries >= MAX_RETRIES
+    # The broker hands a message out again only when the process holding it died without acknowledging it.
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     try:
-        services.candidate_generate(candidate_id=candidate_id, final_attempt=final_attempt)
+        services.candidate_generate(candidate_id=candidate_id, final_attempt=final_attempt, redelivered=redelivered)
     except BackendError as error:
         raise self.retry(countdown=_backoff(self.request.retries)) from error
     except SoftTimeLimitExceeded:

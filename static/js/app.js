@@ -92,3 +92,31 @@
     setTimeout(poll, 800);
   });
 })();
+
+// Forms with errors: mark the fields invalid, tie each message to its field, focus the first one.
+(function () {
+  "use strict";
+  var first = null;
+  document.querySelectorAll(".field.has-error").forEach(function (field) {
+    var message = field.querySelector(".error");
+    field.querySelectorAll("input, textarea, select").forEach(function (input) {
+      input.setAttribute("aria-invalid", "true");
+      if (message) {
+        var ids = (input.getAttribute("aria-describedby") || "").split(" ").filter(Boolean);
+        ids.push(message.id);
+        input.setAttribute("aria-describedby", ids.join(" "));
+      }
+      if (!first) { first = input; }
+    });
+  });
+  if (first) { first.focus(); }
+
+  // A citation link opens the cited abstract instead of jumping to a closed summary line.
+  document.querySelectorAll("a.cite").forEach(function (link) {
+    link.addEventListener("click", function () {
+      var target = document.querySelector(link.getAttribute("href"));
+      var details = target && target.querySelector("details");
+      if (details) { details.open = true; }
+    });
+  });
+})();

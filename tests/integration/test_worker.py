@@ -124,11 +124,6 @@ def test_transient_faults_are_retried_and_a_bad_api_key_fails_readably(celery_wo
         assert not Bracket.objects.filter(query=locked_query).exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="annotation/services.py candidate_claim() refuses a redelivered task whose candidate the killed "
-    "process left 'running' (started < 10 min ago), so the candidate stays 'running' and no bracket is drawn",
-)
 def test_a_worker_killed_mid_generation_leaves_every_candidate_done_exactly_once(celery_workers: WorkerPool) -> None:
     doomed = celery_workers.start("doomed")
     with openai_standin(delay=3.0) as standin:
