@@ -1,0 +1,79 @@
+"""The researcher's journey in a real browser: sign in, invite annotators, score, report, export."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from analysis.models import ResearchJob
+from annotation import selectors, services
+from scoring.models import CandidateScore
+from tests.annotation.factories import StudyFactory, join
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _played_study():
+    """Two annotators who each ranked one question (tasks run eagerly on commit)."""
+    study = StudyFactory(slug="trial", title="Sleep and shift work trial")
+    rng = random.Random(3)
+    for text in ("night shift work and nurses' sleep", "mRNA vaccines in older adults"):
+        participation = join(study)
+        query = services.query_submit(participation=participation, text=text, client_token="")
+        while (match := selectors.match_current(query=query)) is not None:
+            services.judgment_record(match=match, choice=rng.choice(["left", "right"]), by=participation)
+    return study
+
+
+def test_a_researcher_invites_scores_reports_and_exports(browser, live_server, screenshots):
+    study = _played_study()
+    get_user_model().objects.create_superuser("boss", "boss@example.org", "correct horse battery")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/annotation/study/")
+    page.get_by_label("Username").fill("boss")
+    page.get_by_label("Password").fill("correct horse battery")
+    page.get_by_role("button", name="Log in").click()
+
+    # Invitations: bulk-create three and get copyable links.
+    page.get_by_role("link", name="Create invitations").click()
+    page.get_by_label("Count").fill("3")
+    page.get_by_role("button", name="Create invitations").click()
+    links = page.get_by_label("new invitation links").input_value().split()
+    assert len(links) == 3 and all("/join/" in link for link in links)
+    assert study.invitations.count() == 2 + 3  # one per joined annotator, plus the new ones
+
+    # The study's research page.
+    page.goto(f"{live_server.url}/admin/annotation/study/")
+    page.get_by_role("link", name="Statistics and exports").click()
+    expect_text = page.locator("dl.stats").inner_text()
+    assert re.search(r"Comparisons\s+\d+", expect_text)
+
+    page.get_by_label("Metrics (offline)").select_option(["rouge1", "chrf"])
+    page.get_by_role("button", name="Score all summaries").click()
+    page.wait_for_selector("text=Scoring: rouge1, chrf")
+    assert CandidateScore.objects.filter(metric="rouge1", value__isnull=False).count() == 8
+
+    page.get_by_label("Bootstrap resamples").fill("200")
+    page.get_by_role("button", name="Compute report").click()
+    page.get_by_role("link", name="Open the latest report").click()
+    page.wait_for_selector("svg")
+    report_text = page.content()
+    assert "Win rate" in report_text or "win rate" in report_text
+    page.screenshot(path=str(screenshots / "researcher-report.png"), full_page=True)
+
+    page.go_back()
+    page.get_by_label("Parquet").check()
+    page.get_by_role("button", name="Export").click()
+    page.wait_for_selector("a:has-text('comparisons.parquet')")
+    page.screenshot(path=str(screenshots / "researcher-dashboard.png"), full_page=True)
+    kinds = set(ResearchJob.objects.filter(status="done").values_list("kind", flat=True))
+    assert kinds == {"report", "export"}
+
+    # Bad input is refused with a message and starts nothing.
+    page.get_by_label("Bootstrap resamples").fill("lots")
+    page.get_by_role("button", name="Compute report").click()
+    assert "whole number" in page.locator(".error-summary").inner_text()
+    assert ResearchJob.objects.count() == 2
