@@ -150,7 +150,7 @@ def bench_lcs(rouge_pairs: int, fast_repeats: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=1000)
-    parser.add_argument("--neural-seconds", type=float, default=25.0, help="time box per neural metric")
+    parser.add_argument("--neural-seconds", type=float, default=20.0, help="time box per neural metric")
     parser.add_argument("--lcs-pairs", type=int, default=4, help="pairs run through rouge-score's quadratic table")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
     args = parser.parse_args(argv)

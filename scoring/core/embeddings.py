@@ -166,6 +166,7 @@ class EmbeddingModel:
 
 
 _MODELS: dict[str, EmbeddingModel] = {}
+_FAILED: dict[str, str] = {}
 
 
 def load_model(name: str | None = None) -> EmbeddingModel:
@@ -182,14 +183,16 @@ def load_model(name: str | None = None) -> EmbeddingModel:
         cached = _MODELS.get(resolved)
         if cached is not None:
             return cached
+        if resolved in _FAILED:
+            raise EmbeddingsUnavailable(_FAILED[resolved])
         from sentence_transformers import SentenceTransformer
 
         try:
             model = SentenceTransformer(resolved, device="cpu", local_files_only=True)
         except Exception as exc:
-            raise EmbeddingsUnavailable(
-                f"embedding model {resolved} is unavailable offline ({type(exc).__name__}: {exc})"
-            ) from exc
+            # Remember the failure: a batch falls back to row-by-row scoring and must not retry each row.
+            _FAILED[resolved] = f"embedding model {resolved} is unavailable offline ({type(exc).__name__}: {exc})"
+            raise EmbeddingsUnavailable(_FAILED[resolved]) from exc
         model.eval()
         loaded = _MODELS[resolved] = EmbeddingModel(model, resolved)
         return loaded

@@ -75,3 +75,11 @@ def test_pseudo_reference_keeps_central_sentences_in_document_order(embedding_mo
     chosen = pseudo_reference(" ".join(sentences), model=embedding_model, k=3)
     assert "Bananas" not in chosen
     assert chosen.index("fluent") < chosen.index("unsupported") < chosen.index("faithfulness")
+
+
+def test_unavailable_model_is_a_per_row_reason(embedding_model: Any) -> None:
+    rows = [{"id": i, "summary": "a cat", "reference": "a dog"} for i in range(3)]
+    scored = score_rows(rows, ["bertscore_f1", "rouge1"], embedding_model="/nonexistent/encoder")
+    for row in scored:
+        assert row["bertscore_f1"] is None and row["rouge1"] is not None
+        assert row["errors"]["bertscore_f1"].startswith("embedding model /nonexistent/encoder is unavailable offline")
