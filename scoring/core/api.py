@@ -168,7 +168,7 @@ def score_rows(
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=total, desc="scoring", unit="row-metric", disable=None)
+        bar = tqdm(total=total, desc="scoring", unit="row-metric")
     try:
         for group, buckets in plan.values():
             reason = group.unavailable_reason(ctx)

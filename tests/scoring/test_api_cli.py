@@ -120,3 +120,12 @@ def test_cli_list_runs_as_a_module() -> None:
     meteor = next(line for line in lines if line.startswith("meteor "))
     assert "lexical" in meteor and "reference" in meteor
     assert any(line.startswith("geval_overall ") and " no " in line for line in lines)
+
+
+def test_progress_bar_reports_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [{"id": i, "summary": "a cat sat", "reference": "the cat sat"} for i in range(5)]
+    score_rows(rows, ["rouge1", "bleu"], progress=True)
+    err = capsys.readouterr().err
+    assert "scoring" in err and "10/10" in err
+    score_rows(rows, ["rouge1"])
+    assert capsys.readouterr().err == ""
