@@ -163,10 +163,10 @@ def main() -> None:
     if not args.skip_reference and connection.vendor == "postgresql":
         rows += reference_rows(queries)
 
-    print(f"{'system':<46} {'R@10':>6} {'MRR@10':>7} {'p50 ms':>8} {'p95 ms':>8} {'queries':>8}")
+    print(f"{'system':<52} {'R@10':>6} {'MRR@10':>7} {'p50 ms':>8} {'p95 ms':>8} {'queries':>8}")
     for row in rows:
         print(
-            f"{row.system:<46} {row.recall_at_10:>6.3f} {row.mrr_at_10:>7.3f} {row.p50_ms:>8.2f} {row.p95_ms:>8.2f} "
+            f"{row.system:<52} {row.recall_at_10:>6.3f} {row.mrr_at_10:>7.3f} {row.p50_ms:>8.2f} {row.p95_ms:>8.2f} "
             f"{row.queries:>8}"
         )
     print(f"\nabstracts in the corpus: {n_docs}")
