@@ -124,3 +124,11 @@ def test_two_level_stable_test_is_judged_by_m():
 def test_level_names_must_match():
     with pytest.raises(ValueError):
         compute_statistics([[1.0, 2.0]], metric="m", test="t", direction=Direction.INCREASE, levels=["a"])
+
+
+def test_rho_of_exactly_the_threshold_passes():
+    # ranks 3,1,2,4 against 1..4: sum d^2 = 4+1+1+0 = 6, rho = 1 - 36/60 = 0.4, which scipy returns as 0.39999...
+    means = [0.3, 0.1, 0.2, 0.4]
+    assert spearman_rho([0, 1, 2, 3], means) == pytest.approx(0.4)
+    res = compute_statistics([means], metric="m", test="incremental", direction=Direction.INCREASE)
+    assert res.rho_verdict is Verdict.PASS
