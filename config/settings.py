@@ -185,6 +185,29 @@ CELERY_BEAT_SCHEDULE = {
     "requeue-stuck-candidates": {"task": "annotation.tasks.requeue_stuck_candidates", "schedule": 300.0},
 }
 
+# Shared cache (OpenAlex answers, etc.): set CACHE_URL=redis://host:6379/1 so web and workers share it.
+CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+
+# Real backends (docs/backends.md). Each study system may override these in its backend settings.
+LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
+LLM_API_KEY = env.str("LLM_API_KEY", default="EMPTY")
+LLM_TEMPERATURE = env.float("LLM_TEMPERATURE", default=0.0)
+LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=1024)
+LLM_SEED = env.int("LLM_SEED", default=None)
+LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=120.0)
+LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=3)
+LLM_CONCURRENCY = env.int("LLM_CONCURRENCY", default=4)
+# A response cache keyed by the whole request (off unless set): reruns of a study cost nothing.
+LLM_CACHE_DIR = env.str("LLM_CACHE_DIR", default="") or None
+OPENALEX_BASE_URL = env.str("OPENALEX_BASE_URL", default="https://api.openalex.org")
+OPENALEX_MAILTO = env.str("OPENALEX_MAILTO", default="")
+OPENALEX_API_KEY = env.str("OPENALEX_API_KEY", default="")
+OPENALEX_TIMEOUT = env.float("OPENALEX_TIMEOUT", default=20.0)
+OPENALEX_MAX_RETRIES = env.int("OPENALEX_MAX_RETRIES", default=4)
+OPENALEX_BACKOFF_S = env.float("OPENALEX_BACKOFF_S", default=1.0)
+OPENALEX_CACHE_TTL = env.int("OPENALEX_CACHE_TTL", default=7 * 24 * 3600)
+OPENALEX_CACHE_ALIAS = "default"
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
