@@ -305,35 +305,41 @@ def query_retrieve(*, query_id: int) -> Query:
         documents = backend.search(query.text, k=study.retrieval_k, filters=filters)
         if not documents:
             return query_mark_failed(query_id=query.pk, reason="No sources were found for this question.")
-        with transaction.atomic():
-            if not RetrievedDocument.objects.filter(query=query).exists():
-                RetrievedDocument.objects.bulk_create(
-                    RetrievedDocument(
-                        query=query,
-                        rank=rank,
-                        external_id=doc.external_id,
-                        title=doc.title,
-                        abstract=doc.abstract,
-                        url=doc.url,
-                        year=doc.year,
-                        venue=doc.venue,
-                        authors=list(doc.authors),
-                        score=doc.score,
-                    )
-                    for rank, doc in enumerate(documents, start=1)
+        RetrievedDocument.objects.bulk_create(
+            [
+                RetrievedDocument(
+                    query=query,
+                    rank=rank,
+                    external_id=doc.external_id,
+                    title=doc.title,
+                    abstract=doc.abstract,
+                    url=doc.url,
+                    year=doc.year,
+                    venue=doc.venue,
+                    authors=list(doc.authors),
+                    score=doc.score,
                 )
+                for rank, doc in enumerate(documents, start=1)
+            ],
+            ignore_conflicts=True,  # a rerun after a crash finds the same documents already stored
+        )
     with transaction.atomic():
         query = Query.objects.select_for_update().get(pk=query.pk)
         if query.status != Query.Status.RETRIEVING:
             return query
         now = timezone.now()
-        for system in study.systems.all():
-            Candidate.objects.get_or_create(query=query, system=system, defaults={"queued_at": now})
+        Candidate.objects.bulk_create(
+            [
+                Candidate(query=query, system_id=system_id, queued_at=now)
+                for system_id in study.systems.values_list("pk", flat=True)
+            ],
+            ignore_conflicts=True,  # one candidate per system, guaranteed by the unique constraint
+        )
         query.status = Query.Status.GENERATING
         query.save(update_fields=["status"])
         from annotation.tasks import generate_candidate
 
-        for candidate_id in query.candidates.values_list("pk", flat=True):
+        for candidate_id in query.candidates.order_by().values_list("pk", flat=True):
             _on_commit(generate_candidate, candidate_id)
     return query
 
@@ -430,7 +436,9 @@ def candidate_generate(*, candidate_id: int, final_attempt: bool = True, redeliv
         )
         if updated:
             query_advance_if_generated(query_id=query.pk)
-    return Candidate.objects.get(pk=candidate.pk)
+    candidate.status = Candidate.Status.DONE if updated else candidate.status
+    candidate.text = generation.text
+    return candidate
 
 
 def citation_flags(*, text: str, n_documents: int) -> dict[str, Any]:
@@ -514,8 +522,8 @@ def _round_label(round_number: int, total_rounds: int, letters: str) -> str:
 def query_advance_if_generated(*, query_id: int) -> Query:
     """Once every candidate is done, draw the bracket; if any failed, the query waits for a retry."""
     query = Query.objects.select_for_update().get(pk=query_id)
-    statuses = set(query.candidates.values_list("status", flat=True))
-    if query.status == Query.Status.GENERATING and statuses == {Candidate.Status.DONE}:
+    unfinished = Candidate.objects.filter(query_id=query_id).exclude(status=Candidate.Status.DONE).order_by()
+    if query.status == Query.Status.GENERATING and not unfinished.exists():
         bracket_create(query=query)
     return query
 
