@@ -141,7 +141,9 @@ def test_admin_retries_every_failed_generation(django_capture_on_commit_callback
     assert admin.get("/api/v1/admin/failed-candidates/").json() == []
 
 
-def test_hot_endpoints_have_pinned_query_counts(study, django_capture_on_commit_callbacks, django_assert_max_num_queries):
+def test_hot_endpoints_have_pinned_query_counts(
+    study, django_capture_on_commit_callbacks, django_assert_max_num_queries
+):
     client, me = _annotator(study)
     client.put(f"/api/v1/participations/{me['id']}/persona/", PERSONA, format="json")
     with django_capture_on_commit_callbacks(execute=True):
