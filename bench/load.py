@@ -469,6 +469,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--redis", default="redis://127.0.0.1:6379")
     p.add_argument("--gunicorn-workers", type=int, default=None, help="default: platform/gunicorn.conf.py (2*cores+1)")
     p.add_argument("--celery-concurrency", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--worker-nice", type=int, default=0, help="niceness of the Celery worker (0: same priority as the web)")
     p.add_argument("--request-timeout", type=float, default=30.0)
     p.add_argument("--generation-timeout", type=float, default=300.0, help="max seconds one query may take to be ready")
     p.add_argument(
@@ -611,6 +612,8 @@ def run(args: argparse.Namespace, env: dict[str, str], services: Services, port:
     services.start(
         "celery",
         [
+            # Like platform/celery-worker.sh: background generation yields the CPU to the web pages.
+            *(["nice", "-n", str(args.worker_nice)] if args.worker_nice else []),
             str(VENV_BIN / "celery"),
             "-A",
             "config",

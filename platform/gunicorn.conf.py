@@ -4,7 +4,8 @@ import multiprocessing
 import os
 
 bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
-workers = int(os.environ.get("GUNICORN_WORKERS", multiprocessing.cpu_count() * 2 + 1))
+# gthread workers: one process per core plus one; more processes only contend for the same cores.
+workers = int(os.environ.get("GUNICORN_WORKERS", multiprocessing.cpu_count() + 1))
 worker_class = "gthread"
 threads = int(os.environ.get("GUNICORN_THREADS", "4"))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "60"))
