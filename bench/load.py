@@ -469,7 +469,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--redis", default="redis://127.0.0.1:6379")
     p.add_argument("--gunicorn-workers", type=int, default=None, help="default: platform/gunicorn.conf.py (2*cores+1)")
     p.add_argument("--celery-concurrency", type=int, default=os.cpu_count() or 2)
-    p.add_argument("--worker-nice", type=int, default=0, help="niceness of the Celery worker (0: same priority as the web)")
+    p.add_argument(
+        "--worker-nice", type=int, default=0, help="niceness of the Celery worker (0: same priority as the web)"
+    )
     p.add_argument("--request-timeout", type=float, default=30.0)
     p.add_argument("--generation-timeout", type=float, default=300.0, help="max seconds one query may take to be ready")
     p.add_argument(
