@@ -34,7 +34,12 @@ class ScoringRun(models.Model):
 
     @property
     def percent(self) -> int:
-        return int(100 * self.done / self.total) if self.total else (100 if self.status == self.Status.DONE else 0)
+        # A retried chunk counts again, so clamp: progress never reads over 100%.
+        return (
+            min(100, int(100 * self.done / self.total))
+            if self.total
+            else (100 if self.status == self.Status.DONE else 0)
+        )
 
 
 class CandidateScore(models.Model):
