@@ -25,6 +25,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from _shared import QUESTIONS, percentile, recreate_database  # bench/ is the script directory
+
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 TARGET_RATIO = 1.3
@@ -32,18 +34,6 @@ SYSTEMS = [
     {"label": f"{model}-{condition}", "model_name": model, "condition": condition}
     for model in ("standin-llama-3.3-70b", "standin-deepseek-v3.1")
     for condition in ("persona", "generic")
-]
-QUESTIONS = [
-    "How does rotating night shift work affect sleep and medication errors in nurses?",
-    "How durable is protection from mRNA vaccines against severe disease?",
-    "What are reliable ways to evaluate large language models beyond benchmarks?",
-    "Do automatic summarisation metrics agree with human judgments of quality?",
-    "Which climate adaptation practices help smallholder farmers during drought?",
-    "What interventions improve early childhood literacy in low-income schools?",
-    "How is antimicrobial resistance spreading through hospital wastewater?",
-    "Which urban design measures reduce heat exposure in cities?",
-    "Does remote patient monitoring reduce readmissions for heart failure?",
-    "How do robots learn manipulation skills from human demonstrations?",
 ]
 PERSONA = {
     "role": "PhD student",
@@ -144,14 +134,6 @@ class Worker:
             os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
-
-
-def recreate_database(admin_url: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def migrate(env: dict[str, str]) -> None:
@@ -263,14 +245,6 @@ def peak_concurrency(answered: list[float], delay: float) -> int:
         level += step
         peak = max(peak, level)
     return peak
-
-
-def percentile(values: list[float], p: float) -> float:
-    """Nearest-rank percentile."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
 def make_study(*, slug: str, base_url: str, limit: int | None, participants: int) -> tuple[Any, list[Any]]:

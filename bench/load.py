@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import math
 import os
 import random
 import re
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _shared import QUESTIONS, percentile, recreate_database  # bench/ is the script directory
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -58,18 +58,6 @@ ACCESS_FORMAT = "%(m)s %(U)s %(s)s %(D)s"  # method, path, status, microseconds 
 TARGETS = {CURRENT: "current match", CHOICE: "submit choice", COMPARE_HTML: "match page (HTML)"}
 TARGET_MS = 100.0
 
-QUESTIONS = [
-    "How does rotating night shift work affect sleep and medication errors in nurses?",
-    "How durable is protection from mRNA vaccines against severe disease?",
-    "What are reliable ways to evaluate large language models beyond benchmarks?",
-    "Do automatic summarisation metrics agree with human judgments of quality?",
-    "Which climate adaptation practices help smallholder farmers during drought?",
-    "What interventions improve early childhood literacy in low-income schools?",
-    "How is antimicrobial resistance spreading through hospital wastewater?",
-    "Which urban design measures reduce heat exposure in cities?",
-    "Does remote patient monitoring reduce readmissions for heart failure?",
-    "How do robots learn manipulation skills from human demonstrations?",
-]
 PERSONAS = [
     {
         "role": "PhD student",
@@ -129,12 +117,6 @@ class Recorder:
     def problem(self, text: str) -> None:
         with self.lock:
             self.problems.append(text)
-
-
-def percentile(values: list[float], p: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
 class Stop(Exception):
@@ -423,14 +405,6 @@ def wait_for(predicate: Any, *, timeout: float, what: str, procs: Services, name
             return
         time.sleep(0.25)
     raise RuntimeError(f"{what} not ready after {timeout:.0f}s:\n{procs.log_tail(name)}")
-
-
-def recreate_database(admin_url: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def manage(env: dict[str, str], *argv: str) -> None:

@@ -7,15 +7,11 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.apps import apps
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-if not apps.is_installed("corpus"):
-    pytest.skip("the corpus app is not in INSTALLED_APPS", allow_module_level=True)
-
-from corpus.models import CorpusDocument  # noqa: E402
-from corpus.search import CorpusRetrieval  # noqa: E402
+from corpus.models import CorpusDocument
+from corpus.search import CorpusRetrieval
 
 SCITLDR = Path(__file__).resolve().parents[3] / "shared" / "data" / "scitldr"
 DEV = SCITLDR / "SciTLDR-A_dev.jsonl"
