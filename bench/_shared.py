@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
 
 QUESTIONS = [
     "How does rotating night shift work affect sleep and medication errors in nurses?",
@@ -35,3 +40,18 @@ def percentile(values: list[float], p: float) -> float:
         return math.nan
     ordered = sorted(values)
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def manage(env: dict[str, str], *argv: str) -> None:
+    """Run a management command of this repository with the benchmark's environment."""
+    result = subprocess.run(
+        [sys.executable, "manage.py", *argv],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if result.returncode:
+        raise RuntimeError(f"manage.py {' '.join(argv)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")

@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from _shared import QUESTIONS, percentile, recreate_database  # bench/ is the script directory
+from _shared import QUESTIONS, manage, percentile, recreate_database  # bench/ is the script directory
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -134,20 +134,6 @@ class Worker:
             os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
-
-
-def migrate(env: dict[str, str]) -> None:
-    result = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    if result.returncode:
-        raise RuntimeError(f"manage.py migrate failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
 
 
 def flush_broker(url: str) -> None:
@@ -508,7 +494,7 @@ def run(args: argparse.Namespace, env: dict[str, str], worker: Worker, work: Pat
         print("warning: the machine is already busy; other work inflates the wall times")
     t0 = time.monotonic()
     recreate_database(f"{args.postgres}/postgres", args.db_name)
-    migrate(env)
+    manage(env, "migrate", "--noinput")
     sys.path.insert(0, str(REPO))
     import django
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _shared import QUESTIONS, percentile, recreate_database  # bench/ is the script directory
+from _shared import QUESTIONS, manage, percentile, recreate_database  # bench/ is the script directory
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -405,20 +405,6 @@ def wait_for(predicate: Any, *, timeout: float, what: str, procs: Services, name
             return
         time.sleep(0.25)
     raise RuntimeError(f"{what} not ready after {timeout:.0f}s:\n{procs.log_tail(name)}")
-
-
-def manage(env: dict[str, str], *argv: str) -> None:
-    result = subprocess.run(
-        [sys.executable, "manage.py", *argv],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    if result.returncode:
-        raise RuntimeError(f"manage.py {' '.join(argv)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
 
 
 # --- the run ---------------------------------------------------------------------------------------

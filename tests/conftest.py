@@ -11,6 +11,15 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("SHARED_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
 
 
+def require(condition: bool, reason: str) -> None:
+    """Skip on a developer's machine that lacks a prerequisite; fail in CI, which must have it."""
+    if condition:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is missing a prerequisite: {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

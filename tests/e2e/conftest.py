@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require
 from tests.integration.worker import celery_worker, celery_workers  # noqa: F401
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -27,8 +28,7 @@ SCREENSHOTS = Path("/tmp/e2e-screenshots")
 @pytest.fixture
 def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """Debian's Chromium (Playwright never downloads a browser here)."""
-    if not CHROMIUM.exists():
-        pytest.skip("Chromium not installed: apt-get install -y chromium")
+    require(CHROMIUM.exists(), "Chromium not installed: apt-get install -y chromium")
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API keeps an event loop on this thread; the test still reads the database

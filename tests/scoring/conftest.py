@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import require
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = Path(os.environ.get("SHARED_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
 
 
 def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"shared data not found at {path} (set SHARED_DATA_DIR)")
+    require(path.exists(), f"shared data not found at {path} (set SHARED_DATA_DIR)")
     return path
 
 
@@ -62,9 +63,8 @@ def embedding_model() -> Any:
     from scoring.core.embeddings import EmbeddingsUnavailable, embeddings_unavailable_reason, load_model
 
     reason = embeddings_unavailable_reason()
-    if reason is not None:
-        pytest.skip(f"embeddings extra not available: {reason}")
+    require(reason is None, f"embeddings extra not available: {reason}")
     try:
         return load_model()
     except EmbeddingsUnavailable as exc:
-        pytest.skip(str(exc))
+        require(False, str(exc))
