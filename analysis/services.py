@@ -12,8 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from analysis.models import ResearchJob
-from annotation.errors import ApplicationError
 from annotation.models import Candidate, Study
+from kernel.exceptions import ApplicationError
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from django.views.decorators.http import require_POST
 from analysis import services
 from analysis.models import ResearchJob
 from analysis.permissions import is_researcher
-from annotation.errors import ApplicationError
 from annotation.models import Candidate, Judgment, Query, Study
+from kernel.exceptions import ApplicationError
 
 researcher_required = user_passes_test(is_researcher, login_url="admin:login")
 

@@ -11,7 +11,6 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from annotation import services
-from annotation.errors import ApplicationError
 from annotation.links import invitation_link
 from annotation.models import (
     Bracket,
@@ -27,6 +26,7 @@ from annotation.models import (
     Study,
     StudySystem,
 )
+from kernel.exceptions import ApplicationError
 
 
 class ReadOnlyInline(admin.TabularInline):

@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from annotation.backends.base import BackendError, Document, GenerationRequest
 from annotation.backends.registry import get_generation_backend, get_retrieval_backend
-from annotation.errors import ApplicationError
 from annotation.models import (
     Bracket,
     Candidate,
@@ -33,6 +32,7 @@ from annotation.models import (
     StudySystem,
 )
 from annotation.prompts import DEFAULT_BODY, DEFAULT_PERSONA_BLOCK, DEFAULT_TEMPLATE_NAME, render_prompt
+from kernel.exceptions import ApplicationError
 
 logger = logging.getLogger(__name__)
 

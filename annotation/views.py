@@ -13,9 +13,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotation import selectors, services
-from annotation.errors import ApplicationError
 from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, QueryForm
 from annotation.models import Candidate, Match, Participation, Query, Study
+from kernel.exceptions import ApplicationError
 
 
 def _error_page(request: HttpRequest, error: ApplicationError, *, study: Study | None = None) -> HttpResponse:

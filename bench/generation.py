@@ -442,7 +442,7 @@ def main() -> int:
     broker = f"{args.redis}/{args.redis_db}"
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
         "DATABASE_URL": f"{args.postgres}/{args.db_name}",
         "CELERY_BROKER_URL": broker,
         "CELERY_TASK_ALWAYS_EAGER": "false",

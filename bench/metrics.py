@@ -104,7 +104,7 @@ def bench_metrics(pairs: list[dict[str, Any]], neural_seconds: float) -> list[di
 
 def lcs_pairs(count: int, summary_len: int = 300, source_len: int = 5000) -> list[tuple[list[str], list[str]]]:
     """Real long sources (SQuALITY stories) and real summaries (human answers about them), cut to length."""
-    from scoring.core.text import tokenize
+    from kernel.text import tokenize
 
     pairs = []
     with (DATA_DIR / "squality" / "v1-3_txt_test.jsonl").open(encoding="utf-8") as handle:

@@ -148,8 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     judge: Any = None
     if args.judge_base_url and args.judge_model:
+        from modelserver import ChatConfig
         from scoring.core.judges import JudgeRunner
-        from scoring.core.llm import ChatConfig
 
         config = ChatConfig(base_url=args.judge_base_url, model=args.judge_model, api_key=args.judge_api_key or "EMPTY")
         judge = JudgeRunner(config, cache_dir=Path(args.judge_cache) if args.judge_cache else None)

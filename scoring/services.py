@@ -10,8 +10,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.errors import ApplicationError
 from annotation.models import Candidate, Study
+from kernel.exceptions import ApplicationError
 from scoring.inputs import REFERENCE_CHOICES, SOURCE_CHOICES, candidate_rows
 from scoring.models import CandidateScore, ScoringRun
 

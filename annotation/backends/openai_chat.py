@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from annotation.backends.base import BackendError, Generation, GenerationRequest
-from scoring.core.llm import ChatClient, ChatConfig, LLMError
+from modelserver import ChatClient, ChatConfig, LLMError
 
 SETTING_KEYS = frozenset(
     {

@@ -9,7 +9,7 @@ measured at three granularities:
 * lcs:     LCS(text tokens, source tokens) / len(text tokens)
 
 RA = HM(R, O) (1 - c_R)^3, SA = HM(S, O) (1 - c_S)^3, AR = (1 - c_S)^3 / ((1 - c_R)^3 + 1e-8),
-with HM(x, y) = 2xy / (x + y). Tokens are :func:`scoring.core.text.tokenize` (lower-case
+with HM(x, y) = 2xy / (x + y). Tokens are :func:`kernel.text.tokenize` (lower-case
 alphanumeric by default); pass ``tokenizer`` to change that.
 """
 
@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from kernel.text import ngram_counts, tokenize
 from scoring.core.lcs import lcs_length
-from scoring.core.text import ngram_counts, tokenize
 
 __all__ = [
     "EPSILON",

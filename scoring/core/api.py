@@ -83,8 +83,8 @@ def _text(value: Any) -> str | None:
 
 
 def _judge_runner(judge: Any) -> Any:
+    from modelserver import ChatConfig
     from scoring.core.judges import JudgeRunner, judge_config_from_env
-    from scoring.core.llm import ChatConfig
 
     if isinstance(judge, JudgeRunner):
         return judge
@@ -110,7 +110,7 @@ def score_rows(
         ``reference``, ``query``, ``persona`` (text, or a list of sentences).
     metrics: metric names (see :func:`metric_specs`); unknown names raise ValueError.
     progress: show a tqdm progress bar on stderr.
-    judge: a ``scoring.core.llm.ChatConfig`` or a ``scoring.core.judges.JudgeRunner``
+    judge: a ``modelserver.ChatConfig`` or a ``scoring.core.judges.JudgeRunner``
         (whose ``usage`` then totals the calls and tokens spent) for the LLM-judge
         metrics; default from JUDGE_BASE_URL / JUDGE_MODEL / JUDGE_API_KEY.
     embedding_model: sentence-transformers model for the embedding metrics

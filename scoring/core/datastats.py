@@ -5,7 +5,7 @@ each position the longest token span that also occurs contiguously in the source
 and move past it (a token with no match advances by one). With F the fragments,
 coverage = sum|f| / |S|, density = sum|f|^2 / |S|, compression = |A| / |S|.
 Novel n-gram shares count distinct summary n-grams absent from the source.
-Tokens are :func:`scoring.core.text.tokenize` (the paper used spaCy tokens).
+Tokens are :func:`kernel.text.tokenize` (the paper used spaCy tokens).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from scoring.core.text import ngrams, tokenize
+from kernel.text import ngrams, tokenize
 
 __all__ = ["DataStatsResult", "datastats", "datastats_from_tokens", "extractive_fragments"]
 

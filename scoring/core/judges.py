@@ -1,4 +1,4 @@
-"""LLM-as-judge metrics over any OpenAI-compatible server (via :mod:`scoring.core.llm`).
+"""LLM-as-judge metrics over any OpenAI-compatible server (via :mod:`modelserver`).
 
 * G-Eval-style 1-5 rubrics: relevance, consistency, fluency, coherence, informativeness,
   overall; and persona-conditioned variants that judge for one person's information need.
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from scoring.core.llm import ChatClient, ChatConfig, ChatResult, LLMError
+from modelserver import ChatClient, ChatConfig, ChatResult, LLMError
 
 __all__ = [
     "PERSONA_RUBRIC_METRICS",

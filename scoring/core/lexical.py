@@ -19,7 +19,7 @@ from rouge_score import rouge_scorer
 from sacrebleu.metrics.bleu import BLEU
 from sacrebleu.metrics.chrf import CHRF
 
-from scoring.core.text import tokenize
+from kernel.text import tokenize
 
 __all__ = [
     "METEOR_VARIANT",

@@ -22,7 +22,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from scoring.core.text import split_sentences, tokenize
+from kernel.text import split_sentences, tokenize
 
 __all__ = [
     "LongDocResult",

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from kernel.text import tokenize
 from scoring.core import abstractiveness as abstr
 from scoring.core import datastats as ds
 from scoring.core import lexical
@@ -25,7 +26,6 @@ from scoring.core.judges import (
     JudgeError,
     rubric_needs,
 )
-from scoring.core.text import tokenize
 
 if TYPE_CHECKING:
     from scoring.core.judges import JudgeRunner

@@ -24,8 +24,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from kernel.text import split_sentences
 from scoring.core.embeddings import EmbeddingModel, greedy_match, load_model
-from scoring.core.text import split_sentences
 
 __all__ = [
     "BLANC_MODEL",

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from scoring.core.llm import ChatConfig
+from modelserver import ChatConfig
 from scoring.stress.perturb import TESTS, StressError
 from scoring.stress.runner import MetricBackend, run_stress
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kernel.text import split_sentences
 from scoring.core.longdoc import (
     SentenceEmbedder,
     bin_by_similarity,
@@ -23,7 +24,6 @@ from scoring.core.longdoc import (
     default_embedder,
     retrieve_snippets,
 )
-from scoring.core.text import split_sentences
 from scoring.stress.perturb import StressError, StressRow, source_sentences
 
 if TYPE_CHECKING:

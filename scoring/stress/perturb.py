@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from scoring.core.text import split_sentences, tokenize
+from kernel.text import split_sentences, tokenize
 from scoring.stress.stats import Direction
 
 __all__ = [

@@ -1,6 +1,6 @@
 """LLM-written perturbations: versioned prompt templates, cached rewrites and a sanity check.
 
-Each rewrite goes through `scoring.core.llm.ChatClient`, whose disk cache is keyed by the full
+Each rewrite goes through `modelserver.ChatClient`, whose disk cache is keyed by the full
 request, so a rerun with the same prompts, model and seed sends nothing. The sanity check flags
 rewrites whose similarity to the original or whose length ratio suggests content was dropped or added.
 """
@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scoring.core.llm import ChatClient, LLMError
-from scoring.core.text import tokenize
+from kernel.text import tokenize
+from modelserver import ChatClient, LLMError
 from scoring.stress.perturb import TESTS, Perturbed, StressError, StressRow, TestKind, Variant
 from scoring.stress.similarity import Similarity, default_similarity
 

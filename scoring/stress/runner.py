@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from scoring.core.llm import ChatClient, ChatConfig
+from modelserver import ChatClient, ChatConfig
 from scoring.core.longdoc import SentenceEmbedder
 from scoring.stress.perturb import (
     TESTS,

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from scoring.core.text import tokenize
+from kernel.text import tokenize
 
 __all__ = ["EmbeddingSimilarity", "Similarity", "TfidfSimilarity", "default_similarity"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from annotation import selectors, services
-from annotation.errors import ApplicationError
 from annotation.models import Candidate, Judgment, Match, Query, Study
+from kernel.exceptions import ApplicationError
 from tests.annotation.factories import StudyFactory, join
 
 pytestmark = pytest.mark.django_db

@@ -73,7 +73,7 @@ def celery_app_sending_to(url: str) -> Iterator[Any]:
 
     saved = (app.conf.task_always_eager, app.conf.broker_url)
     # Celery reads CELERY_BROKER_URL from the environment before its own configuration,
-    # and settings_test sets it, so the variable has to change too.
+    # and config.settings.test sets it, so the variable has to change too.
     saved_env = os.environ.get("CELERY_BROKER_URL")
     _reset_connections(app)
     os.environ["CELERY_BROKER_URL"] = url
@@ -102,7 +102,7 @@ class CeleryWorker:
         self.log_path = log_dir / f"{self.name}.log"
         self.env = {
             **os.environ,
-            "DJANGO_SETTINGS_MODULE": "config.settings_test",
+            "DJANGO_SETTINGS_MODULE": "config.settings.test",
             "DATABASE_URL": database_url,
             "CELERY_BROKER_URL": broker,
             "CELERY_TASK_ALWAYS_EAGER": "false",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernel.text import tokenize
 from scoring.core.abstractiveness import (
     EPSILON,
     abstractiveness,
@@ -13,7 +14,6 @@ from scoring.core.abstractiveness import (
     risk_code,
 )
 from scoring.core.api import score_rows
-from scoring.core.text import tokenize
 
 SOURCE = "The cat sat on the mat today."  # O = 7
 REFERENCE = "The cat sat quietly."  # R = 4

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from modelserver import ChatConfig
 from scoring.core.api import score_rows
 from scoring.core.judges import JudgeError, JudgeRunner, parse_choice, parse_list, parse_rating
-from scoring.core.llm import ChatConfig
 from tests.support.openai_standin import openai_standin
 
 PERSONA = "Role: practising nurse. Expertise: intermediate. Use case: patient education."

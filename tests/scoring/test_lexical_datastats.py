@@ -7,10 +7,10 @@ import sacrebleu
 from nltk.translate.meteor_score import meteor_score
 from rouge_score import rouge_scorer
 
+from kernel.text import tokenize
 from scoring.core import lexical
 from scoring.core.api import metric_specs, score_rows
 from scoring.core.datastats import datastats, extractive_fragments
-from scoring.core.text import tokenize
 
 
 def test_rouge_bleu_chrf_match_the_libraries(scitldr_rows: list[dict]) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kernel.text import split_sentences, tokenize
 from scoring.core.longdoc import (
     TfidfEmbedder,
     bin_by_similarity,
@@ -14,7 +15,6 @@ from scoring.core.longdoc import (
     retrieve_snippets,
     score_long_document,
 )
-from scoring.core.text import split_sentences, tokenize
 
 
 def token_recall(sentence: str, snippet: str) -> float:

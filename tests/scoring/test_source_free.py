@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from kernel.text import split_sentences
 from scoring.core.api import score_rows
 from scoring.core.source_free import (
     BLANC_MODEL,
@@ -15,7 +16,6 @@ from scoring.core.source_free import (
     blanc_help,
     load_masked_lm,
 )
-from scoring.core.text import split_sentences
 
 
 class ReadingLM:

@@ -6,8 +6,8 @@ import random
 
 from rouge_score.rouge_scorer import _lcs_table
 
+from kernel.text import split_sentences, tokenize
 from scoring.core.lcs import lcs_length, lcs_length_dp
-from scoring.core.text import split_sentences, tokenize
 
 
 def test_tokenize_default_is_lowercase_alphanumeric() -> None:

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.errors import ApplicationError
 from annotation.models import Study
+from kernel.exceptions import ApplicationError
 from scoring import services
 from scoring.models import ScoringRun
 

@@ -50,7 +50,7 @@ def test_scoring_run_stores_scores_and_joins_them(played_study, django_capture_o
 
 
 def test_unknown_metric_is_a_field_error(played_study):
-    from annotation.errors import ApplicationError
+    from kernel.exceptions import ApplicationError
 
     with pytest.raises(ApplicationError) as error:
         scoring_run_start(study=played_study, metrics=["rouge1", "nonsense_metric"])

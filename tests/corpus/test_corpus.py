@@ -12,8 +12,9 @@ from django.db import connection
 
 from corpus.models import CorpusDocument
 from corpus.search import CorpusRetrieval
+from tests.conftest import SHARED_DATA
 
-SCITLDR = Path(__file__).resolve().parents[3] / "shared" / "data" / "scitldr"
+SCITLDR = SHARED_DATA / "scitldr"
 DEV = SCITLDR / "SciTLDR-A_dev.jsonl"
 
 pytestmark = [

@@ -1,11 +1,11 @@
 import pytest
 
-from scoring.core.llm import ChatClient, ChatConfig
+from modelserver import ChatClient, ChatConfig
 from scoring.stress import run_stress
 from scoring.stress.perturb import StressRow
 from scoring.stress.rewrite import AUDIENCES, PROMPTS, SanityPolicy, llm_perturbation, sanity_checks
 from scoring.stress.similarity import TfidfSimilarity
-from tests.stress.support import ROWS, TinyMetrics
+from tests.scoring.stress.support import ROWS, TinyMetrics
 from tests.support.openai_standin import openai_standin
 
 TFIDF = TfidfSimilarity()

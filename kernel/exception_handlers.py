@@ -10,7 +10,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from annotation.errors import ApplicationError
+from kernel.exceptions import ApplicationError
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:

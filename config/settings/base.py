@@ -1,15 +1,15 @@
-"""Settings, read from the environment in one place (django-environ).
+"""Settings every environment shares, read from the environment in one place (django-environ).
 
-Embedded defaults run the whole platform on one machine with no servers:
-an SQLite file and kombu's filesystem transport for the Celery broker.
-Production sets DATABASE_URL, CELERY_BROKER_URL, SECRET_KEY, DEBUG=false.
+Embedded defaults run the whole platform on one machine with no servers: an SQLite file and
+kombu's filesystem transport for the Celery broker. `local.py` (management commands, `bin/demo`)
+and `production.py` (gunicorn, Celery) add what differs; `test.py` is the test suite's.
 """
 
 from pathlib import Path
 
 import environ
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = BASE_DIR / "var"
 
 env = environ.Env()
@@ -17,10 +17,8 @@ env_file = env.str("ENV_FILE", default=str(BASE_DIR / ".env"))
 if Path(env_file).is_file():
     env.read_env(env_file)
 
-DEBUG = env.bool("DEBUG", default=False)
-SECRET_KEY = env.str("SECRET_KEY", default="insecure-dev-key-change-me" if DEBUG else "")
-if not SECRET_KEY:
-    raise environ.ImproperlyConfigured("Set SECRET_KEY (or DEBUG=true for the embedded development default).")
+# local.py and production.py decide DEBUG and SECRET_KEY and the security settings that follow from DEBUG.
+DEBUG = False
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000")
@@ -105,22 +103,11 @@ MEDIA_URL = "media/"
 MEDIA_ROOT = env.str("MEDIA_ROOT", default=str(VAR_DIR / "media"))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {
-        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
-        if not DEBUG and env.bool("MANIFEST_STATIC", default=True)
-        else "django.contrib.staticfiles.storage.StaticFilesStorage"
-    },
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 
 LOGIN_URL = "admin:login"
 
-# Security: safe production defaults; DEBUG=true relaxes them for local work.
-SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
-CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
-SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
-SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 60 * 60 * 24 * 30)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
-SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=not DEBUG)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
@@ -134,7 +121,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "annotation.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "kernel.exception_handlers.exception_handler",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",

@@ -7,7 +7,7 @@ from scoring.stress import run_stress
 from scoring.stress.datasets import squality_rows
 from scoring.stress.longdoc import long_document_analysis
 from scoring.stress.perturb import StressRow
-from tests.stress.support import TinyMetrics
+from tests.scoring.stress.support import TinyMetrics
 
 
 @pytest.fixture(scope="module")

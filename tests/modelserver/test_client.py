@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scoring.core.llm import ChatClient, ChatConfig, LLMError
+from modelserver import ChatClient, ChatConfig, LLMError
 from tests.support.openai_standin import openai_standin
 
 MESSAGES = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scoring.core.text import tokenize
+from kernel.text import tokenize
 
 
 def _overlap_f1(summary: str, reference: str) -> float:

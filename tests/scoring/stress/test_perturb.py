@@ -1,8 +1,8 @@
 import pytest
 
-from scoring.core.text import split_sentences
+from kernel.text import split_sentences
 from scoring.stress.perturb import StressError, StressRow, added_source_text, distractor, incremental
-from tests.stress.support import ROWS
+from tests.scoring.stress.support import ROWS
 
 ROW_OBJS = [StressRow.from_mapping(r) for r in ROWS]
 

@@ -12,9 +12,10 @@ os.environ.setdefault("CSRF_COOKIE_SECURE", "false")
 os.environ.setdefault("MANIFEST_STATIC", "false")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
 
-from config.settings import *  # noqa: E402,F403
+from config.settings.production import *  # noqa: E402,F403
+from config.settings.production import STATIC_ROOT  # noqa: E402
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 ALLOWED_HOSTS = ["*"]
 
-Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)  # noqa: F405 - whitenoise warns when it is missing
+Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)  # whitenoise warns when it is missing

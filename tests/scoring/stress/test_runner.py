@@ -6,7 +6,7 @@ import pytest
 
 from scoring.stress import StressError, Verdict, run_stress
 from scoring.stress.cli import main
-from tests.stress.support import ROWS, TinyMetrics
+from tests.scoring.stress.support import ROWS, TinyMetrics
 
 
 def test_deterministic_suite_with_a_tiny_metric(tmp_path):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from pathlib import Path
 
@@ -12,12 +11,11 @@ import pytest
 
 from annotation.backends.base import BackendError
 from annotation.backends.offline import DEFAULT_CORPUS_PATH, DemoCorpusRetrieval, split_sentences, tokenize
+from tests.conftest import SHARED_DATA, require
 
 from .conftest import CLUSTER_QUERIES
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_DATA_DIR = Path(os.environ.get("SHARED_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
-SCITLDR_TEST = SHARED_DATA_DIR / "scitldr" / "SciTLDR-A_test.jsonl"
+SCITLDR_TEST = SHARED_DATA / "scitldr" / "SciTLDR-A_test.jsonl"
 
 # Measured 0.985 (197/200) with the whole SciTLDR-A test split (618 abstracts) as the corpus and
 # each paper's author TLDR as the query; the bar leaves room for tokeniser changes.
@@ -134,8 +132,8 @@ def test_filters_and_errors(demo_retrieval: DemoCorpusRetrieval, tmp_path: Path)
         DemoCorpusRetrieval(broken).search("t", k=1)
 
 
-@pytest.mark.skipif(not SCITLDR_TEST.exists(), reason=f"SciTLDR not found under {SHARED_DATA_DIR}")
 def test_scitldr_recall_at_10(tmp_path: Path) -> None:
+    require(SCITLDR_TEST.is_file(), f"SciTLDR not found at {SCITLDR_TEST}; set SHARED_DATA_DIR")
     papers = [json.loads(line) for line in SCITLDR_TEST.read_text(encoding="utf-8").splitlines() if line.strip()]
     corpus = tmp_path / "scitldr_test.jsonl"
     with corpus.open("w", encoding="utf-8") as handle:
