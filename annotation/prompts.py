@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from annotation.backends.base import Document
+from kernel.backends import Document
 
 DEFAULT_TEMPLATE_NAME = "grounded-summary"
 

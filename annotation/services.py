@@ -15,7 +15,6 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from annotation.backends.base import BackendError, Document, GenerationRequest
 from annotation.backends.registry import get_generation_backend, get_retrieval_backend
 from annotation.models import (
     Bracket,
@@ -32,6 +31,7 @@ from annotation.models import (
     StudySystem,
 )
 from annotation.prompts import DEFAULT_BODY, DEFAULT_PERSONA_BLOCK, DEFAULT_TEMPLATE_NAME, render_prompt
+from kernel.backends import BackendError, Document, GenerationRequest
 from kernel.exceptions import ApplicationError
 
 logger = logging.getLogger(__name__)

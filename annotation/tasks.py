@@ -7,7 +7,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from annotation import services
 from annotation.backends import openai_chat  # noqa: F401 - imported before the pool forks, not per child
-from annotation.backends.base import BackendError
+from kernel.backends import BackendError
 
 MAX_RETRIES = 4
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import connections
 
-from annotation.backends.base import BackendError, Document
+from kernel.backends import BackendError, Document
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from annotation.backends.base import BackendError, Document, Generation, GenerationRequest
+from kernel.backends import BackendError, Document, Generation, GenerationRequest
 
 DEFAULT_CORPUS_PATH = Path(__file__).resolve().parent.parent / "data" / "demo_corpus.jsonl"
 

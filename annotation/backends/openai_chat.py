@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
-from annotation.backends.base import BackendError, Generation, GenerationRequest
+from kernel.backends import BackendError, Generation, GenerationRequest
 from modelserver import ChatClient, ChatConfig, LLMError
 
 SETTING_KEYS = frozenset(

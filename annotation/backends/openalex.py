@@ -22,7 +22,7 @@ import httpx
 from django.conf import settings
 from django.core.cache import caches
 
-from annotation.backends.base import BackendError, Document
+from kernel.backends import BackendError, Document
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from annotation.backends.base import BackendError, GenerationBackend, RetrievalBackend
+from kernel.backends import BackendError, GenerationBackend, RetrievalBackend
 
 RETRIEVAL_BACKENDS = ("demo", "corpus", "openalex")
 GENERATION_BACKENDS = ("extractive", "openai")

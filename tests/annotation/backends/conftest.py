@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.backends.base import Document
 from annotation.backends.offline import DemoCorpusRetrieval
+from kernel.backends import Document
 
 # One realistic information need per demo cluster, with the ids of that cluster (8 papers each).
 CLUSTER_QUERIES: dict[str, range] = {

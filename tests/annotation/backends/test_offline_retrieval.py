@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from annotation.backends.base import BackendError
 from annotation.backends.offline import DEFAULT_CORPUS_PATH, DemoCorpusRetrieval, split_sentences, tokenize
+from kernel.backends import BackendError
 from tests.conftest import SHARED_DATA, require
 
 from .conftest import CLUSTER_QUERIES

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from annotation.backends.base import BackendError, Document, Generation, GenerationRequest
 from annotation.backends.offline import STRATEGIES, ExtractiveSummariser, split_cited, split_sentences, uncite
+from kernel.backends import BackendError, Document, Generation, GenerationRequest
 
 from .conftest import NURSE, PERSONAS, RESEARCHER, STUDENT
 

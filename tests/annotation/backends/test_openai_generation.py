@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.backends.base import BackendError, Document, GenerationRequest
 from annotation.backends.openai_chat import OpenAIChatGeneration
+from kernel.backends import BackendError, Document, GenerationRequest
 from tests.support.openai_standin import openai_standin
 
 DOCS = (

@@ -8,8 +8,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.core.cache import cache
 
-from annotation.backends.base import BackendError
 from annotation.backends.openalex import OpenAlexRetrieval, rebuild_abstract
+from kernel.backends import BackendError
 from tests.support.openalex_standin import HAND_INDEX, HAND_INDEX_ABSTRACT, inverted_index, openalex_standin
 
 
