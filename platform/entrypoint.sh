@@ -24,6 +24,8 @@ case "$role" in
     exec gunicorn config.wsgi -c platform/gunicorn.conf.py ;;
   worker)
     exec sh platform/celery-worker.sh ;;
+  beat)
+    exec sh platform/celery-beat.sh ;;
   manage)
     shift; exec python manage.py "$@" ;;
   *)

@@ -167,7 +167,8 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
-# The sweeper requeues candidates whose worker died (run the worker with --beat, or a separate beat).
+# The sweeper requeues candidates whose worker died. One beat process per deployment sends it
+# (platform/celery-beat.sh, the beat service in docker-compose.yml, its own process in bin/demo).
 CELERY_BEAT_SCHEDULE = {
     "requeue-stuck-candidates": {"task": "annotation.tasks.requeue_stuck_candidates", "schedule": 300.0},
 }
