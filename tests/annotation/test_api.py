@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from annotation import services
 from annotation.models import Judgment, Study
+from annotation.services.participation import invitation_create_bulk
 from tests.annotation.factories import PERSONA, StudyFactory
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +19,7 @@ def study():
 
 
 def _annotator(study) -> tuple[APIClient, dict]:
-    invitation = services.invitation_create_bulk(study=study, count=1)[0]
+    invitation = invitation_create_bulk(study=study, count=1)[0]
     client = APIClient()
     response = client.post(f"/api/v1/invitations/{invitation.token}/accept/", {"consent": True}, format="json")
     assert response.status_code == 201, response.json()
