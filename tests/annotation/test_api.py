@@ -139,17 +139,3 @@ def test_admin_retries_every_failed_generation(django_capture_on_commit_callback
     assert queued == {"queued": 1}
     assert set(Candidate.objects.values_list("status", flat=True)) == {"done"}
     assert admin.get("/api/v1/admin/failed-candidates/").json() == []
-
-
-def test_hot_endpoints_have_pinned_query_counts(
-    study, django_capture_on_commit_callbacks, django_assert_max_num_queries
-):
-    client, me = _annotator(study)
-    client.put(f"/api/v1/participations/{me['id']}/persona/", PERSONA, format="json")
-    with django_capture_on_commit_callbacks(execute=True):
-        qid = client.post(f"/api/v1/participations/{me['id']}/queries/", {"text": "sleep"}, format="json").json()["id"]
-    # Token lookup, query, match (+ the first-shown update).
-    with django_assert_max_num_queries(5):
-        match_id = client.get(f"/api/v1/queries/{qid}/current-match/").json()["id"]
-    with django_assert_max_num_queries(12):
-        assert client.post(f"/api/v1/matches/{match_id}/choice/", {"choice": "left"}, format="json").status_code == 200
