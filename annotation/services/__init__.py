@@ -1,6 +1,7 @@
 """Every state change of a study, one module per entity (in the manner of Zulip's `zerver/actions/`).
 Each service is keyword-only, typed and atomic where it writes; views, the API, admin and tasks
-import them from their entity's module. Listed from the bottom up: a module imports only those above it.
+import them from their entity's module. Listed in layer order: a module imports only those listed
+before it, so there is no import cycle (tests/annotation/test_module_layers.py holds it to that).
 
 - `study`: the default prompt template, a study's design check, creating it, setting its status, and
   the check that it is open for annotation.
