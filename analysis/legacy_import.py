@@ -16,7 +16,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from analysis.legacy import LegacyAnnotation, LegacyExport, parse_legacy_export, pseudonym
-from annotation import services
 from annotation.models import (
     Bracket,
     Candidate,
@@ -29,6 +28,7 @@ from annotation.models import (
     Study,
     StudySystem,
 )
+from annotation.services.study import study_create
 
 NEITHER = "N"
 
@@ -154,7 +154,7 @@ def legacy_import(
     export = parse_legacy_export(source)
     study = Study.objects.filter(slug=study_slug).first()
     if study is None:
-        study = services.study_create(
+        study = study_create(
             slug=study_slug, title=title or f"Imported: {study_slug}", systems=[], status=Study.Status.CLOSED
         )
     systems = _systems(study, export)

@@ -10,7 +10,6 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from annotation import services
 from annotation.links import invitation_link
 from annotation.models import (
     Bracket,
@@ -26,6 +25,10 @@ from annotation.models import (
     Study,
     StudySystem,
 )
+from annotation.services.generation import candidates_retry_failed
+from annotation.services.participation import invitation_create_bulk
+from annotation.services.query import query_retry_failed
+from annotation.services.study import study_set_status
 from kernel.exceptions import ApplicationError
 
 
@@ -86,7 +89,7 @@ class StudyAdmin(admin.ModelAdmin):
     def _set_status(self, request: HttpRequest, queryset: QuerySet[Study], status: str) -> None:
         for study in queryset:
             try:
-                services.study_set_status(study=study, status=status)
+                study_set_status(study=study, status=status)
             except ApplicationError as error:
                 self.message_user(request, f"{study}: {error.message}", messages.ERROR)
             else:
@@ -122,7 +125,7 @@ class StudyAdmin(admin.ModelAdmin):
         created: list[Invitation] = []
         if request.method == "POST" and form.is_valid():
             try:
-                created = services.invitation_create_bulk(study=study, **form.cleaned_data)
+                created = invitation_create_bulk(study=study, **form.cleaned_data)
             except ApplicationError as error:
                 form.add_error(error.field, error.message)
         context = {
@@ -224,7 +227,7 @@ class QueryAdmin(admin.ModelAdmin):
     @admin.action(description="Retry failed retrieval and generations of selected queries")
     def retry_failed(self, request: HttpRequest, queryset: QuerySet[Query]) -> None:
         for query in queryset:
-            services.query_retry_failed(query=query)
+            query_retry_failed(query=query)
         self.message_user(request, "Failed work was queued again.", messages.SUCCESS)
 
 
@@ -242,7 +245,7 @@ class CandidateAdmin(admin.ModelAdmin):
 
     @admin.action(description="Retry selected failed generations")
     def retry(self, request: HttpRequest, queryset: QuerySet[Candidate]) -> None:
-        count = services.candidates_retry_failed(queryset=queryset.filter(status=Candidate.Status.FAILED))
+        count = candidates_retry_failed(queryset=queryset.filter(status=Candidate.Status.FAILED))
         self.message_user(request, f"{count} generation(s) queued again.", messages.SUCCESS)
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from annotation import services
 from annotation.backends import openai_chat  # noqa: F401 - imported before the pool forks, not per child
+from annotation.services.generation import candidate_generate, candidate_mark_failed, candidates_requeue_stuck
+from annotation.services.query import query_mark_failed, query_retrieve
 from kernel.backends import BackendError
 
 MAX_RETRIES = 4
@@ -22,13 +23,13 @@ MAX_RETRIES = 4
 )
 def retrieve_query(self, query_id: int) -> None:  # type: ignore[no-untyped-def]
     try:
-        services.query_retrieve(query_id=query_id)
+        query_retrieve(query_id=query_id)
     except BackendError as error:
         if error.transient and self.request.retries < MAX_RETRIES:
             raise self.retry(countdown=_backoff(self.request.retries)) from error
-        services.query_mark_failed(query_id=query_id, reason=error.reason)
+        query_mark_failed(query_id=query_id, reason=error.reason)
     except SoftTimeLimitExceeded:
-        services.query_mark_failed(query_id=query_id, reason="Retrieval took too long.")
+        query_mark_failed(query_id=query_id, reason="Retrieval took too long.")
 
 
 @shared_task(
@@ -44,16 +45,16 @@ def generate_candidate(self, candidate_id: int) -> None:  # type: ignore[no-unty
     # The broker hands a message out again only when the process holding it died without acknowledging it.
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     try:
-        services.candidate_generate(candidate_id=candidate_id, final_attempt=final_attempt, redelivered=redelivered)
+        candidate_generate(candidate_id=candidate_id, final_attempt=final_attempt, redelivered=redelivered)
     except BackendError as error:
         raise self.retry(countdown=_backoff(self.request.retries)) from error
     except SoftTimeLimitExceeded:
-        services.candidate_mark_failed(candidate_id=candidate_id, reason="Generation took longer than the time limit.")
+        candidate_mark_failed(candidate_id=candidate_id, reason="Generation took longer than the time limit.")
 
 
 @shared_task
 def requeue_stuck_candidates() -> int:
-    return services.candidates_requeue_stuck()
+    return candidates_requeue_stuck()
 
 
 def _backoff(retries: int) -> float:

@@ -12,9 +12,21 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from annotation import selectors, services
 from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, QueryForm
 from annotation.models import Candidate, Match, Participation, Query, Study
+from annotation.selectors.generation import generation_progress
+from annotation.selectors.participation import participation_for
+from annotation.selectors.query import query_current, query_for
+from annotation.selectors.tournament import match_current, match_progress
+from annotation.services.participation import (
+    invitation_accept,
+    invitation_check,
+    participation_finish,
+    participation_queries_used,
+)
+from annotation.services.persona import persona_current, persona_save
+from annotation.services.query import query_discard, query_retry_failed, query_submit
+from annotation.services.tournament import judgment_record, match_mark_shown
 from kernel.exceptions import ApplicationError
 
 
@@ -51,7 +63,7 @@ def home(request: HttpRequest) -> HttpResponse:
 def join(request: HttpRequest, token: str) -> HttpResponse:
     """The invitation link: study information, consent, and the start of a participation."""
     try:
-        invitation = services.invitation_check(token=token)
+        invitation = invitation_check(token=token)
     except ApplicationError as error:
         return _error_page(request, error)
     study = invitation.study
@@ -60,7 +72,7 @@ def join(request: HttpRequest, token: str) -> HttpResponse:
     form = ConsentForm(_posted(request))
     if request.method == "POST" and form.is_valid():
         try:
-            participation = services.invitation_accept(
+            participation = invitation_accept(
                 token=token, annotator=request.user if request.user.is_authenticated else None, consent=True
             )
         except ApplicationError as error:
@@ -75,9 +87,9 @@ def _next_url(participation: Participation) -> str:
     slug = participation.study.slug
     if participation.completed_at is not None:
         return reverse("annotation:done", args=[slug])
-    if services.persona_current(participation=participation) is None:
+    if persona_current(participation=participation) is None:
         return reverse("annotation:profile", args=[slug])
-    current = selectors.query_current(participation=participation)
+    current = query_current(participation=participation)
     if current is not None:
         if current.status == Query.Status.READY:
             return reverse("annotation:compare", args=[slug, current.index])
@@ -88,17 +100,16 @@ def _next_url(participation: Participation) -> str:
 @login_required(login_url="annotation:home")
 def study(request: HttpRequest, slug: str) -> HttpResponse:
     """Send the annotator to wherever they are in the protocol; reloading is always safe."""
-    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
+    participation = participation_for(annotator=request.user, study_slug=slug)
     if participation.completed_at is None and (error := _unavailable(participation)):
         return _error_page(request, error, study=participation.study)
     if (
         participation.completed_at is None
-        and selectors.query_current(participation=participation) is None
-        and services.persona_current(participation=participation) is not None
-        and services.participation_queries_used(participation=participation)
-        >= participation.study.queries_per_annotator
+        and query_current(participation=participation) is None
+        and persona_current(participation=participation) is not None
+        and participation_queries_used(participation=participation) >= participation.study.queries_per_annotator
     ):
-        services.participation_finish(participation=participation)
+        participation_finish(participation=participation)
         participation.refresh_from_db()
     return redirect(_next_url(participation))
 
@@ -106,15 +117,15 @@ def study(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required(login_url="annotation:home")
 @require_http_methods(["GET", "POST"])
 def profile(request: HttpRequest, slug: str) -> HttpResponse:
-    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
+    participation = participation_for(annotator=request.user, study_slug=slug)
     if error := _unavailable(participation):
         return _error_page(request, error, study=participation.study)
-    current = services.persona_current(participation=participation)
+    current = persona_current(participation=participation)
     locked = participation.queries.exists()
     form = PersonaForm(_posted(request), initial=current.as_dict() if current else None)
     if request.method == "POST" and not locked and form.is_valid():
         try:
-            services.persona_save(participation=participation, data=form.cleaned_data)
+            persona_save(participation=participation, data=form.cleaned_data)
         except ApplicationError as error:
             form.add_error(error.field, error.message)
         else:
@@ -130,22 +141,22 @@ def profile(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required(login_url="annotation:home")
 @require_http_methods(["GET", "POST"])
 def ask(request: HttpRequest, slug: str) -> HttpResponse:
-    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
+    participation = participation_for(annotator=request.user, study_slug=slug)
     if error := _unavailable(participation):
         return _error_page(request, error, study=participation.study)
     study_obj = participation.study
-    used = services.participation_queries_used(participation=participation)
+    used = participation_queries_used(participation=participation)
     if request.method == "GET":
-        if participation.completed_at is not None or selectors.query_current(participation=participation):
+        if participation.completed_at is not None or query_current(participation=participation):
             return redirect("annotation:study", slug=slug)
-        if services.persona_current(participation=participation) is None:
+        if persona_current(participation=participation) is None:
             return redirect("annotation:profile", slug=slug)
     form = QueryForm(
         _posted(request), initial={"client_token": secrets.token_hex(16)}, max_chars=study_obj.max_query_chars
     )
     if request.method == "POST" and form.is_valid():
         try:
-            query = services.query_submit(
+            query = query_submit(
                 participation=participation,
                 text=form.cleaned_data["text"],
                 client_token=form.cleaned_data["client_token"],
@@ -174,8 +185,8 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required(login_url="annotation:home")
 def wait(request: HttpRequest, slug: str, index: int) -> HttpResponse:
-    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
-    query = selectors.query_for(participation=participation, index=index)
+    participation = participation_for(annotator=request.user, study_slug=slug)
+    query = query_for(participation=participation, index=index)
     if query.status in (Query.Status.READY, Query.Status.RANKED, Query.Status.DISCARDED):
         return redirect("annotation:study", slug=slug)
     return render(
@@ -184,7 +195,7 @@ def wait(request: HttpRequest, slug: str, index: int) -> HttpResponse:
         {
             "study": participation.study,
             "query": query,
-            "progress": selectors.generation_progress(query=query),
+            "progress": generation_progress(query=query),
             "status_url": reverse("annotation:status", args=[slug, index]),
             "failed": _query_failed(query),
             "limit": participation.study.queries_per_annotator,
@@ -199,13 +210,13 @@ def _query_failed(query: Query) -> bool:
 @login_required(login_url="annotation:home")
 def status(request: HttpRequest, slug: str, index: int) -> JsonResponse:
     """Polled by the waiting page; says nothing about which system is which."""
-    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
-    query = selectors.query_for(participation=participation, index=index)
+    participation = participation_for(annotator=request.user, study_slug=slug)
+    query = query_for(participation=participation, index=index)
     return JsonResponse(
         {
             "status": query.status,
             "failed": _query_failed(query),
-            "candidates": selectors.generation_progress(query=query),
+            "candidates": generation_progress(query=query),
             "next": reverse("annotation:study", args=[slug]),
         }
     )
@@ -214,19 +225,19 @@ def status(request: HttpRequest, slug: str, index: int) -> JsonResponse:
 @login_required(login_url="annotation:home")
 @require_POST
 def retry(request: HttpRequest, slug: str, index: int) -> HttpResponse:
-    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
-    query = selectors.query_for(participation=participation, index=index)
-    services.query_retry_failed(query=query)
+    participation = participation_for(annotator=request.user, study_slug=slug)
+    query = query_for(participation=participation, index=index)
+    query_retry_failed(query=query)
     return redirect("annotation:wait", slug=slug, index=index)
 
 
 @login_required(login_url="annotation:home")
 @require_POST
 def discard(request: HttpRequest, slug: str, index: int) -> HttpResponse:
-    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
-    query = selectors.query_for(participation=participation, index=index)
+    participation = participation_for(annotator=request.user, study_slug=slug)
+    query = query_for(participation=participation, index=index)
     try:
-        services.query_discard(query=query)
+        query_discard(query=query)
     except ApplicationError as error:
         return _error_page(request, error, study=participation.study)
     return redirect("annotation:study", slug=slug)
@@ -236,8 +247,8 @@ def discard(request: HttpRequest, slug: str, index: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     """One match: two summaries side by side, left / right / neither."""
-    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
-    query = selectors.query_for(participation=participation, index=index)
+    participation = participation_for(annotator=request.user, study_slug=slug)
+    query = query_for(participation=participation, index=index)
     if request.method == "POST":
         form = ChoiceForm(request.POST)
         if not form.is_valid():
@@ -246,7 +257,7 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
         if match is None:
             return _error_page(request, ApplicationError("Not found.", status=404), study=participation.study)
         try:
-            services.judgment_record(match=match, choice=form.cleaned_data["choice"], by=participation)
+            judgment_record(match=match, choice=form.cleaned_data["choice"], by=participation)
         except ApplicationError as error:
             if error.status != 409:
                 return _error_page(request, error, study=participation.study)
@@ -254,11 +265,11 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
         return redirect("annotation:study", slug=slug)
     if unavailable := _unavailable(participation):
         return _error_page(request, unavailable, study=participation.study)
-    match = selectors.match_current(query=query)
+    match = match_current(query=query)
     if match is None:
         return redirect("annotation:study", slug=slug)
-    services.match_mark_shown(match=match)
-    answered, total = selectors.match_progress(match=match)
+    match_mark_shown(match=match)
+    answered, total = match_progress(match=match)
     return render(
         request,
         "annotation/compare.html",
@@ -277,9 +288,9 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
 @login_required(login_url="annotation:home")
 @require_POST
 def finish(request: HttpRequest, slug: str) -> HttpResponse:
-    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
+    participation = participation_for(annotator=request.user, study_slug=slug)
     try:
-        services.participation_finish(participation=participation)
+        participation_finish(participation=participation)
     except ApplicationError as error:
         return _error_page(request, error, study=participation.study)
     return redirect("annotation:done", slug=slug)
@@ -287,7 +298,7 @@ def finish(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required(login_url="annotation:home")
 def done(request: HttpRequest, slug: str) -> HttpResponse:
-    participation = selectors.participation_for(annotator=request.user, study_slug=slug)
+    participation = participation_for(annotator=request.user, study_slug=slug)
     if participation.completed_at is None:
         return redirect("annotation:study", slug=slug)
     ranked = participation.queries.filter(status=Query.Status.RANKED).count()

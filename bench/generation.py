@@ -235,14 +235,16 @@ def peak_concurrency(answered: list[float], delay: float) -> int:
 
 def make_study(*, slug: str, base_url: str, limit: int | None, participants: int) -> tuple[Any, list[Any]]:
     """An open study with 4 "openai" systems on the stand-in and demo retrieval, and participants with a persona."""
-    from annotation import services as domain
     from annotation.models import Study
+    from annotation.services.participation import invitation_accept, invitation_create_bulk
+    from annotation.services.persona import persona_save
+    from annotation.services.study import study_create
 
     settings: dict[str, Any] = {"base_url": base_url, "timeout": 30, "max_retries": 0, "use_cache": False}
     if limit is not None:
         settings["concurrency"] = limit
     systems = [{**spec, "generation_backend": "openai", "backend_settings": settings} for spec in SYSTEMS]
-    study = domain.study_create(
+    study = study_create(
         slug=slug,
         title=f"Generation benchmark {slug}",
         status=Study.Status.OPEN,
@@ -252,9 +254,9 @@ def make_study(*, slug: str, base_url: str, limit: int | None, participants: int
     )
     participations = []
     for start in range(0, participants, 1000):
-        for invitation in domain.invitation_create_bulk(study=study, count=min(1000, participants - start)):
-            participation = domain.invitation_accept(token=invitation.token, annotator=None, consent=True)
-            domain.persona_save(participation=participation, data=PERSONA)
+        for invitation in invitation_create_bulk(study=study, count=min(1000, participants - start)):
+            participation = invitation_accept(token=invitation.token, annotator=None, consent=True)
+            persona_save(participation=participation, data=PERSONA)
             participations.append(participation)
     return study, participations
 
@@ -277,8 +279,8 @@ def run_batch(
     from django.db.models import Count, Max, Q
     from django.utils import timezone
 
-    from annotation import services as domain
     from annotation.models import Candidate, Query
+    from annotation.services.query import query_submit
 
     batch = Batch(
         label=label,
@@ -298,7 +300,7 @@ def run_batch(
         for n, participation in enumerate(participations):
             # A distinct text per query, so that a request sent twice shows up as two identical bodies.
             text = f"{QUESTIONS[n % len(QUESTIONS)]} (question {n + 1})"
-            domain.query_submit(participation=participation, text=text, client_token=secrets.token_hex(8))
+            query_submit(participation=participation, text=text, client_token=secrets.token_hex(8))
         started = timezone.now()  # on_commit sends the retrieval tasks right after this block commits
     batch.enqueue_s = (timezone.now() - started).total_seconds()
 
@@ -359,7 +361,8 @@ def profile_in_process(*, participation: Any, show_sql: bool) -> list[str]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from annotation import services as domain
+    from annotation.services.generation import candidate_generate
+    from annotation.services.query import query_retrieve, query_submit
 
     lines: list[str] = []
     # Measured in a fresh interpreter: every worker process that has not imported it pays this on its first call.
@@ -389,12 +392,12 @@ def profile_in_process(*, participation: Any, show_sql: bool) -> list[str]:
         return result
 
     query = measure(
-        "query_submit", lambda: domain.query_submit(participation=participation, text=QUESTIONS[0], client_token="")
+        "query_submit", lambda: query_submit(participation=participation, text=QUESTIONS[0], client_token="")
     )
-    measure("query_retrieve (demo BM25, 4 candidates)", lambda: domain.query_retrieve(query_id=query.pk))
+    measure("query_retrieve (demo BM25, 4 candidates)", lambda: query_retrieve(query_id=query.pk))
     for n, candidate_id in enumerate(query.candidates.order_by("pk").values_list("pk", flat=True), start=1):
         first = " (first: new client)" if n == 1 else ""
-        measure(f"candidate_generate {n}{first}", lambda cid=candidate_id: domain.candidate_generate(candidate_id=cid))
+        measure(f"candidate_generate {n}{first}", lambda cid=candidate_id: candidate_generate(candidate_id=cid))
     connection.close()
     return lines
 

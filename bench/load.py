@@ -540,15 +540,16 @@ def run(args: argparse.Namespace, env: dict[str, str], services: Services, port:
     django.setup()
     from django.db import connections
 
-    from annotation import services as domain
     from annotation.models import Study
+    from annotation.services.participation import invitation_create_bulk
+    from annotation.services.study import study_create
 
     slug = f"bench-{secrets.token_hex(3)}"
-    study = domain.study_create(
+    study = study_create(
         slug=slug, title="Load benchmark", status=Study.Status.OPEN, queries_per_annotator=max(args.queries, 2) + 1
     )
     # Two more than the annotators: the in-process query count warms up on one and measures the other.
-    invitations = [i.token for i in domain.invitation_create_bulk(study=study, count=args.annotators + 2)]
+    invitations = [i.token for i in invitation_create_bulk(study=study, count=args.annotators + 2)]
     connections.close_all()
     print(f"setup (database, migrations, static files, study) {time.monotonic() - t0:.1f}s")
 

@@ -83,7 +83,7 @@ class QuerySerializer(serializers.ModelSerializer):
 
     @extend_schema_field(CandidateProgressSerializer(many=True))
     def get_candidates(self, obj: Query) -> list[dict[str, object]]:
-        from annotation.selectors import generation_progress
+        from annotation.selectors.generation import generation_progress
 
         return list(CandidateProgressSerializer(generation_progress(query=obj), many=True).data)
 

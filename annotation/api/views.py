@@ -11,9 +11,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import selectors, services
 from annotation.api import serializers as s
 from annotation.models import Candidate, Match, Participation, Query, Study
+from annotation.selectors.generation import candidates_failed
+from annotation.selectors.study import study_progress
+from annotation.selectors.tournament import match_current
+from annotation.services.generation import candidate_retry, candidates_retry_failed
+from annotation.services.participation import invitation_accept, invitation_create_bulk, participation_finish
+from annotation.services.persona import persona_save
+from annotation.services.query import query_retry_failed, query_submit
+from annotation.services.study import study_create, study_set_status
+from annotation.services.tournament import judgment_record, match_mark_shown
 
 
 class InvitationAcceptApi(APIView):
@@ -26,7 +34,7 @@ class InvitationAcceptApi(APIView):
         body = s.AcceptInvitationSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         user = request.user if request.user.is_authenticated else None
-        participation = services.invitation_accept(token=token, annotator=user, consent=body.validated_data["consent"])
+        participation = invitation_accept(token=token, annotator=user, consent=body.validated_data["consent"])
         if user is None:
             login(request._request, participation.annotator, backend="django.contrib.auth.backends.ModelBackend")
         from rest_framework.authtoken.models import Token
@@ -68,7 +76,7 @@ class ParticipationViewSet(viewsets.GenericViewSet):
         participation = _own_participation(request, pk)
         body = s.PersonaSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        persona = services.persona_save(participation=participation, data=body.validated_data)
+        persona = persona_save(participation=participation, data=body.validated_data)
         return Response(s.PersonaSerializer(persona).data)
 
     @extend_schema(request=s.QueryCreateSerializer, responses={201: s.QuerySerializer})
@@ -77,13 +85,13 @@ class ParticipationViewSet(viewsets.GenericViewSet):
         participation = _own_participation(request, pk)
         body = s.QueryCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        query = services.query_submit(participation=participation, **body.validated_data)
+        query = query_submit(participation=participation, **body.validated_data)
         return Response(s.QuerySerializer(query).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=s.ParticipationSerializer)
     @action(detail=True, methods=["post"])
     def finish(self, request: Request, pk: int) -> Response:
-        participation = services.participation_finish(participation=_own_participation(request, pk))
+        participation = participation_finish(participation=_own_participation(request, pk))
         return Response(s.ParticipationSerializer(participation).data)
 
 
@@ -103,16 +111,16 @@ class QueryViewSet(viewsets.GenericViewSet):
     def current_match(self, request: Request, pk: int) -> Response:
         """The next match to answer; 204 when there is none (still generating, or ranked)."""
         query = _own_query(request, pk)
-        match = selectors.match_current(query=query)
+        match = match_current(query=query)
         if match is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        services.match_mark_shown(match=match)
+        match_mark_shown(match=match)
         return Response(s.MatchSerializer(match).data)
 
     @extend_schema(request=None, responses=s.QuerySerializer)
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: int) -> Response:
-        return Response(s.QuerySerializer(services.query_retry_failed(query=_own_query(request, pk))).data)
+        return Response(s.QuerySerializer(query_retry_failed(query=_own_query(request, pk))).data)
 
 
 class MatchViewSet(viewsets.GenericViewSet):
@@ -135,7 +143,7 @@ class MatchViewSet(viewsets.GenericViewSet):
         body.is_valid(raise_exception=True)
         match = get_object_or_404(self.get_queryset().select_related("bracket__query__participation"), pk=pk)
         participation = match.bracket.query.participation
-        judgment = services.judgment_record(match=match, choice=body.validated_data["choice"], by=participation)
+        judgment = judgment_record(match=match, choice=body.validated_data["choice"], by=participation)
         return Response(s.JudgmentSerializer(judgment).data)
 
 
@@ -156,7 +164,7 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
         systems = data.pop("systems", None)
-        study = services.study_create(**data, systems=systems)
+        study = study_create(**data, systems=systems)
         return Response(s.StudySerializer(study).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=s.StudyStatusSerializer, responses=s.StudySerializer)
@@ -164,7 +172,7 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
     def status(self, request: Request, slug: str) -> Response:
         body = s.StudyStatusSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        study = services.study_set_status(study=self.get_object(), status=body.validated_data["status"])
+        study = study_set_status(study=self.get_object(), status=body.validated_data["status"])
         return Response(s.StudySerializer(study).data)
 
     @extend_schema(request=s.InvitationBulkSerializer, responses={201: s.InvitationSerializer(many=True)})
@@ -175,13 +183,13 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
             return Response(s.InvitationSerializer(study.invitations.all(), many=True).data)
         body = s.InvitationBulkSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        invitations = services.invitation_create_bulk(study=study, **body.validated_data)
+        invitations = invitation_create_bulk(study=study, **body.validated_data)
         return Response(s.InvitationSerializer(invitations, many=True).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses=s.ProgressSerializer(many=True))
     @action(detail=True, methods=["get"])
     def progress(self, request: Request, slug: str) -> Response:
-        return Response(s.ProgressSerializer(selectors.study_progress(study=self.get_object()), many=True).data)
+        return Response(s.ProgressSerializer(study_progress(study=self.get_object()), many=True).data)
 
 
 class FailedCandidateAdminViewSet(viewsets.ReadOnlyModelViewSet):
@@ -191,13 +199,13 @@ class FailedCandidateAdminViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = s.AdminCandidateSerializer
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
-        return selectors.candidates_failed()
+        return candidates_failed()
 
     @extend_schema(request=None, responses=s.AdminCandidateSerializer)
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: int) -> Response:
         candidate = get_object_or_404(Candidate, pk=pk)
-        return Response(s.AdminCandidateSerializer(services.candidate_retry(candidate=candidate)).data)
+        return Response(s.AdminCandidateSerializer(candidate_retry(candidate=candidate)).data)
 
     @extend_schema(request=None, responses={200: dict})
     @action(detail=False, methods=["post"], url_path="retry-all")
@@ -206,4 +214,4 @@ class FailedCandidateAdminViewSet(viewsets.ReadOnlyModelViewSet):
         failed = self.get_queryset()
         if slug := request.query_params.get("study"):
             failed = failed.filter(query__participation__study__slug=slug)
-        return Response({"queued": services.candidates_retry_failed(queryset=failed)})
+        return Response({"queued": candidates_retry_failed(queryset=failed)})

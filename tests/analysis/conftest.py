@@ -8,7 +8,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from annotation import selectors, services
+from annotation.selectors.tournament import match_current
+from annotation.services.participation import participation_finish
+from annotation.services.query import query_submit
+from annotation.services.tournament import judgment_record
 from tests.annotation.factories import StudyFactory, join
 
 QUESTIONS = [
@@ -27,11 +30,11 @@ def played_study(django_capture_on_commit_callbacks):
         participation = join(study)
         for text in QUESTIONS[:2]:
             with django_capture_on_commit_callbacks(execute=True):
-                query = services.query_submit(participation=participation, text=text, client_token="")
-            while (match := selectors.match_current(query=query)) is not None:
+                query = query_submit(participation=participation, text=text, client_token="")
+            while (match := match_current(query=query)) is not None:
                 choice = rng.choices(["left", "right", "neither"], weights=[4, 4, 1])[0]
-                services.judgment_record(match=match, choice=choice, by=participation)
-        services.participation_finish(participation=participation)
+                judgment_record(match=match, choice=choice, by=participation)
+        participation_finish(participation=participation)
     return study
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import factory
 from django.contrib.auth import get_user_model
 
-from annotation import services
 from annotation.models import Participation, Study
+from annotation.services.participation import invitation_accept, invitation_create_bulk
+from annotation.services.persona import persona_save
+from annotation.services.study import study_create
 
 PERSONA = {
     "role": "practising nurse",
@@ -36,12 +38,12 @@ class StudyFactory(factory.django.DjangoModelFactory):
     @classmethod
     def _create(cls, model_class, *args, **kwargs):  # type: ignore[no-untyped-def]
         status = kwargs.pop("status", Study.Status.OPEN)
-        return services.study_create(status=status, **kwargs)
+        return study_create(status=status, **kwargs)
 
 
 def join(study: Study, *, user=None, persona: dict | None = None) -> Participation:  # type: ignore[no-untyped-def]
-    invitation = services.invitation_create_bulk(study=study, count=1)[0]
-    participation = services.invitation_accept(token=invitation.token, annotator=user, consent=True)
+    invitation = invitation_create_bulk(study=study, count=1)[0]
+    participation = invitation_accept(token=invitation.token, annotator=user, consent=True)
     if persona is not False:
-        services.persona_save(participation=participation, data=persona or PERSONA)
+        persona_save(participation=participation, data=persona or PERSONA)
     return participation

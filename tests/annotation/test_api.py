@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from annotation import services
 from annotation.models import Judgment, Study
+from annotation.services.participation import invitation_create_bulk
 from tests.annotation.factories import PERSONA, StudyFactory
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +19,7 @@ def study():
 
 
 def _annotator(study) -> tuple[APIClient, dict]:
-    invitation = services.invitation_create_bulk(study=study, count=1)[0]
+    invitation = invitation_create_bulk(study=study, count=1)[0]
     client = APIClient()
     response = client.post(f"/api/v1/invitations/{invitation.token}/accept/", {"consent": True}, format="json")
     assert response.status_code == 201, response.json()
@@ -139,17 +139,3 @@ def test_admin_retries_every_failed_generation(django_capture_on_commit_callback
     assert queued == {"queued": 1}
     assert set(Candidate.objects.values_list("status", flat=True)) == {"done"}
     assert admin.get("/api/v1/admin/failed-candidates/").json() == []
-
-
-def test_hot_endpoints_have_pinned_query_counts(
-    study, django_capture_on_commit_callbacks, django_assert_max_num_queries
-):
-    client, me = _annotator(study)
-    client.put(f"/api/v1/participations/{me['id']}/persona/", PERSONA, format="json")
-    with django_capture_on_commit_callbacks(execute=True):
-        qid = client.post(f"/api/v1/participations/{me['id']}/queries/", {"text": "sleep"}, format="json").json()["id"]
-    # Token lookup, query, match (+ the first-shown update).
-    with django_assert_max_num_queries(5):
-        match_id = client.get(f"/api/v1/queries/{qid}/current-match/").json()["id"]
-    with django_assert_max_num_queries(12):
-        assert client.post(f"/api/v1/matches/{match_id}/choice/", {"choice": "left"}, format="json").status_code == 200

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from annotation import selectors, services
 from annotation.models import Candidate, Judgment, Match, Query, Study
+from annotation.selectors.generation import candidates_failed
+from annotation.selectors.tournament import match_current
+from annotation.services.generation import candidate_retry
+from annotation.services.participation import invitation_accept, invitation_create_bulk
+from annotation.services.persona import persona_save
+from annotation.services.query import query_submit
+from annotation.services.study import study_set_status
+from annotation.services.tournament import judgment_record
 from kernel.exceptions import ApplicationError
 from tests.annotation.factories import StudyFactory, join
 
@@ -13,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 
 def ask(participation, text="How does night shift work affect nurses' sleep and patient safety?", token=""):
-    return services.query_submit(participation=participation, text=text, client_token=token)
+    return query_submit(participation=participation, text=text, client_token=token)
 
 
 @pytest.fixture
@@ -51,15 +58,15 @@ def _generated(study, django_capture_on_commit_callbacks, **kw):
 
 def test_winners_meet_in_the_final_and_the_query_is_ranked(study, django_capture_on_commit_callbacks):
     participation, query = _generated(study, django_capture_on_commit_callbacks)
-    first = selectors.match_current(query=query)
-    services.judgment_record(match=first, choice="left", by=participation)
-    second = selectors.match_current(query=query)
+    first = match_current(query=query)
+    judgment_record(match=first, choice="left", by=participation)
+    second = match_current(query=query)
     assert second.label == "round1_cd"
-    services.judgment_record(match=second, choice="right", by=participation)
-    final = selectors.match_current(query=query)
+    judgment_record(match=second, choice="right", by=participation)
+    final = match_current(query=query)
     assert final.label == "final"
     assert {final.left_id, final.right_id} == {first.left_id, second.right_id}
-    judgment = services.judgment_record(match=final, choice="neither", by=participation)
+    judgment = judgment_record(match=final, choice="neither", by=participation)
     assert judgment.winner is None
     query.refresh_from_db()
     assert query.status == Query.Status.RANKED
@@ -68,26 +75,26 @@ def test_winners_meet_in_the_final_and_the_query_is_ranked(study, django_capture
 
 def test_neither_in_round_one_skips_the_final(study, django_capture_on_commit_callbacks):
     participation, query = _generated(study, django_capture_on_commit_callbacks)
-    services.judgment_record(match=selectors.match_current(query=query), choice="neither", by=participation)
-    services.judgment_record(match=selectors.match_current(query=query), choice="left", by=participation)
-    assert selectors.match_current(query=query) is None
+    judgment_record(match=match_current(query=query), choice="neither", by=participation)
+    judgment_record(match=match_current(query=query), choice="left", by=participation)
+    assert match_current(query=query) is None
     final = Match.objects.get(bracket__query=query, label="final")
     assert final.status == Match.Status.SKIPPED
     query.refresh_from_db()
     assert query.status == Query.Status.RANKED
     with pytest.raises(ApplicationError) as error:
-        services.judgment_record(match=final, choice="left", by=participation)
+        judgment_record(match=final, choice="left", by=participation)
     assert error.value.status == 409
 
 
 def test_answers_are_idempotent_and_cannot_be_changed(study, django_capture_on_commit_callbacks):
     participation, query = _generated(study, django_capture_on_commit_callbacks)
-    match = selectors.match_current(query=query)
-    first = services.judgment_record(match=match, choice="left", by=participation)
-    again = services.judgment_record(match=match, choice="left", by=participation)
+    match = match_current(query=query)
+    first = judgment_record(match=match, choice="left", by=participation)
+    again = judgment_record(match=match, choice="left", by=participation)
     assert first.pk == again.pk
     with pytest.raises(ApplicationError) as error:
-        services.judgment_record(match=match, choice="right", by=participation)
+        judgment_record(match=match, choice="right", by=participation)
     assert error.value.status == 409
     assert Judgment.objects.filter(match=match).count() == 1
     assert Judgment.objects.get(match=match).choice == "left"
@@ -97,7 +104,7 @@ def test_someone_elses_match_is_not_found(study, django_capture_on_commit_callba
     owner, query = _generated(study, django_capture_on_commit_callbacks)
     intruder = join(study)
     with pytest.raises(ApplicationError) as error:
-        services.judgment_record(match=selectors.match_current(query=query), choice="left", by=intruder)
+        judgment_record(match=match_current(query=query), choice="left", by=intruder)
     assert error.value.status == 404
     assert not Judgment.objects.exists()
 
@@ -127,8 +134,8 @@ def test_query_limit_is_enforced(django_capture_on_commit_callbacks):
     study = StudyFactory(queries_per_annotator=1)
     participation, query = _generated(study, django_capture_on_commit_callbacks)
     for _ in range(2):
-        match = selectors.match_current(query=query)
-        services.judgment_record(match=match, choice="neither", by=participation)
+        match = match_current(query=query)
+        judgment_record(match=match, choice="neither", by=participation)
     with pytest.raises(ApplicationError) as error:
         ask(participation, text="another question")
     assert "all 1 questions" in error.value.message
@@ -144,7 +151,7 @@ def test_one_question_at_a_time(study, django_capture_on_commit_callbacks):
 
 def test_paused_study_refuses_new_queries(study):
     participation = join(study)
-    services.study_set_status(study=study, status=Study.Status.PAUSED)
+    study_set_status(study=study, status=Study.Status.PAUSED)
     with pytest.raises(ApplicationError) as error:
         ask(participation)
     assert "paused" in error.value.message
@@ -152,13 +159,13 @@ def test_paused_study_refuses_new_queries(study):
 
 def test_persona_is_versioned_and_frozen_after_first_query(study, django_capture_on_commit_callbacks):
     participation = join(study)
-    second = services.persona_save(participation=participation, data={**_persona(), "role": "ward manager"})
+    second = persona_save(participation=participation, data={**_persona(), "role": "ward manager"})
     assert second.version == 2
     with django_capture_on_commit_callbacks(execute=True):
         query = ask(participation)
     assert query.persona == second
     with pytest.raises(ApplicationError):
-        services.persona_save(participation=participation, data=_persona())
+        persona_save(participation=participation, data=_persona())
 
 
 def _persona():
@@ -172,17 +179,17 @@ def test_invitation_rules(study):
 
     from django.utils import timezone
 
-    invitation = services.invitation_create_bulk(study=study, count=1, max_uses=1)[0]
-    services.invitation_accept(token=invitation.token, annotator=None, consent=True)
+    invitation = invitation_create_bulk(study=study, count=1, max_uses=1)[0]
+    invitation_accept(token=invitation.token, annotator=None, consent=True)
     with pytest.raises(ApplicationError) as used:
-        services.invitation_accept(token=invitation.token, annotator=None, consent=True)
+        invitation_accept(token=invitation.token, annotator=None, consent=True)
     assert used.value.status == 410 and "already been used" in used.value.message
-    expired = services.invitation_create_bulk(study=study, count=1, expires_at=timezone.now() - timedelta(hours=1))[0]
+    expired = invitation_create_bulk(study=study, count=1, expires_at=timezone.now() - timedelta(hours=1))[0]
     with pytest.raises(ApplicationError) as late:
-        services.invitation_accept(token=expired.token, annotator=None, consent=True)
+        invitation_accept(token=expired.token, annotator=None, consent=True)
     assert "expired" in late.value.message
     with pytest.raises(ApplicationError) as bogus:
-        services.invitation_accept(token="nope", annotator=None, consent=True)
+        invitation_accept(token="nope", annotator=None, consent=True)
     assert bogus.value.status == 404
 
 
@@ -196,7 +203,7 @@ def test_design_must_fill_a_bracket():
         ],
     )
     with pytest.raises(ApplicationError) as error:
-        services.study_set_status(study=study, status=Study.Status.OPEN)
+        study_set_status(study=study, status=Study.Status.OPEN)
     assert "2, 4 or 8 systems" in error.value.message
 
 
@@ -212,12 +219,12 @@ def test_failed_generation_is_stored_and_can_be_retried(django_capture_on_commit
     assert bad.status == Candidate.Status.FAILED and "no-such-strategy" in bad.failure_reason
     query.refresh_from_db()
     assert query.status == Query.Status.GENERATING
-    assert [c.pk for c in selectors.candidates_failed()] == [bad.pk]
+    assert [c.pk for c in candidates_failed()] == [bad.pk]
     # Fix the design (an admin would), retry, and the bracket is drawn.
     bad.system.model_name = "extractive-mmr"
     bad.system.save()
     with django_capture_on_commit_callbacks(execute=True):
-        services.candidate_retry(candidate=bad)
+        candidate_retry(candidate=bad)
     query.refresh_from_db()
     assert query.status == Query.Status.READY
     assert query.bracket.matches.get().label == "final"

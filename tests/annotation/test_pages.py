@@ -21,9 +21,9 @@ def study():
 
 @pytest.fixture
 def invitation(study):
-    from annotation import services
+    from annotation.services.participation import invitation_create_bulk
 
-    return services.invitation_create_bulk(study=study, count=1, max_uses=5)[0]
+    return invitation_create_bulk(study=study, count=1, max_uses=5)[0]
 
 
 def _join(client: Client, invitation) -> None:

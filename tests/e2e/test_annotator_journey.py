@@ -14,8 +14,9 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 from playwright.sync_api import Error as PlaywrightError
 
-from annotation import services
 from annotation.models import Judgment, Match, Participation, Query, Study
+from annotation.services.participation import invitation_create_bulk
+from annotation.services.study import study_create
 from tests.integration.worker import WorkerPool
 from tests.support.openai_standin import openai_standin
 
@@ -51,7 +52,7 @@ def responder(body: dict[str, Any]) -> str:
 
 
 def open_study(base_url: str) -> Study:
-    return services.study_create(
+    return study_create(
         slug="night-shifts",
         title="Evidence for clinical practice",
         instructions="Ask questions from your own work. Compare two summaries at a time.",
@@ -210,7 +211,7 @@ def test_a_new_annotator_asks_two_questions_ranks_them_and_finishes(
     celery_workers.start("journey")
     with openai_standin(responder, delay=1.0) as standin:
         study = open_study(standin.base_url)
-        token = services.invitation_create_bulk(study=study, count=1)[0].token
+        token = invitation_create_bulk(study=study, count=1)[0].token
         context = browser.new_context(viewport=DESKTOP, base_url=live_server.url)
         page = context.new_page()
         page.set_default_timeout(15_000)

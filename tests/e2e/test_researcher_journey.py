@@ -9,7 +9,9 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from analysis.models import ResearchJob
-from annotation import selectors, services
+from annotation.selectors.tournament import match_current
+from annotation.services.query import query_submit
+from annotation.services.tournament import judgment_record
 from scoring.models import CandidateScore
 from tests.annotation.factories import StudyFactory, join
 
@@ -22,9 +24,9 @@ def _played_study():
     rng = random.Random(3)
     for text in ("night shift work and nurses' sleep", "mRNA vaccines in older adults"):
         participation = join(study)
-        query = services.query_submit(participation=participation, text=text, client_token="")
-        while (match := selectors.match_current(query=query)) is not None:
-            services.judgment_record(match=match, choice=rng.choice(["left", "right"]), by=participation)
+        query = query_submit(participation=participation, text=text, client_token="")
+        while (match := match_current(query=query)) is not None:
+            judgment_record(match=match, choice=rng.choice(["left", "right"]), by=participation)
     return study
 
 

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from annotation import services
 from annotation.models import Bracket, Candidate, Match, Query, Study
+from annotation.services.query import query_submit
+from annotation.services.study import study_create
 from tests.annotation.factories import StudyFactory, join
 from tests.integration.worker import WorkerPool, wait_for
 from tests.support.openai_standin import OpenAIStandIn, openai_standin
@@ -24,7 +25,7 @@ QUESTION = "How does night shift work affect nurses' sleep and patient safety?"
 def openai_study(standin: OpenAIStandIn, *, slug: str, **settings: Any) -> Study:
     """A 2x2 study whose systems call the stand-in; client retries off so each fault costs a task attempt."""
     backend_settings = {"base_url": standin.base_url, "max_retries": 0, "timeout": 1.5, **settings}
-    return services.study_create(
+    return study_create(
         slug=slug,
         title="Night shifts",
         status=Study.Status.OPEN,
@@ -43,7 +44,7 @@ def openai_study(standin: OpenAIStandIn, *, slug: str, **settings: Any) -> Study
 
 
 def ask(study: Study) -> Query:
-    return services.query_submit(participation=join(study), text=QUESTION, client_token="")
+    return query_submit(participation=join(study), text=QUESTION, client_token="")
 
 
 def candidates(query: Query) -> list[Candidate]:

@@ -8,9 +8,10 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from annotation import services
 from annotation.links import invitation_link
 from annotation.models import Invitation, Study
+from annotation.services.participation import invitation_create_bulk
+from annotation.services.study import study_create
 
 DEMO_SLUG = "demo"
 DEMO_INSTRUCTIONS = """This is a demonstration study. The sources are fictional demo abstracts bundled with the platform, \
@@ -33,7 +34,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         study = Study.objects.filter(slug=DEMO_SLUG).first()
         if study is None:
-            study = services.study_create(
+            study = study_create(
                 slug=DEMO_SLUG,
                 title="Demo: which summary answers your question best?",
                 instructions=DEMO_INSTRUCTIONS,
@@ -43,7 +44,7 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(f"Created study '{study.slug}' with {study.systems.count()} systems."))
         invitation = (
             Invitation.objects.filter(study=study, note="demo").first()
-            or services.invitation_create_bulk(study=study, count=1, max_uses=options["uses"], note="demo")[0]
+            or invitation_create_bulk(study=study, count=1, max_uses=options["uses"], note="demo")[0]
         )
         user_model = get_user_model()
         admin = user_model.objects.filter(username="admin").first()

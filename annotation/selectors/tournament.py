@@ -1,0 +1,47 @@
+"""Reads of the tournament: the match to answer next, and how far through the bracket the annotator is."""
+
+from __future__ import annotations
+
+from annotation.models import Match, Query
+
+# Only the summary text is shown; the prompt and raw responses stay in the database.
+HEAVY_CANDIDATE_FIELDS = tuple(
+    f"{side}__{field}" for side in ("left", "right") for field in ("prompt", "raw_response", "usage", "citation_flags")
+)
+
+
+def match_current(*, query: Query) -> Match | None:
+    return (
+        Match.objects.filter(bracket__query=query, status=Match.Status.PENDING)
+        .select_related("bracket", "left", "right")
+        .defer(*HEAVY_CANDIDATE_FIELDS)
+        .order_by("round", "index")
+        .first()
+    )
+
+
+def match_progress(*, match: Match) -> tuple[int, int]:
+    """(answered matches, matches the annotator will play in total, as far as known now).
+    A later-round match counts only while both matches feeding it can still produce a winner."""
+    slots = {
+        (r, i): (status, winner)
+        for r, i, status, winner in Match.objects.filter(bracket_id=match.bracket_id).values_list(
+            "round", "index", "status", "judgment__winner_id"
+        )
+    }
+
+    def can_win(r: int, i: int) -> bool:
+        if (r, i) in slots:
+            status, winner = slots[(r, i)]
+            return status == Match.Status.PENDING or (status == Match.Status.ANSWERED and winner is not None)
+        return r > 1 and can_win(r - 1, 2 * i) and can_win(r - 1, 2 * i + 1)
+
+    def playable(r: int, i: int) -> bool:
+        if (r, i) in slots:
+            return slots[(r, i)][0] != Match.Status.SKIPPED
+        return can_win(r - 1, 2 * i) and can_win(r - 1, 2 * i + 1)
+
+    bracket = match.bracket
+    answered = sum(1 for status, _ in slots.values() if status == Match.Status.ANSWERED)
+    total = sum(playable(r, i) for r in range(1, bracket.rounds + 1) for i in range(bracket.size >> r))
+    return answered, total

@@ -1,0 +1,16 @@
+"""Every state change of a study, one module per entity (in the manner of Zulip's `zerver/actions/`).
+Each service is keyword-only, typed and atomic where it writes; views, the API, admin and tasks
+import them from their entity's module. Listed in layer order: a module imports only those listed
+before it, so there is no import cycle (tests/annotation/test_module_layers.py holds it to that).
+
+- `study`: the default prompt template, a study's design check, creating it, setting its status, and
+  the check that it is open for annotation.
+- `participation`: invitations (bulk creation, checking a link, accepting it) and a participation's
+  questions used and finish.
+- `persona`: the annotator's self-description, versioned until the first question.
+- `tournament`: drawing a query's bracket, creating and advancing matches, marking a match shown,
+  and recording a choice (`judgment_record`).
+- `generation`: claiming, generating, failing and retrying candidate summaries, the sweeper for
+  stuck ones, and drawing the bracket once every candidate of a query is done.
+- `query`: asking a question, retrieving its sources, failing, discarding and retrying it.
+"""

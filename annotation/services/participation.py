@@ -1,0 +1,99 @@
+"""Invitations and participations: creating links, checking and accepting one, and finishing a session."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from annotation.models import Invitation, Participation, Query, Study
+from annotation.services.study import study_require_open
+from kernel.exceptions import ApplicationError
+
+CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I to misread
+
+
+def _code(length: int = 8) -> str:
+    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(length))
+
+
+@transaction.atomic
+def invitation_create_bulk(
+    *, study: Study, count: int, max_uses: int = 1, expires_at: datetime | None = None, note: str = ""
+) -> list[Invitation]:
+    if not 1 <= count <= 1000:
+        raise ApplicationError("Create between 1 and 1000 invitations at a time.", field="count")
+    if max_uses < 1:
+        raise ApplicationError("An invitation must allow at least one use.", field="max_uses")
+    return [
+        Invitation.objects.create(
+            study=study, token=secrets.token_urlsafe(24), max_uses=max_uses, expires_at=expires_at, note=note
+        )
+        for _ in range(count)
+    ]
+
+
+def invitation_check(*, token: str) -> Invitation:
+    """The invitation behind a link, or a clear reason why it cannot be used."""
+    invitation = Invitation.objects.select_related("study").filter(token=token).first()
+    if invitation is None:
+        raise ApplicationError("This invitation link is not valid. Please check the link you were sent.", status=404)
+    if invitation.expires_at and invitation.expires_at <= timezone.now():
+        raise ApplicationError("This invitation has expired. Please ask the research team for a new link.", status=410)
+    study_require_open(study=invitation.study)
+    return invitation
+
+
+@transaction.atomic
+def invitation_accept(*, token: str, annotator: Any, consent: bool) -> Participation:
+    """Join a study through an invitation. Accepting twice returns the same participation."""
+    invitation = invitation_check(token=token)
+    if annotator is not None and annotator.is_authenticated:
+        existing = Participation.objects.filter(study=invitation.study, annotator=annotator).first()
+        if existing is not None:
+            return existing
+    if not consent:
+        raise ApplicationError("Please confirm that you agree to take part.", field="consent")
+    # Conditional increment: two people racing for the last use cannot both get it.
+    claimed = Invitation.objects.filter(pk=invitation.pk, uses__lt=F("max_uses")).update(uses=F("uses") + 1)
+    if not claimed:
+        raise ApplicationError(
+            "This invitation has already been used. Please ask the research team for a new link.", status=410
+        )
+    if annotator is None or not annotator.is_authenticated:
+        user_model = get_user_model()
+        annotator = user_model.objects.create_user(username=f"annotator-{_code(12).lower()}")
+        annotator.set_unusable_password()
+        annotator.save()
+    for _ in range(5):
+        code = _code()
+        if not Participation.objects.filter(code=code).exists():
+            break
+    return Participation.objects.create(
+        study=invitation.study, annotator=annotator, invitation=invitation, code=code, consented_at=timezone.now()
+    )
+
+
+def participation_queries_used(*, participation: Participation) -> int:
+    return participation.queries.exclude(status=Query.Status.DISCARDED).count()
+
+
+@transaction.atomic
+def participation_finish(*, participation: Participation) -> Participation:
+    """End the annotator's session (after the last query, or early); idempotent."""
+    participation = Participation.objects.select_for_update().get(pk=participation.pk)
+    if participation.completed_at is None:
+        open_query = participation.queries.filter(
+            status__in=[Query.Status.RETRIEVING, Query.Status.GENERATING, Query.Status.READY, Query.Status.FAILED]
+        ).exists()
+        if open_query:
+            raise ApplicationError("Please finish ranking your current question first.", status=409)
+        participation.completed_at = timezone.now()
+        participation.completion_code = _code(10)
+        participation.save(update_fields=["completed_at", "completion_code"])
+    return participation

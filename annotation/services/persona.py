@@ -1,0 +1,34 @@
+"""The annotator's persona: who they say they are, versioned, and frozen once they ask a question."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from annotation.models import Participation, PersonaProfile
+from kernel.exceptions import ApplicationError
+
+PERSONA_FIELDS = ("role", "domain", "expertise", "research_area", "use_case")
+
+
+def persona_current(*, participation: Participation) -> PersonaProfile | None:
+    return participation.personas.order_by("-version").first()
+
+
+@transaction.atomic
+def persona_save(*, participation: Participation, data: dict[str, str]) -> PersonaProfile:
+    """Store a new persona version; allowed until the first query is asked."""
+    Participation.objects.select_for_update().filter(pk=participation.pk).first()
+    if participation.queries.exists():
+        raise ApplicationError("Your profile is fixed once you have asked your first question.", status=409)
+    cleaned = {name: (data.get(name) or "").strip() for name in PERSONA_FIELDS}
+    for name in ("role", "domain", "expertise", "use_case"):
+        if not cleaned[name]:
+            raise ApplicationError("This field is required.", field=name)
+    if cleaned["expertise"] not in PersonaProfile.Expertise.values:
+        raise ApplicationError("Choose one of the listed levels of expertise.", field="expertise")
+    current = persona_current(participation=participation)
+    if current is not None and current.as_dict() == cleaned:
+        return current
+    return PersonaProfile.objects.create(
+        participation=participation, version=(current.version + 1) if current else 1, **cleaned
+    )

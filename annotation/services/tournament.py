@@ -1,0 +1,150 @@
+"""The tournament of a query: drawing its bracket, showing a match, recording a choice (`judgment_record`)
+and advancing the winner to the next round."""
+
+from __future__ import annotations
+
+import random
+import secrets
+import string
+from collections.abc import Sequence
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query
+from annotation.services.study import study_require_open
+from kernel.exceptions import ApplicationError
+
+
+def _round_label(round_number: int, total_rounds: int, letters: str) -> str:
+    if round_number == total_rounds:
+        return "final"
+    return f"round{round_number}_{letters.lower()}"
+
+
+def bracket_create(*, query: Query, seed: int | None = None) -> Bracket:
+    """Randomly assign candidates to positions A, B, C, … and create the first round's matches."""
+    existing = Bracket.objects.filter(query=query).first()
+    if existing is not None:
+        return existing
+    seed = secrets.randbits(62) if seed is None else seed
+    rng = random.Random(seed)
+    candidate_ids = list(query.candidates.order_by("system__order", "pk").values_list("pk", flat=True))
+    rng.shuffle(candidate_ids)
+    for position, candidate_id in enumerate(candidate_ids):
+        Candidate.objects.filter(pk=candidate_id).update(position=string.ascii_uppercase[position])
+    bracket = Bracket.objects.create(query=query, seed=seed, size=len(candidate_ids))
+    for index in range(len(candidate_ids) // 2):
+        pair = candidate_ids[2 * index : 2 * index + 2]
+        _match_create(bracket=bracket, round_number=1, index=index, entrants=pair)
+    Query.objects.filter(pk=query.pk).update(status=Query.Status.READY)
+    return bracket
+
+
+def _match_create(*, bracket: Bracket, round_number: int, index: int, entrants: Sequence[int | None]) -> Match:
+    """Create a match between two candidate ids; a missing entrant (after a "neither") skips it."""
+    span = 2**round_number
+    letters = string.ascii_uppercase[index * span : (index + 1) * span]
+    label = _round_label(round_number, bracket.rounds, letters)
+    left_id, right_id = entrants
+    if left_id is None or right_id is None:
+        return Match.objects.create(
+            bracket=bracket, round=round_number, index=index, label=label, status=Match.Status.SKIPPED
+        )
+    # Left/right placement is random too, reproducible from the bracket's seed.
+    if random.Random(f"{bracket.seed}:{round_number}:{index}").random() < 0.5:
+        left_id, right_id = right_id, left_id
+    return Match.objects.create(
+        bracket=bracket, round=round_number, index=index, label=label, left_id=left_id, right_id=right_id
+    )
+
+
+def _match_winner_id(match: Match) -> int | None:
+    if match.status != Match.Status.ANSWERED:
+        return None
+    return match.judgment.winner_id
+
+
+def _tournament_advance(*, bracket: Bracket, match: Match) -> None:
+    """After a match resolves, create the next round's match once its sibling has resolved too.
+    A "neither" (or a skipped match) leaves no winner, so the match it feeds is skipped."""
+    while match.round < bracket.rounds:
+        sibling = (
+            Match.objects.filter(bracket=bracket, round=match.round, index=match.index ^ 1)
+            .select_related("judgment")
+            .first()
+        )
+        if sibling is None or sibling.status == Match.Status.PENDING:
+            return
+        first, second = sorted([match, sibling], key=lambda m: m.index)
+        if Match.objects.filter(bracket=bracket, round=match.round + 1, index=match.index // 2).exists():
+            return
+        match = _match_create(
+            bracket=bracket,
+            round_number=match.round + 1,
+            index=match.index // 2,
+            entrants=[_match_winner_id(first), _match_winner_id(second)],
+        )
+        if match.status == Match.Status.PENDING:
+            return
+    if not bracket.matches.filter(status=Match.Status.PENDING).exists():
+        Query.objects.filter(pk=bracket.query_id).update(status=Query.Status.RANKED)
+
+
+def match_mark_shown(*, match: Match) -> Match:
+    """Record when a match was first put in front of the annotator (reloads keep the first time)."""
+    if match.shown_at is None:
+        now = timezone.now()
+        if Match.objects.filter(pk=match.pk, shown_at__isnull=True).update(shown_at=now):
+            match.shown_at = now
+        else:
+            match.refresh_from_db(fields=["shown_at"])
+    return match
+
+
+def _already_answered(existing: Judgment, choice: str) -> Judgment:
+    if existing.choice == choice:
+        return existing
+    raise ApplicationError("This comparison was already answered; answers cannot be changed.", status=409)
+
+
+@transaction.atomic
+def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment:
+    """Answer a match. The same answer again is returned unchanged; a different one is refused."""
+    if choice not in Judgment.Choice.values:
+        raise ApplicationError("Choose left, right or neither.", field="choice")
+    # Lock only the match row: locking the study too would queue every annotator behind one row.
+    match = (
+        Match.objects.select_for_update(of=("self",))
+        .select_related("bracket__query__participation__study", "judgment")
+        .get(pk=match.pk)
+    )
+    query = match.bracket.query
+    if query.participation_id != by.pk:
+        raise ApplicationError("Not found.", status=404)
+    existing = getattr(match, "judgment", None)
+    if existing is not None:
+        return _already_answered(existing, choice)
+    if match.status == Match.Status.SKIPPED:
+        raise ApplicationError("This comparison was skipped and takes no answer.", status=409)
+    study_require_open(study=query.participation.study)
+    now = timezone.now()
+    shown_at = match.shown_at or now
+    winner_id = {"left": match.left_id, "right": match.right_id}.get(choice)
+    try:
+        with transaction.atomic():
+            judgment = Judgment.objects.create(
+                match=match,
+                choice=choice,
+                winner_id=winner_id,
+                shown_at=shown_at,
+                answered_at=now,
+                seconds_on_page=max(0.0, (now - shown_at).total_seconds()),
+            )
+    except IntegrityError:
+        # A concurrent request answered first (the one-to-one key refused ours): same rules apply.
+        return _already_answered(Judgment.objects.get(match=match), choice)
+    match.status = Match.Status.ANSWERED
+    match.save(update_fields=["status"])
+    _tournament_advance(bracket=match.bracket, match=match)
+    return judgment

@@ -1,0 +1,165 @@
+"""Exact query counts of the annotator's pages and the hot API endpoints, in the manner of Zulip's
+assert_database_query_count: an added query fails here, so adding one is a visible decision.
+
+Each pin's comment lists its queries. "Session, user": the session row and the signed-in user that every
+page after joining loads first (for the API, one token lookup joined to its user). "(sp)": a
+`transaction.atomic` block, which counts two statements here (SAVEPOINT and RELEASE) because the test runs
+inside a transaction; in production it is a BEGIN and COMMIT that are not counted.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from annotation.models import Match, Query
+from annotation.services.participation import invitation_create_bulk
+from tests.annotation.factories import PERSONA, StudyFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _pending_match() -> Match:
+    match = Match.objects.filter(status=Match.Status.PENDING).order_by("round", "index").first()
+    assert match is not None
+    return match
+
+
+def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_on_commit_callbacks):
+    study = StudyFactory(slug="sleep")
+    invitation = invitation_create_bulk(study=study, count=1, max_uses=5)[0]
+    client = Client()
+    join = reverse("annotation:join", args=[invitation.token])
+    router = reverse("annotation:study", args=["sleep"])
+    profile = reverse("annotation:profile", args=["sleep"])
+    ask = reverse("annotation:ask", args=["sleep"])
+    wait = reverse("annotation:wait", args=["sleep", 1])
+    status = reverse("annotation:status", args=["sleep", 1])
+    compare = reverse("annotation:compare", args=["sleep", 1])
+
+    # Consent page, not signed in yet: the invitation with its study.
+    with django_assert_num_queries(1):
+        assert client.get(join).status_code == 200
+    # Consent given: invitation; accept (sp): invitation, claim a use, user insert and its unusable password,
+    # code check, participation insert; login: session key check, session insert (sp), last_login; session save (sp).
+    with django_assert_num_queries(17):
+        assert client.post(join, {"consent": "on"}).status_code == 302
+
+    # Persona page: session, user, participation with study, current persona, any question asked.
+    with django_assert_num_queries(5):
+        assert client.get(profile).status_code == 200
+    # Persona saved: the page's 5; persona_save (sp): lock participation, any question asked, current persona,
+    # persona insert.
+    with django_assert_num_queries(11):
+        assert client.post(profile, PERSONA).status_code == 302
+
+    # Study router, to the question page: session, user, participation with study, current query, current
+    # persona, questions used; then choosing the next page reads current persona and current query again.
+    with django_assert_num_queries(8):
+        assert client.get(router)["Location"] == ask
+
+    # Question page: session, user, participation with study, questions used, current query, current persona,
+    # any question asked.
+    with django_assert_num_queries(7):
+        page = client.get(ask)
+    assert page.status_code == 200
+    token = re.search(r'name="client_token" value="([0-9a-f]+)"', page.content.decode()).group(1)
+    # Question asked: session, user, participation with study, questions used; query_submit (sp): lock
+    # participation with study, client token lookup, current persona, unfinished question, questions used,
+    # last index, query insert. Retrieval is enqueued on commit, held back here until the waiting page is counted.
+    with django_capture_on_commit_callbacks() as background:
+        with django_assert_num_queries(13):
+            assert (
+                client.post(ask, {"text": "How does night shift affect sleep?", "client_token": token})["Location"]
+                == wait
+            )
+
+    # Waiting page: session, user, participation with study, query, candidate progress, any failed candidate.
+    with django_assert_num_queries(6):
+        assert client.get(wait).status_code == 200
+    # Its status poll: the same six.
+    with django_assert_num_queries(6):
+        assert client.get(status).json()["status"] == Query.Status.RETRIEVING
+
+    with django_capture_on_commit_callbacks(execute=True):
+        for callback in background:
+            callback()  # retrieval, then generation of the four candidates (eager tasks)
+    assert Query.objects.get().status == Query.Status.READY
+
+    # Match page, first shown: session, user, participation with study, query, current match with both
+    # candidates, first-shown update, bracket progress, documents.
+    with django_assert_num_queries(8):
+        assert client.get(compare).status_code == 200
+    # Match page reloaded: the same without the first-shown update.
+    with django_assert_num_queries(7):
+        assert client.get(compare).status_code == 200
+    # Choice, round one, sibling pending: session, user, participation with study, query, posted match;
+    # judgment_record (sp): lock match with bracket, query, participation, study and judgment; judgment insert
+    # (sp); match answered; its sibling.
+    answer = {"match_id": _pending_match().pk, "choice": "left"}
+    with django_assert_num_queries(13):
+        assert client.post(compare, answer)["Location"] == router
+    # Study router after a choice (post/redirect/get): session, user, participation with study, current query;
+    # then choosing the next page reads current persona and current query again.
+    with django_assert_num_queries(6):
+        assert client.get(router)["Location"] == compare
+
+    client.get(compare)
+    # Choice completing round one: the 13 above, then whether the final exists, and its insert.
+    answer = {"match_id": _pending_match().pk, "choice": "left"}
+    with django_assert_num_queries(15):
+        assert client.post(compare, answer).status_code == 302
+    client.get(compare)
+    # Choice in the final: round one's first 12 (no sibling), then any match still pending, query ranked.
+    answer = {"match_id": _pending_match().pk, "choice": "left"}
+    with django_assert_num_queries(14):
+        assert client.post(compare, answer).status_code == 302
+    assert Query.objects.get().status == Query.Status.RANKED
+
+    # Finish: session, user, participation with study; participation_finish (sp): lock participation,
+    # any open question, completion code update.
+    with django_assert_num_queries(8):
+        assert client.post(reverse("annotation:finish", args=["sleep"]))["Location"].endswith("/done/")
+    # Completion page: session, user, participation with study, questions ranked.
+    with django_assert_num_queries(4):
+        assert client.get(reverse("annotation:done", args=["sleep"])).status_code == 200
+
+
+def test_hot_endpoints_have_pinned_query_counts(django_assert_num_queries, django_capture_on_commit_callbacks):
+    study = StudyFactory(slug="api")
+    invitation = invitation_create_bulk(study=study, count=1)[0]
+    accepted = APIClient().post(f"/api/v1/invitations/{invitation.token}/accept/", {"consent": True}, format="json")
+    me = accepted.json()
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {me['token']}")
+    client.put(f"/api/v1/participations/{me['id']}/persona/", PERSONA, format="json")
+    with django_capture_on_commit_callbacks(execute=True):
+        qid = client.post(f"/api/v1/participations/{me['id']}/queries/", {"text": "sleep"}, format="json").json()["id"]
+
+    # Query status: token with user, query with participation and study, documents, candidate progress.
+    with django_assert_num_queries(4):
+        assert client.get(f"/api/v1/queries/{qid}/").json()["status"] == Query.Status.READY
+    # Current match: token with user, query, match with both candidates, first-shown update.
+    with django_assert_num_queries(4):
+        match_id = client.get(f"/api/v1/queries/{qid}/current-match/").json()["id"]
+    # Choice, round one, sibling pending: token with user, match with query and participation; judgment_record
+    # (sp): lock match with bracket, query, participation, study and judgment; judgment insert (sp); match
+    # answered; its sibling.
+    with django_assert_num_queries(10):
+        assert client.post(f"/api/v1/matches/{match_id}/choice/", {"choice": "left"}, format="json").status_code == 200
+
+    match_id = client.get(f"/api/v1/queries/{qid}/current-match/").json()["id"]
+    # Choice completing round one: the 10 above, then whether the final exists, and its insert.
+    with django_assert_num_queries(12):
+        assert client.post(f"/api/v1/matches/{match_id}/choice/", {"choice": "left"}, format="json").status_code == 200
+    match_id = client.get(f"/api/v1/queries/{qid}/current-match/").json()["id"]
+    # Choice in the final: round one's first 9 (no sibling), then any match still pending, query ranked.
+    with django_assert_num_queries(11):
+        assert client.post(f"/api/v1/matches/{match_id}/choice/", {"choice": "left"}, format="json").status_code == 200
+    # No match left: token with user, query, the empty current-match lookup.
+    with django_assert_num_queries(3):
+        assert client.get(f"/api/v1/queries/{qid}/current-match/").status_code == 204
