@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import os
 import secrets
@@ -508,23 +509,8 @@ def run(args: argparse.Namespace, env: dict[str, str], worker: Worker, work: Pat
             worker.log = work / f"celery-{number}-{pool}-{concurrency}.log"
             worker.start(pool=pool, concurrency=concurrency, name=f"bench-gen-{os.getpid()}-{number}")
             worker.wait_ready(60)
-            cold = None
-            if warmup:
-                cold = run_batch(
-                    label="warm-up",
-                    participations=participations[:warmup],
-                    standin=standin,
-                    answered=answered,
-                    worker=worker,
-                    delay=args.delay,
-                    slots=concurrency,
-                    effective=effective,
-                    timeout=timeout,
-                )
-                print(f"warm-up {warmup} queries {cold.wall:.2f}s; ", end="", flush=True)
-            batch = run_batch(
-                label=label,
-                participations=participations[warmup : warmup + args.queries],
+            batch_of = functools.partial(
+                run_batch,
                 standin=standin,
                 answered=answered,
                 worker=worker,
@@ -533,6 +519,11 @@ def run(args: argparse.Namespace, env: dict[str, str], worker: Worker, work: Pat
                 effective=effective,
                 timeout=timeout,
             )
+            cold = None
+            if warmup:
+                cold = batch_of(label="warm-up", participations=participations[:warmup])
+                print(f"warm-up {warmup} queries {cold.wall:.2f}s; ", end="", flush=True)
+            batch = batch_of(label=label, participations=participations[warmup : warmup + args.queries])
             print(f"wall {batch.wall:.2f}s, ideal {batch.ideal:.2f}s, ratio {batch.ratio:.2f}", flush=True)
             worker.stop()
             if not args.no_profile and not profile:
