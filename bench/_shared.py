@@ -96,8 +96,7 @@ def use_in_this_process(env: Mapping[str, str], extra: Sequence[str] = ()) -> No
 
 
 def spawn(argv: Sequence[str], *, env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """Start `argv` in the repository, in its own process group (so that it and its children can be
-    stopped together), writing stdout and stderr to `log`."""
+    """Start `argv` in the repository in its own process group (so it stops with its children); output to `log`."""
     with open(log, "wb") as out:
         return subprocess.Popen(
             list(argv),
@@ -108,6 +107,18 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str], log: Path) -> subproce
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
+
+
+def celery_worker_argv(*, concurrency: int, name: str, pool: str | None = None) -> list[str]:
+    """`celery worker` on the default queue as the benchmarks run it: one task prefetched per slot,
+    no start-up handshakes (nothing to synchronise with), named `name@%h`."""
+    return [
+        str(VENV_BIN / "celery"), "-A", "config", "worker", "-l", "INFO", "-Q", "default",
+        *(["--pool", pool] if pool is not None else []),
+        "--concurrency", str(concurrency), "--prefetch-multiplier", "1",
+        "--without-gossip", "--without-mingle", "--without-heartbeat",
+        "-n", f"{name}@%h",
+    ]  # fmt: skip
 
 
 def group_cpu_seconds(pgid: int) -> float:

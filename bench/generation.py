@@ -27,7 +27,7 @@ from typing import Any
 from _shared import (  # bench/ is the script directory
     QUESTIONS,
     REPO,
-    VENV_BIN,
+    celery_worker_argv,
     check_db_name,
     flush_broker,
     group_cpu_seconds,
@@ -68,27 +68,7 @@ class Worker:
 
     def start(self, *, pool: str, concurrency: int, name: str) -> None:
         self.proc = spawn(
-            [
-                str(VENV_BIN / "celery"),
-                "-A",
-                "config",
-                "worker",
-                "-l",
-                "INFO",
-                "-Q",
-                "default",
-                "--pool",
-                pool,
-                "--concurrency",
-                str(concurrency),
-                "--prefetch-multiplier",
-                "1",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "-n",
-                f"{name}@%h",
-            ],
+            celery_worker_argv(concurrency=concurrency, name=name, pool=pool),
             env=self.env,
             log=self.log,
         )

@@ -31,6 +31,7 @@ from _shared import (  # bench/ is the script directory
     QUESTIONS,
     REPO,
     VENV_BIN,
+    celery_worker_argv,
     check_db_name,
     flush_broker,
     group_cpu_seconds,
@@ -533,23 +534,7 @@ def run(args: argparse.Namespace, env: dict[str, str], services: Services, port:
         [
             # Like platform/celery-worker.sh: background generation yields the CPU to the web pages.
             *(["nice", "-n", str(args.worker_nice)] if args.worker_nice else []),
-            str(VENV_BIN / "celery"),
-            "-A",
-            "config",
-            "worker",
-            "-l",
-            "INFO",
-            "-Q",
-            "default",
-            "--concurrency",
-            str(args.celery_concurrency),
-            "--prefetch-multiplier",
-            "1",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "-n",
-            f"bench-load-{os.getpid()}@%h",
+            *celery_worker_argv(concurrency=args.celery_concurrency, name=f"bench-load-{os.getpid()}"),
         ],
     )
 
