@@ -106,6 +106,7 @@ def neutralize_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
     """pyarrow's C++ CSV writer (fast on wide float tables); pandas when a column has mixed types."""
+    # pyarrow is heavy; only the CSV writer imports it here (Parquet goes through pandas).
     import pyarrow as pa
     import pyarrow.csv as pacsv
 

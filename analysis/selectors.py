@@ -8,6 +8,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from annotation.models import Judgment, Study
+from scoring.models import CandidateScore
 
 BRACKET_PAIRS = {"round1_ab": "AB", "round1_cd": "CD", "final": "final"}
 
@@ -29,8 +30,6 @@ def _judgments(study: Study) -> QuerySet[Judgment]:
 
 def _scores(candidate_ids: set[int], metrics: list[str] | None) -> dict[int, dict[str, float | None]]:
     """Each candidate's newest score per metric (a newer metric version supersedes an older one)."""
-    from scoring.models import CandidateScore
-
     rows = CandidateScore.objects.filter(candidate_id__in=candidate_ids)
     if metrics:
         rows = rows.filter(metric__in=metrics)
@@ -92,6 +91,7 @@ def comparison_rows(
 
 
 def comparison_frame(*, study: Study, metrics: list[str] | None = None) -> Any:
+    # pandas (and the statistics package) load only when a frame is asked for, not in every web request.
     import pandas as pd
 
     from analysis.stats.table import COLUMNS
@@ -103,6 +103,7 @@ def comparison_frame(*, study: Study, metrics: list[str] | None = None) -> Any:
 def metric_families(metric_names: list[str]) -> tuple[dict[str, str], dict[str, bool]]:
     """Family and direction of each metric from the suite's registry (unknown names: 'other', higher better)."""
     try:
+        # Deferred: the metric suite (rouge-score, nltk, scipy) is heavy and optional here.
         from scoring.core.api import metric_specs
 
         specs = {s.name: s for s in metric_specs(None)}

@@ -12,8 +12,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from analysis.models import ResearchJob
+from analysis.selectors import comparison_frame, metric_families
 from annotation.models import Candidate, Study
 from kernel.exceptions import ApplicationError
+from scoring.inputs import candidate_rows
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,7 @@ def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(resamples, int) or not 1 <= resamples <= 100_000:
             raise ApplicationError("Resamples must be a whole number between 1 and 100000.", field="n_resamples")
     elif kind == ResearchJob.Kind.STRESS:
+        # scoring.stress brings numpy and the openai client into the web process; load it only here.
         from scoring.stress import TESTS
 
         tests = options.get("tests") or []
@@ -67,7 +70,7 @@ def research_job_start(
         options=_validate(kind, options or {}),
         created_by=by if by is not None and getattr(by, "is_authenticated", False) else None,
     )
-    from analysis.tasks import run_research_job
+    from analysis.tasks import run_research_job  # a cycle: analysis.tasks imports this module
 
     transaction.on_commit(lambda: run_research_job.delay(job.pk))
     return job
@@ -115,8 +118,8 @@ def research_job_run(*, job_id: int) -> ResearchJob:
 
 
 def _run_export(job: ResearchJob, out: Path) -> dict[str, Any]:
+    # The export module loads pandas and pyarrow: in the worker, not the web process.
     from analysis.exports import export_comparisons
-    from analysis.selectors import comparison_frame
 
     _progress(job, 10, "reading comparisons")
     frame = comparison_frame(study=job.study)
@@ -128,7 +131,7 @@ def _run_export(job: ResearchJob, out: Path) -> dict[str, Any]:
 
 
 def analysis_config_for(frame: Any, *, seed: int, n_resamples: int, extra: dict[str, Any] | None = None) -> Any:
-    from analysis.selectors import metric_families
+    # The statistics package loads pandas and scipy: in the worker, not the web process.
     from analysis.stats.config import AnalysisConfig
     from analysis.stats.table import metric_names
 
@@ -140,9 +143,9 @@ def analysis_config_for(frame: Any, *, seed: int, n_resamples: int, extra: dict[
 
 
 def _run_report(job: ResearchJob, out: Path) -> dict[str, Any]:
+    # The export and statistics modules load pandas, scipy and matplotlib: in the worker, not the web process.
     from analysis.exports import export_comparisons
     from analysis.report.json_report import write_report
-    from analysis.selectors import comparison_frame
     from analysis.stats.analyze import analyze
 
     _progress(job, 10, "reading comparisons")
@@ -161,7 +164,7 @@ def _run_report(job: ResearchJob, out: Path) -> dict[str, Any]:
 
 
 def _run_stress(job: ResearchJob, out: Path) -> dict[str, Any]:
-    from scoring.inputs import candidate_rows
+    # The stress runner loads numpy, the openai client and the metric suite: in the worker only.
     from scoring.stress.runner import run_stress
 
     _progress(job, 5, "reading candidates")

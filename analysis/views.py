@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from statistics import median
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import user_passes_test
 from django.db.models import Count, Q
@@ -16,13 +17,17 @@ from django.views.decorators.http import require_POST
 from analysis import services
 from analysis.models import ResearchJob
 from analysis.permissions import is_researcher
+from analysis.serializers import job_json
 from annotation.models import Candidate, Judgment, Query, Study
 from kernel.exceptions import ApplicationError
+from scoring.models import ScoringRun
+from scoring.services import scoring_run_start
 
 researcher_required = user_passes_test(is_researcher, login_url="admin:login")
 
 
 def _offline_metrics() -> list[str]:
+    # The metric suite (rouge-score, nltk, scipy) is not loaded by the web process for a list of names.
     try:
         from scoring.core.api import OFFLINE_METRICS
 
@@ -32,6 +37,7 @@ def _offline_metrics() -> list[str]:
 
 
 def _stress_tests() -> list[str]:
+    # scoring.stress brings numpy and the openai client into the web process; load it only here.
     from scoring.stress import TESTS
 
     return list(TESTS)
@@ -46,26 +52,11 @@ def study_list(request: HttpRequest) -> HttpResponse:
     return render(request, "analysis/study_list.html", {"studies": studies})
 
 
-def job_json(job: ResearchJob) -> dict[str, Any]:
-    return {
-        "id": job.pk,
-        "kind": job.kind,
-        "status": job.status,
-        "progress": job.progress,
-        "stage": job.stage,
-        "error": job.error,
-        "files": job.files,
-        "options": job.options,
-        "created_at": job.created_at.isoformat(),
-    }
-
-
 @researcher_required
 def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     judgments = Judgment.objects.filter(match__bracket__query__participation__study=study)
     seconds = [s for s in judgments.values_list("seconds_on_page", flat=True) if s is not None]
-    from scoring.models import ScoringRun
 
     context = {
         "study": study,
@@ -109,14 +100,10 @@ def job_start(request: HttpRequest, slug: str) -> HttpResponse:
             options["metrics"] = request.POST.getlist("metrics")
             options["limit"] = _int(request.POST.get("limit") or "200", "limit")
         elif kind == "scoring":
-            from scoring.services import scoring_run_start
-
             scoring_run_start(study=study, metrics=request.POST.getlist("metrics"), by=request.user)
             return redirect("analysis:study", slug=slug)
         services.research_job_start(study=study, kind=kind, options=options, by=request.user)
     except ApplicationError as error:
-        from urllib.parse import urlencode
-
         return redirect(f"{reverse('analysis:study', args=[slug])}?{urlencode({'error': error.message})}")
     return redirect("analysis:study", slug=slug)
 
@@ -135,8 +122,6 @@ def job_status(request: HttpRequest, job_id: int) -> JsonResponse:
 
 @researcher_required
 def scoring_status(request: HttpRequest, run_id: int) -> JsonResponse:
-    from scoring.models import ScoringRun
-
     run = get_object_or_404(ScoringRun, pk=run_id)
     return JsonResponse(
         {

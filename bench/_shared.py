@@ -1,13 +1,34 @@
-"""What the benchmark scripts share: realistic questions, a fresh database, percentiles."""
+"""What the benchmark scripts share: realistic questions, a fresh database and broker, the production
+environment, processes in their own group, percentiles."""
 
 from __future__ import annotations
 
 import math
+import os
+import re
+import secrets
+import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+# The settings a benchmark also uses in its own process (it calls django.setup() to seed and verify).
+PROCESS_SETTINGS = (
+    "DJANGO_SETTINGS_MODULE",
+    "DATABASE_URL",
+    "CELERY_BROKER_URL",
+    "CELERY_TASK_ALWAYS_EAGER",
+    "SECRET_KEY",
+    "DEBUG",
+    "LOG_LEVEL",
+    "ENV_FILE",
+)
 
 QUESTIONS = [
     "How does rotating night shift work affect sleep and medication errors in nurses?",
@@ -23,6 +44,12 @@ QUESTIONS = [
 ]
 
 
+def check_db_name(parser: Any, name: str) -> None:
+    """Refuse (as an argument error) a database name that does not say it is a benchmark's."""
+    if not re.fullmatch(r"bench[a-z0-9_]*", name):
+        parser.error("--db-name must match bench[a-z0-9_]* (the database is dropped)")
+
+
 def recreate_database(admin_url: str, name: str) -> None:
     """Drop and create a benchmark database (the name must say it is one)."""
     import psycopg
@@ -32,6 +59,79 @@ def recreate_database(admin_url: str, name: str) -> None:
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def flush_broker(url: str) -> None:
+    """Empty the benchmark's Redis database, so that no task of an earlier run is delivered."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+def production_env(*, database_url: str, broker_url: str, work: Path, **extra: str) -> dict[str, str]:
+    """The environment of the production processes, on the benchmark's own database and broker."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "DATABASE_URL": database_url,
+        "CELERY_BROKER_URL": broker_url,
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "DEBUG": "false",
+        "LOG_LEVEL": "WARNING",
+        **extra,
+        "ENV_FILE": str(work / "no.env"),  # a developer's .env must not leak into the benchmark
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def use_in_this_process(env: Mapping[str, str], extra: Sequence[str] = ()) -> None:
+    """Give this process the settings its children run with (PROCESS_SETTINGS and `extra`)."""
+    os.environ.update({k: env[k] for k in (*PROCESS_SETTINGS, *extra)})
+
+
+def spawn(argv: Sequence[str], *, env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """Start `argv` in the repository in its own process group (so it stops with its children); output to `log`."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            list(argv),
+            cwd=REPO,
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def celery_worker_argv(*, concurrency: int, name: str, pool: str | None = None) -> list[str]:
+    """`celery worker` on the default queue as the benchmarks run it: one task prefetched per slot,
+    no start-up handshakes (nothing to synchronise with), named `name@%h`."""
+    return [
+        str(VENV_BIN / "celery"), "-A", "config", "worker", "-l", "INFO", "-Q", "default",
+        *(["--pool", pool] if pool is not None else []),
+        "--concurrency", str(concurrency), "--prefetch-multiplier", "1",
+        "--without-gossip", "--without-mingle", "--without-heartbeat",
+        "-n", f"{name}@%h",
+    ]  # fmt: skip
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """CPU time (user + system) used so far by every live process of a process group (Linux /proc)."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # process group id
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -55,3 +155,31 @@ def manage(env: dict[str, str], *argv: str) -> None:
     )
     if result.returncode:
         raise RuntimeError(f"manage.py {' '.join(argv)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
+
+
+def supervise(run: Callable[[], int], *, stop: Callable[[], None], stopping: str, work: Path, keep_logs: bool) -> int:
+    """Run a benchmark to its exit code; SIGTERM and Ctrl-C (even in the background) stop it cleanly.
+
+    `stop` always runs. The logs in `work` are deleted after a run that did not fail (exit code 1)
+    unless `keep_logs`; `stopping` says what an interruption stops.
+    """
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
+    code = 1
+    try:
+        code = run()
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; stopping {stopping}", file=sys.stderr)
+    except Exception as error:
+        print(f"\nbenchmark error: {error!r}", file=sys.stderr)
+    finally:
+        stop()
+        if code != 1 and not keep_logs:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"logs kept in {work}", file=sys.stderr)
+    return code

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import os
-import re
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,10 +24,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from _shared import QUESTIONS, manage, percentile, recreate_database  # bench/ is the script directory
+from _shared import (  # bench/ is the script directory
+    QUESTIONS,
+    REPO,
+    celery_worker_argv,
+    check_db_name,
+    flush_broker,
+    group_cpu_seconds,
+    manage,
+    percentile,
+    production_env,
+    recreate_database,
+    spawn,
+    supervise,
+    use_in_this_process,
+)
 
-REPO = Path(__file__).resolve().parent.parent
-VENV_BIN = Path(sys.executable).parent
 TARGET_RATIO = 1.3
 SYSTEMS = [
     {"label": f"{model}-{condition}", "model_name": model, "condition": condition}
@@ -56,36 +67,11 @@ class Worker:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, *, pool: str, concurrency: int, name: str) -> None:
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                [
-                    str(VENV_BIN / "celery"),
-                    "-A",
-                    "config",
-                    "worker",
-                    "-l",
-                    "INFO",
-                    "-Q",
-                    "default",
-                    "--pool",
-                    pool,
-                    "--concurrency",
-                    str(concurrency),
-                    "--prefetch-multiplier",
-                    "1",
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--without-heartbeat",
-                    "-n",
-                    f"{name}@%h",
-                ],
-                cwd=REPO,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+        self.proc = spawn(
+            celery_worker_argv(concurrency=concurrency, name=name, pool=pool),
+            env=self.env,
+            log=self.log,
+        )
 
     def wait_ready(self, timeout: float) -> None:
         end = time.monotonic() + timeout
@@ -109,15 +95,7 @@ class Worker:
         """CPU time (user + system) used so far by every live process of the worker's group (Linux /proc)."""
         if self.proc is None:
             return 0.0
-        total = 0
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == self.proc.pid:  # process group id
-                total += int(fields[11]) + int(fields[12])
-        return total / os.sysconf("SC_CLK_TCK")
+        return group_cpu_seconds(self.proc.pid)
 
     def stop(self, timeout: float = 30.0) -> None:
         proc, self.proc = self.proc, None
@@ -134,16 +112,6 @@ class Worker:
             os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
-
-
-def flush_broker(url: str) -> None:
-    import redis
-
-    client = redis.Redis.from_url(url)
-    try:
-        client.flushdb()
-    finally:
-        client.close()
 
 
 # --- one batch -------------------------------------------------------------------------------------
@@ -432,8 +400,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--show-sql", action="store_true", help="print the SQL of the profiled calls")
     p.add_argument("--keep-logs", action="store_true", help="keep the worker logs")
     args = p.parse_args()
-    if not re.fullmatch(r"bench[a-z0-9_]*", args.db_name):
-        p.error("--db-name must match bench[a-z0-9_]* (the database is dropped)")
+    check_db_name(p, args.db_name)
     if args.queries < 1 or args.delay < 0 or min(args.concurrency) < 1:
         p.error("--queries and --concurrency must be at least 1, --delay at least 0")
     return args
@@ -443,45 +410,22 @@ def main() -> int:
     args = parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-generation-"))
     broker = f"{args.redis}/{args.redis_db}"
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings.production",
-        "DATABASE_URL": f"{args.postgres}/{args.db_name}",
-        "CELERY_BROKER_URL": broker,
-        "CELERY_TASK_ALWAYS_EAGER": "false",
-        "SECRET_KEY": secrets.token_urlsafe(50),
-        "DEBUG": "false",
-        "LOG_LEVEL": "WARNING",
-        "ENV_FILE": str(work / "no.env"),  # a developer's .env must not leak into the benchmark
-        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYTHONUNBUFFERED": "1",
-    }
-    os.environ.update({k: env[k] for k in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "CELERY_BROKER_URL",
-                                           "CELERY_TASK_ALWAYS_EAGER", "SECRET_KEY", "DEBUG", "LOG_LEVEL",
-                                           "ENV_FILE")})  # fmt: skip
+    env = production_env(database_url=f"{args.postgres}/{args.db_name}", broker_url=broker, work=work)
+    use_in_this_process(env)
     worker = Worker(env=env, log=work / "celery.log")
 
-    def on_term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
-    code = 1
-    try:
-        code = run(args, env, worker, work)
-    except KeyboardInterrupt:
-        print("\ninterrupted; stopping the worker and the stand-in", file=sys.stderr)
-    except Exception as error:
-        print(f"\nbenchmark error: {error!r}", file=sys.stderr)
-    finally:
+    def stop() -> None:
         worker.stop()
         with contextlib.suppress(Exception):
             flush_broker(broker)
-        if code != 1 and not args.keep_logs:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            print(f"logs kept in {work}", file=sys.stderr)
-    return code
+
+    return supervise(
+        lambda: run(args, env, worker, work),
+        stop=stop,
+        stopping="the worker and the stand-in",
+        work=work,
+        keep_logs=args.keep_logs,
+    )
 
 
 def run(args: argparse.Namespace, env: dict[str, str], worker: Worker, work: Path) -> int:
@@ -548,23 +492,8 @@ def run(args: argparse.Namespace, env: dict[str, str], worker: Worker, work: Pat
             worker.log = work / f"celery-{number}-{pool}-{concurrency}.log"
             worker.start(pool=pool, concurrency=concurrency, name=f"bench-gen-{os.getpid()}-{number}")
             worker.wait_ready(60)
-            cold = None
-            if warmup:
-                cold = run_batch(
-                    label="warm-up",
-                    participations=participations[:warmup],
-                    standin=standin,
-                    answered=answered,
-                    worker=worker,
-                    delay=args.delay,
-                    slots=concurrency,
-                    effective=effective,
-                    timeout=timeout,
-                )
-                print(f"warm-up {warmup} queries {cold.wall:.2f}s; ", end="", flush=True)
-            batch = run_batch(
-                label=label,
-                participations=participations[warmup : warmup + args.queries],
+            batch_of = functools.partial(
+                run_batch,
                 standin=standin,
                 answered=answered,
                 worker=worker,
@@ -573,6 +502,11 @@ def run(args: argparse.Namespace, env: dict[str, str], worker: Worker, work: Pat
                 effective=effective,
                 timeout=timeout,
             )
+            cold = None
+            if warmup:
+                cold = batch_of(label="warm-up", participations=participations[:warmup])
+                print(f"warm-up {warmup} queries {cold.wall:.2f}s; ", end="", flush=True)
+            batch = batch_of(label=label, participations=participations[warmup : warmup + args.queries])
             print(f"wall {batch.wall:.2f}s, ideal {batch.ideal:.2f}s, ratio {batch.ratio:.2f}", flush=True)
             worker.stop()
             if not args.no_profile and not profile:

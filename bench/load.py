@@ -13,7 +13,6 @@ import os
 import random
 import re
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -28,10 +27,23 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _shared import QUESTIONS, manage, percentile, recreate_database  # bench/ is the script directory
+from _shared import (  # bench/ is the script directory
+    QUESTIONS,
+    REPO,
+    VENV_BIN,
+    celery_worker_argv,
+    check_db_name,
+    flush_broker,
+    group_cpu_seconds,
+    manage,
+    percentile,
+    production_env,
+    recreate_database,
+    spawn,
+    supervise,
+    use_in_this_process,
+)
 
-REPO = Path(__file__).resolve().parent.parent
-VENV_BIN = Path(sys.executable).parent
 HOST = "127.0.0.1"
 
 # Route patterns: latencies are grouped by these, never by concrete URLs.
@@ -336,17 +348,7 @@ class Services:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        log = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process group's end
-        proc = subprocess.Popen(
-            argv,
-            cwd=REPO,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        log.close()
+        proc = spawn(argv, env=self.env, log=self.logs / f"{name}.log")
         self.procs[name] = proc
         return proc
 
@@ -359,16 +361,7 @@ class Services:
         proc = self.procs.get(name)
         if proc is None:
             return 0.0
-        ticks = os.sysconf("SC_CLK_TCK")
-        total = 0
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == proc.pid:  # process group id
-                total += int(fields[11]) + int(fields[12])
-        return total / ticks
+        return group_cpu_seconds(proc.pid)
 
     def stop_all(self, timeout: float = 30.0) -> None:
         for proc in self.procs.values():
@@ -441,8 +434,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--no-query-count", action="store_true", help="skip counting SQL queries per endpoint")
     p.add_argument("--show-sql", action="store_true", help="print the SQL of the measured endpoints")
     args = p.parse_args()
-    if not re.fullmatch(r"bench[a-z0-9_]*", args.db_name):
-        p.error("--db-name must match bench[a-z0-9_]* (the database is dropped)")
+    check_db_name(p, args.db_name)
     if args.annotators < 1 or args.queries < 1:
         p.error("--annotators and --queries must be at least 1")
     return args
@@ -454,72 +446,40 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-load-"))
     port = free_port()
     broker = f"{args.redis}/{args.redis_db}"
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings.production",
-        "DATABASE_URL": f"{args.postgres}/{args.db_name}",
-        "CELERY_BROKER_URL": broker,
-        "CELERY_TASK_ALWAYS_EAGER": "false",
-        "SECRET_KEY": secrets.token_urlsafe(50),
-        "DEBUG": "false",
-        "ALLOWED_HOSTS": HOST,
-        "SITE_URL": f"http://{HOST}:{port}",
-        "SECURE_SSL_REDIRECT": "false",
-        "SESSION_COOKIE_SECURE": "false",
-        "CSRF_COOKIE_SECURE": "false",
-        "SECURE_HSTS_SECONDS": "0",
-        "STATIC_ROOT": str(work / "static"),
-        "LOG_LEVEL": "WARNING",
-        "GUNICORN_BIND": f"{HOST}:{port}",
-        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.pop("ENV_FILE", None)
-    env["ENV_FILE"] = str(work / "no.env")  # a developer's .env must not leak into the benchmark
+    env = production_env(
+        database_url=f"{args.postgres}/{args.db_name}",
+        broker_url=broker,
+        work=work,
+        ALLOWED_HOSTS=HOST,
+        SITE_URL=f"http://{HOST}:{port}",
+        SECURE_SSL_REDIRECT="false",
+        SESSION_COOKIE_SECURE="false",
+        CSRF_COOKIE_SECURE="false",
+        SECURE_HSTS_SECONDS="0",
+        STATIC_ROOT=str(work / "static"),
+        GUNICORN_BIND=f"{HOST}:{port}",
+    )
     if args.gunicorn_workers:
         env["GUNICORN_WORKERS"] = str(args.gunicorn_workers)
-    os.environ.update(
-        {
-            k: env[k]
-            for k in (
-                "DJANGO_SETTINGS_MODULE",
-                "DATABASE_URL",
-                "CELERY_BROKER_URL",
-                "SECRET_KEY",
-                "DEBUG",
-                "ALLOWED_HOSTS",
-                "SECURE_SSL_REDIRECT",
-                "SESSION_COOKIE_SECURE",
-                "CSRF_COOKIE_SECURE",
-                "STATIC_ROOT",
-                "ENV_FILE",
-                "SITE_URL",
-                "CELERY_TASK_ALWAYS_EAGER",
-                "LOG_LEVEL",
-            )
-        }
+    use_in_this_process(
+        env,
+        (
+            "ALLOWED_HOSTS",
+            "SECURE_SSL_REDIRECT",
+            "SESSION_COOKIE_SECURE",
+            "CSRF_COOKIE_SECURE",
+            "STATIC_ROOT",
+            "SITE_URL",
+        ),
     )
     services = Services(env=env, logs=work)
-
-    def on_term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
-    code = 1
-    try:
-        code = run(args, env, services, port, work)
-    except KeyboardInterrupt:
-        print("\ninterrupted; stopping gunicorn and the worker", file=sys.stderr)
-    except Exception as error:
-        print(f"\nbenchmark error: {error!r}", file=sys.stderr)
-    finally:
-        services.stop_all()
-        if code != 1 and not args.keep_logs:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            print(f"logs kept in {work}", file=sys.stderr)
-    return code
+    return supervise(
+        lambda: run(args, env, services, port, work),
+        stop=services.stop_all,
+        stopping="gunicorn and the worker",
+        work=work,
+        keep_logs=args.keep_logs,
+    )
 
 
 def run(args: argparse.Namespace, env: dict[str, str], services: Services, port: int, work: Path) -> int:
@@ -530,9 +490,7 @@ def run(args: argparse.Namespace, env: dict[str, str], services: Services, port:
     recreate_database(f"{args.postgres}/postgres", args.db_name)
     manage(env, "migrate", "--noinput")
     manage(env, "collectstatic", "--noinput")
-    import redis
-
-    redis.Redis.from_url(f"{args.redis}/{args.redis_db}").flushdb()
+    flush_broker(f"{args.redis}/{args.redis_db}")
 
     import django
 
@@ -577,23 +535,7 @@ def run(args: argparse.Namespace, env: dict[str, str], services: Services, port:
         [
             # Like platform/celery-worker.sh: background generation yields the CPU to the web pages.
             *(["nice", "-n", str(args.worker_nice)] if args.worker_nice else []),
-            str(VENV_BIN / "celery"),
-            "-A",
-            "config",
-            "worker",
-            "-l",
-            "INFO",
-            "-Q",
-            "default",
-            "--concurrency",
-            str(args.celery_concurrency),
-            "--prefetch-multiplier",
-            "1",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "-n",
-            f"bench-load-{os.getpid()}@%h",
+            *celery_worker_argv(concurrency=args.celery_concurrency, name=f"bench-load-{os.getpid()}"),
         ],
     )
 

@@ -1,8 +1,14 @@
 """The client for OpenAI-compatible model servers, used by generation, judges and stress-test rewrites.
 
-Pure Python, no Django: retries with backoff, a disk cache keyed by the request, per-server concurrency.
+Pure Python, no Django. `config` holds the request settings, the result and the error;
+`client` the ChatClient and its retry loop; `cache` the disk cache keyed by the request;
+`limits` the per-server concurrency limit and fan-out; `messages` the chat-message shape.
 """
 
-from modelserver.client import ChatClient, ChatConfig, ChatResult, LLMError, cache_key
+from modelserver.cache import cache_key
+from modelserver.client import ChatClient
+from modelserver.config import ChatConfig, ChatResult, LLMError
+from modelserver.limits import map_concurrently
+from modelserver.messages import chat_messages
 
-__all__ = ["ChatClient", "ChatConfig", "ChatResult", "LLMError", "cache_key"]
+__all__ = ["ChatClient", "ChatConfig", "ChatResult", "LLMError", "cache_key", "chat_messages", "map_concurrently"]

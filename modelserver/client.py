@@ -9,23 +9,22 @@ on. Results can be cached on disk by input hash. Plain Python: no Django.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
 import random
-import tempfile
-import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any, cast
 
 import openai
 
-__all__ = ["ChatClient", "ChatConfig", "ChatResult", "LLMError", "cache_key"]
+from modelserver.cache import DiskCache, cache_key
+from modelserver.config import ChatConfig, ChatResult, LLMError
+from modelserver.limits import semaphore_for
+
+__all__ = ["ChatClient"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,83 +41,6 @@ _HINTS: Mapping[int, str] = {
     413: "the prompt is too large for this server",
     422: "the server could not process the request parameters",
 }
-
-
-@dataclass(frozen=True)
-class ChatConfig:
-    """Where and how to call one model; everything that changes the output is in the cache key."""
-
-    base_url: str
-    model: str
-    api_key: str = "EMPTY"
-    temperature: float = 0.0
-    max_tokens: int = 1024
-    seed: int | None = None
-    timeout: float = 60.0
-    max_retries: int = 3
-    concurrency: int = 4
-    backoff_s: float = 0.5
-    """First backoff delay in seconds; doubles on each retry, with jitter, capped at 20 s."""
-
-
-@dataclass(frozen=True)
-class ChatResult:
-    """One completion with what is needed to audit it."""
-
-    text: str
-    raw: dict[str, Any]
-    usage: dict[str, Any]
-    latency_s: float
-    finish_reason: str | None
-    model: str
-    cached: bool = False
-
-
-class LLMError(Exception):
-    """A chat completion failed; `transient` says whether retrying later may help."""
-
-    def __init__(
-        self,
-        reason: str,
-        *,
-        transient: bool,
-        status: int | None = None,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.transient = transient
-        self.status = status
-        self.retry_after = retry_after
-
-
-def cache_key(config: ChatConfig, messages: list[dict[str, str]]) -> str:
-    """The sha256 of everything that determines a completion."""
-    payload = {
-        "base_url": config.base_url.rstrip("/"),
-        "model": config.model,
-        "messages": messages,
-        "temperature": config.temperature,
-        "max_tokens": config.max_tokens,
-        "seed": config.seed,
-    }
-    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-
-_semaphores: dict[str, threading.BoundedSemaphore] = {}
-_semaphores_lock = threading.Lock()
-
-
-def _semaphore_for(base_url: str, limit: int) -> threading.BoundedSemaphore:
-    """One semaphore per server per process, so that all clients of a server share its limit."""
-    key = base_url.rstrip("/")
-    with _semaphores_lock:
-        sem = _semaphores.get(key)
-        if sem is None:
-            sem = threading.BoundedSemaphore(max(1, limit))
-            _semaphores[key] = sem
-        return sem
 
 
 def _status_phrase(status: int) -> str:
@@ -160,7 +82,8 @@ class ChatClient:
             timeout=config.timeout,
             max_retries=0,
         )
-        self._semaphore = _semaphore_for(config.base_url, config.concurrency)
+        self._cache = DiskCache(self.cache_dir) if self.cache_dir is not None else None
+        self._semaphore = semaphore_for(config.base_url, config.concurrency)
 
     def close(self) -> None:
         self._client.close()
@@ -178,9 +101,10 @@ class ChatClient:
 
         Raises LLMError after the retries are spent (transient) or at once (permanent).
         """
-        key = cache_key(self.config, messages) if self.cache_dir is not None else ""
-        if use_cache and key:
-            hit = self._cache_read(key)
+        cache = self._cache
+        key = cache_key(self.config, messages) if cache is not None else ""
+        if use_cache and cache is not None:
+            hit = cache.read(key)
             if hit is not None:
                 return hit
 
@@ -206,8 +130,8 @@ class ChatClient:
                 )
                 self._sleep(delay)
                 continue
-            if key:
-                self._cache_write(key, result)
+            if cache is not None:
+                cache.write(key, result)
             return result
         assert last is not None
         raise LLMError(
@@ -315,42 +239,3 @@ class ChatClient:
         if retry_after is not None and 0 <= retry_after <= _BACKOFF_CAP_S:
             delay = max(delay, retry_after)
         return delay
-
-    # -- cache ------------------------------------------------------------------------
-
-    def _cache_path(self, key: str) -> Path:
-        assert self.cache_dir is not None
-        return self.cache_dir / f"{key}.json"
-
-    def _cache_read(self, key: str) -> ChatResult | None:
-        path = self._cache_path(key)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            return ChatResult(
-                text=str(data["text"]),
-                raw=dict(data["raw"]),
-                usage=dict(data["usage"]),
-                latency_s=float(data["latency_s"]),
-                finish_reason=data["finish_reason"],
-                model=str(data["model"]),
-                cached=True,
-            )
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            logger.warning("ignoring unreadable LLM cache entry %s: %s", path, exc)
-            return None
-
-    def _cache_write(self, key: str, result: ChatResult) -> None:
-        assert self.cache_dir is not None
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        data = asdict(result)
-        data.pop("cached", None)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=self.cache_dir)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, ensure_ascii=False)
-            os.replace(tmp, self._cache_path(key))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise

@@ -20,6 +20,7 @@ CHUNK_SIZE = 50
 
 
 def _specs(metrics: list[str]) -> dict[str, Any]:
+    # The metric suite (rouge-score, nltk, scipy) loads on first use, not in every web process.
     from scoring.core.api import metric_specs
 
     try:
@@ -54,7 +55,7 @@ def scoring_run_start(
         status=ScoringRun.Status.RUNNING if ids else ScoringRun.Status.DONE,
         finished_at=None if ids else timezone.now(),
     )
-    from scoring.tasks import score_chunk
+    from scoring.tasks import score_chunk  # a cycle: scoring.tasks imports this module
 
     for start in range(0, len(ids), CHUNK_SIZE):
         chunk = ids[start : start + CHUNK_SIZE]
@@ -64,7 +65,7 @@ def scoring_run_start(
 
 def scoring_run_chunk(*, run_id: int, candidate_ids: list[int]) -> int:
     """Score one chunk and store the results; re-running a chunk overwrites the same rows."""
-    from scoring.core.api import score_rows
+    from scoring.core.api import score_rows  # the metric suite, as in _specs
 
     run = ScoringRun.objects.get(pk=run_id)
     specs = _specs(list(run.metrics))

@@ -13,8 +13,9 @@ from analysis import services
 from analysis.models import ResearchJob
 from analysis.permissions import IsResearcher
 from analysis.selectors import comparison_rows
-from analysis.views import job_json
+from analysis.serializers import job_json
 from annotation.models import Study
+from scoring.services import scoring_run_start
 
 
 class JobCreateSerializer(serializers.Serializer):
@@ -72,8 +73,6 @@ class ScoringRunsApi(APIView):
 
     @extend_schema(request=ScoringRunSerializer, responses={201: dict})
     def post(self, request: Request, slug: str) -> Response:
-        from scoring.services import scoring_run_start
-
         study = get_object_or_404(Study, slug=slug)
         body = ScoringRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)

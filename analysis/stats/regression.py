@@ -167,6 +167,7 @@ def fit_personalization_logit(
     ``formula`` is a patsy formula or a ``str.format`` template over the reference levels. With the
     default formula, a factor observed at a single level is dropped (and noted) rather than failing.
     """
+    # statsmodels (and patsy) take seconds to import; only the regression needs them.
     import statsmodels.api as sm
     import statsmodels.formula.api as smf
 

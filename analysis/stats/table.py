@@ -14,6 +14,12 @@ import pandas as pd
 
 from analysis.stats.errors import AnalysisError, InsufficientDataError
 
+
+def _sides(*fields: str) -> tuple[str, ...]:
+    """left_<field> and right_<field> for each field, in that order: both sides carry the same columns."""
+    return tuple(f"{side}_{name}" for name in fields for side in ("left", "right"))
+
+
 IDENTITY_COLUMNS: tuple[str, ...] = (
     "study",
     "annotator",
@@ -25,18 +31,7 @@ IDENTITY_COLUMNS: tuple[str, ...] = (
     "stage",
     "bracket_pair",
 )
-SIDE_COLUMNS: tuple[str, ...] = (
-    "left_candidate",
-    "right_candidate",
-    "left_position",
-    "right_position",
-    "left_system",
-    "right_system",
-    "left_model",
-    "right_model",
-    "left_condition",
-    "right_condition",
-)
+SIDE_COLUMNS: tuple[str, ...] = _sides("candidate", "position", "system", "model", "condition")
 OUTCOME_COLUMNS: tuple[str, ...] = (
     "choice",
     "winner_side",
@@ -52,12 +47,7 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
     "annotator",
     "stage",
     "bracket_pair",
-    "left_system",
-    "right_system",
-    "left_model",
-    "right_model",
-    "left_condition",
-    "right_condition",
+    *_sides("system", "model", "condition"),
     "choice",
 )
 """What the statistics cannot do without; the rest is derived or optional."""

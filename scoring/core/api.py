@@ -12,7 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tqdm import tqdm
+
+from modelserver import ChatConfig
 from scoring.core.embeddings import embeddings_available
+from scoring.core.judges import JudgeRunner, judge_config_from_env
 from scoring.core.registry import INPUTS, MetricGroup, MetricSpec, RowOutcome, ScoringContext, groups, specs_by_name
 
 __all__ = [
@@ -83,9 +87,6 @@ def _text(value: Any) -> str | None:
 
 
 def _judge_runner(judge: Any) -> Any:
-    from modelserver import ChatConfig
-    from scoring.core.judges import JudgeRunner, judge_config_from_env
-
     if isinstance(judge, JudgeRunner):
         return judge
     if isinstance(judge, ChatConfig):
@@ -166,8 +167,6 @@ def score_rows(
     total = sum(len(indices) for _, buckets in plan.values() for indices in buckets.values())
     bar: Any = None
     if progress:
-        from tqdm import tqdm
-
         bar = tqdm(total=total, desc="scoring", unit="row-metric")
     try:
         for group, buckets in plan.values():

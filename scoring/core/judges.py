@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from modelserver import ChatClient, ChatConfig, ChatResult, LLMError
+from modelserver import ChatClient, ChatConfig, ChatResult, LLMError, chat_messages
 
 __all__ = [
     "PERSONA_RUBRIC_METRICS",
@@ -307,7 +307,7 @@ def _rubric_messages(
         "Rate the summary on this criterion from 1 (very poor) to 5 (excellent). "
         "Reply with the number only, for example: 3"
     )
-    return version, [{"role": "system", "content": _system(version, role)}, {"role": "user", "content": "".join(parts)}]
+    return version, chat_messages("".join(parts), system=_system(version, role))
 
 
 def _pairwise_messages(
@@ -322,7 +322,7 @@ def _pairwise_messages(
         "Which summary better satisfies this person's information need? If neither summary meets "
         "the need, answer Neither. Reply with exactly one word: A, B or Neither."
     )
-    return version, [{"role": "system", "content": _system(version, role)}, {"role": "user", "content": body}]
+    return version, chat_messages(body, system=_system(version, role))
 
 
 def _facts_messages(summary: str) -> tuple[str, list[dict[str, str]]]:
@@ -334,7 +334,7 @@ def _facts_messages(summary: str) -> tuple[str, list[dict[str, str]]]:
         "Resolve pronouns so that each fact stands on its own. Write nothing else. "
         "If the text states no facts, reply NONE."
     )
-    return version, [{"role": "system", "content": _system(version, role)}, {"role": "user", "content": body}]
+    return version, chat_messages(body, system=_system(version, role))
 
 
 def _support_messages(fact: str, source: str) -> tuple[str, list[dict[str, str]]]:
@@ -344,7 +344,7 @@ def _support_messages(fact: str, source: str) -> tuple[str, list[dict[str, str]]
         f"Source:\n{source.strip()}\n\nStatement:\n{fact.strip()}\n\n"
         "Is the statement supported by the source? Reply with exactly 'Supported' or 'Not supported'."
     )
-    return version, [{"role": "system", "content": _system(version, role)}, {"role": "user", "content": body}]
+    return version, chat_messages(body, system=_system(version, role))
 
 
 def _fact_relevance_messages(fact: str, *, persona: str, query: str) -> tuple[str, list[dict[str, str]]]:
@@ -355,7 +355,7 @@ def _fact_relevance_messages(fact: str, *, persona: str, query: str) -> tuple[st
         "Does this piece of information help this reader with their information need? "
         "Reply with exactly 'Relevant' or 'Irrelevant'."
     )
-    return version, [{"role": "system", "content": _system(version, role)}, {"role": "user", "content": body}]
+    return version, chat_messages(body, system=_system(version, role))
 
 
 def _needs_messages(*, persona: str, query: str, source: str | None) -> tuple[str, list[dict[str, str]]]:
@@ -368,7 +368,7 @@ def _needs_messages(*, persona: str, query: str, source: str | None) -> tuple[st
         + (", as far as the sources can provide them" if source else "")
         + ". One per line, each line starting with '- '. Write nothing else."
     )
-    return version, [{"role": "system", "content": _system(version, role)}, {"role": "user", "content": body}]
+    return version, chat_messages(body, system=_system(version, role))
 
 
 def _coverage_messages(nugget: str, summary: str) -> tuple[str, list[dict[str, str]]]:
@@ -378,7 +378,7 @@ def _coverage_messages(nugget: str, summary: str) -> tuple[str, list[dict[str, s
         f"Summary:\n{summary.strip()}\n\nPiece of information:\n{nugget.strip()}\n\n"
         "Does the summary convey this piece of information? Reply with exactly 'Covered' or 'Not covered'."
     )
-    return version, [{"role": "system", "content": _system(version, role)}, {"role": "user", "content": body}]
+    return version, chat_messages(body, system=_system(version, role))
 
 
 def _pair_choice(value: str) -> Literal["A", "B", "Neither"]:
@@ -448,7 +448,7 @@ class JudgeRunner:
         ledger.replies.append(result.text)
         with self._lock:
             self._usage = self._usage + spent
-        if result.finish_reason == "length":
+        if result.truncated:
             raise JudgeError(f"judge reply was cut off at max_tokens={self.config.max_tokens}: {_quote(result.text)}")
         return result.text
 

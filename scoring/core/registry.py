@@ -10,25 +10,31 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from kernel.text import tokenize
+from modelserver import map_concurrently
 from scoring.core import abstractiveness as abstr
 from scoring.core import datastats as ds
 from scoring.core import lexical
+from scoring.core.embeddings import (
+    bertscore,
+    embeddings_unavailable_reason,
+    load_model,
+    sentence_cosine,
+)
 from scoring.core.judges import (
     NO_JUDGE_REASON,
     PERSONA_RUBRIC_METRICS,
+    PROMPT_VERSIONS,
     RUBRIC_METRICS,
     RUBRICS,
     JudgeError,
+    JudgeRunner,
     rubric_needs,
 )
-
-if TYPE_CHECKING:
-    from scoring.core.judges import JudgeRunner
+from scoring.core.source_free import blanc_help, summaqa, supert
 
 __all__ = ["FAMILIES", "INPUTS", "MetricGroup", "MetricSpec", "RowOutcome", "ScoringContext", "groups", "specs_by_name"]
 
@@ -81,8 +87,6 @@ class MetricGroup:
     def unavailable_reason(self, ctx: ScoringContext) -> str | None:
         """Why none of this group's outputs can be computed in this run, or None."""
         if self.uses_embeddings:
-            from scoring.core.embeddings import embeddings_unavailable_reason
-
             return embeddings_unavailable_reason()
         return None
 
@@ -228,25 +232,18 @@ class _BatchGroup(MetricGroup):
 
 
 def _bertscore_batch(rows: Sequence[Row], ctx: ScoringContext) -> list[dict[str, float]]:
-    from scoring.core.embeddings import bertscore, load_model
-
     model = load_model(ctx.embedding_model)
     results = bertscore([r["summary"] for r in rows], [r["reference"] for r in rows], model=model)
     return [{"bertscore_p": s.precision, "bertscore_r": s.recall, "bertscore_f1": s.f1} for s in results]
 
 
 def _cosine_batch(rows: Sequence[Row], ctx: ScoringContext) -> list[dict[str, float]]:
-    from scoring.core.embeddings import load_model, sentence_cosine
-
     model = load_model(ctx.embedding_model)
     values = sentence_cosine([r["summary"] for r in rows], [r["reference"] for r in rows], model=model)
     return [{"embedding_cosine": v} for v in values]
 
 
 def _supert_batch(rows: Sequence[Row], ctx: ScoringContext) -> list[dict[str, float]]:
-    from scoring.core.embeddings import load_model
-    from scoring.core.source_free import supert
-
     model = load_model(ctx.embedding_model)
     return [{"supert": v} for v in supert([r["summary"] for r in rows], [r["source"] for r in rows], model=model)]
 
@@ -271,14 +268,10 @@ class _TransformersGroup(MetricGroup):
 
 
 def _blanc_row(row: Row) -> dict[str, float]:
-    from scoring.core.source_free import blanc_help
-
     return {"blanc_help": blanc_help(row["summary"], row["source"]).score}
 
 
 def _summaqa_row(row: Row) -> dict[str, float]:
-    from scoring.core.source_free import summaqa
-
     result = summaqa(row["summary"], row["source"])
     return {"summaqa_f1": result.f1, "summaqa_prob": result.probability}
 
@@ -309,64 +302,66 @@ class _JudgeGroup(MetricGroup):
             except Exception as exc:
                 return RowOutcome(errors={name: _error_text(exc)})
 
-        if judge.concurrency == 1 or len(rows) == 1:
-            return [one(row) for row in rows]
-        with ThreadPoolExecutor(max_workers=min(judge.concurrency, len(rows))) as pool:
-            return list(pool.map(one, rows))
+        return map_concurrently(one, rows, concurrency=judge.concurrency)
 
 
 def _judge_specs() -> list[MetricSpec]:
-    from scoring.core.judges import PROMPT_VERSIONS
-
-    specs: list[MetricSpec] = []
-    for name, dimension in RUBRIC_METRICS.items():
-        specs.append(
-            _spec(
-                name,
-                "llm_judge",
-                sorted(rubric_needs(dimension, persona=False)),
-                f"prompt {PROMPT_VERSIONS['rubric']}",
-                f"G-Eval-style 1-5 rating of {dimension} by an LLM judge (uses the query when present). {RUBRICS[dimension]}",
-            )
-        )
-    for name, dimension in PERSONA_RUBRIC_METRICS.items():
-        specs.append(
-            _spec(
-                name,
-                "llm_judge",
-                sorted(rubric_needs(dimension, persona=True)),
-                f"prompt {PROMPT_VERSIONS['persona_rubric']}",
-                f"Persona-conditioned 1-5 rating of {dimension}, judged for the reader's profile and query.",
-            )
-        )
-    specs.append(
+    rubric_kinds = (
+        (
+            RUBRIC_METRICS,
+            False,
+            "rubric",
+            "G-Eval-style 1-5 rating of {dimension} by an LLM judge (uses the query when present). {rubric}",
+        ),
+        (
+            PERSONA_RUBRIC_METRICS,
+            True,
+            "persona_rubric",
+            "Persona-conditioned 1-5 rating of {dimension}, judged for the reader's profile and query.",
+        ),
+    )
+    specs: list[MetricSpec] = [
         _spec(
+            name,
+            "llm_judge",
+            sorted(rubric_needs(dimension, persona=persona)),
+            f"prompt {PROMPT_VERSIONS[prompt]}",
+            description.format(dimension=dimension, rubric=RUBRICS[dimension]),
+        )
+        for metrics, persona, prompt, description in rubric_kinds
+        for name, dimension in metrics.items()
+    ]
+    fact_judges = (
+        (
             "factscore",
-            "llm_judge",
             ["source"],
-            f"prompts {PROMPT_VERSIONS['facts']}+{PROMPT_VERSIONS['support']}",
+            ("facts", "support"),
             "FActScore: share of the summary's atomic facts (extracted by the judge) that the source supports.",
-        )
-    )
-    specs.append(
-        _spec(
+        ),
+        (
             "persona_precision",
-            "llm_judge",
             ["persona", "query"],
-            f"prompts {PROMPT_VERSIONS['facts']}+{PROMPT_VERSIONS['persona_relevance']}",
+            ("facts", "persona_relevance"),
             "Persona Precision: share of the summary's atomic facts judged relevant to the persona's query.",
-        )
-    )
-    specs.append(
-        _spec(
+        ),
+        (
             "persona_recall",
-            "llm_judge",
             ["persona", "query"],
-            f"prompts {PROMPT_VERSIONS['needs']}+{PROMPT_VERSIONS['coverage']}",
+            ("needs", "coverage"),
             "Persona Recall: share of the persona's information nuggets (listed by the judge, from the source "
             "when given) that the summary covers.",
-        )
+        ),
     )
+    for name, needs, (first, second), description in fact_judges:
+        specs.append(
+            _spec(
+                name,
+                "llm_judge",
+                needs,
+                f"prompts {PROMPT_VERSIONS[first]}+{PROMPT_VERSIONS[second]}",
+                description,
+            )
+        )
     return specs
 
 

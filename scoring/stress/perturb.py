@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -144,14 +144,7 @@ class Variant:
     note: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "row_id": self.row_id,
-            "test": self.test,
-            "level": self.level,
-            "label": self.label,
-            "text": self.text,
-            "note": dict(self.note),
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)

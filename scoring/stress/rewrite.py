@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from kernel.text import tokenize
-from modelserver import ChatClient, LLMError
+from modelserver import ChatClient, LLMError, chat_messages, map_concurrently
 from scoring.stress.perturb import TESTS, Perturbed, StressError, StressRow, TestKind, Variant
 from scoring.stress.similarity import Similarity, default_similarity
 
@@ -168,19 +167,9 @@ class RewriteRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "row_id": self.row_id,
-            "test": self.test,
-            "level": self.level,
-            "label": self.label,
-            "prompt": self.prompt,
-            "prompt_version": self.prompt_version,
-            "model": self.model,
-            "text": self.text,
-            "error": self.error,
-            "cached": self.cached,
+            **asdict(self),
             "latency_s": round(self.latency_s, 4),
             "sanity": self.sanity.to_dict() if self.sanity else None,
-            "params": dict(self.params),
         }
 
 
@@ -228,10 +217,7 @@ def rewrite_messages(test: str, row: StressRow, params: Mapping[str, Any]) -> li
         "factor": factor,
         "target_words": max(1, round(words * factor)),
     }
-    return [
-        {"role": "system", "content": prompt.system},
-        {"role": "user", "content": prompt.user.format(**fields)},
-    ]
+    return chat_messages(prompt.user.format(**fields), system=prompt.system)
 
 
 _PREAMBLE = re.compile(r"^(here is|here's|sure|certainly|rewritten summary|summary)\b[^\n]*:\s*\n", re.IGNORECASE)
@@ -307,17 +293,11 @@ def llm_perturbation(
         text = _clean(result.text)
         if not text:
             return replace(record, error="the model returned an empty rewrite")
-        if result.finish_reason == "length":
+        if result.truncated:
             return replace(record, error="the rewrite was cut off at max_tokens")
         return replace(record, text=text)
 
-    records: list[RewriteRecord] = []
-    workers = max(1, client.config.concurrency)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for i, rec in enumerate(pool.map(call, reqs), start=1):
-            records.append(rec)
-            if on_done is not None:
-                on_done(i, len(reqs))
+    records = map_concurrently(call, reqs, concurrency=client.config.concurrency, on_done=on_done)
 
     ok = [(i, r) for i, r in enumerate(records) if r.text is not None]
     if ok:

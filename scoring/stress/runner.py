@@ -12,15 +12,17 @@ import math
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from tqdm import tqdm
 
 from modelserver import ChatClient, ChatConfig
 from scoring.core.longdoc import SentenceEmbedder
+from scoring.stress.longdoc import long_document_analysis
 from scoring.stress.perturb import (
     TESTS,
     Perturbed,
@@ -31,6 +33,7 @@ from scoring.stress.perturb import (
     distractor,
     incremental,
 )
+from scoring.stress.report import write_report
 from scoring.stress.rewrite import PROMPTS, RewriteRecord, SanityPolicy, llm_perturbation
 from scoring.stress.similarity import Similarity
 from scoring.stress.stats import StressResult, Verdict, compute_statistics
@@ -69,6 +72,7 @@ class CoreMetrics:
     """`scoring.core.api` behind the MetricBackend protocol (imported on first use)."""
 
     def __init__(self) -> None:
+        # The metric suite (rouge-score, nltk, sacrebleu, scipy) loads only when no other backend is given.
         from scoring.core import api
 
         self._api = api
@@ -105,10 +109,7 @@ class Timing:
     n_texts: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "stage": self.stage, "group": self.group, "metrics": list(self.metrics),
-            "seconds": round(self.seconds, 4), "n_texts": self.n_texts,
-        }  # fmt: skip
+        return {**asdict(self), "metrics": list(self.metrics), "seconds": round(self.seconds, 4)}
 
 
 @dataclass(frozen=True)
@@ -123,10 +124,7 @@ class VariantScore:
     error: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "row_id": self.row_id, "test": self.test, "level": self.level, "label": self.label,
-            "variant": self.variant, "metric": self.metric, "score": self.score, "error": self.error,
-        }  # fmt: skip
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -199,42 +197,50 @@ _GROUPS = {
 }
 
 
-def resolve_tests(names: Sequence[str]) -> list[str]:
-    """Expand groups (all, paper, meaning-preserving, deterministic, llm) and check every name."""
+def _expand_names(
+    names: Sequence[str],
+    expand: Callable[[str], Sequence[str]],
+    known: Sequence[str],
+    unknown: Callable[[str], str],
+    empty: str,
+) -> list[str]:
+    """Each name expanded, checked against `known` and kept once, in order; StressError otherwise."""
     out: list[str] = []
     for name in names:
         name = name.strip()
         if not name:
             continue
-        expanded = _GROUPS.get(name, (name,))
-        for n in expanded:
-            if n not in TESTS:
-                known = ", ".join([*TESTS, *_GROUPS])
-                raise StressError(f"unknown test {n!r}; known tests and groups: {known}")
+        for n in expand(name):
+            if n not in known:
+                raise StressError(unknown(n))
             if n not in out:
                 out.append(n)
     if not out:
-        raise StressError("no stress test given")
+        raise StressError(empty)
     return out
+
+
+def resolve_tests(names: Sequence[str]) -> list[str]:
+    """Expand groups (all, paper, meaning-preserving, deterministic, llm) and check every name."""
+    return _expand_names(
+        names,
+        lambda name: _GROUPS.get(name, (name,)),
+        tuple(TESTS),
+        lambda n: f"unknown test {n!r}; known tests and groups: {', '.join([*TESTS, *_GROUPS])}",
+        "no stress test given",
+    )
 
 
 def resolve_metrics(names: Sequence[str], backend: MetricBackend) -> list[str]:
     """Expand "offline" and "all" and check every metric name against the suite."""
     known = backend.names()
-    out: list[str] = []
-    for name in names:
-        name = name.strip()
-        if not name:
-            continue
-        expanded = backend.offline() if name == "offline" else known if name == "all" else [name]
-        for n in expanded:
-            if n not in known:
-                raise StressError(f"unknown metric {n!r}; known metrics: {', '.join(known)} (or 'offline', 'all')")
-            if n not in out:
-                out.append(n)
-    if not out:
-        raise StressError("no metric given")
-    return out
+    return _expand_names(
+        names,
+        lambda name: backend.offline() if name == "offline" else known if name == "all" else [name],
+        known,
+        lambda n: f"unknown metric {n!r}; known metrics: {', '.join(known)} (or 'offline', 'all')",
+        "no metric given",
+    )
 
 
 def _code_version() -> str:
@@ -300,8 +306,6 @@ def _progress_fn(progress: bool | ProgressCallback) -> ProgressCallback | None:
         return progress
     if not progress:
         return None
-    from tqdm import tqdm
-
     bars: dict[str, Any] = {}
 
     def report(stage: str, done: int, total: int) -> None:
@@ -363,7 +367,7 @@ def run_stress(
     client: ChatClient | None = None
     if llm_tests and judge_config is not None:
         cache = Path(cache_dir) if cache_dir is not None else Path(out_dir) / "llm-cache" if out_dir else None
-        seeded = judge_config if judge_config.seed is not None else _with_seed(judge_config, seed)
+        seeded = judge_config if judge_config.seed is not None else replace(judge_config, seed=seed)
         client = ChatClient(seeded, cache_dir=cache)
     try:
         for test in test_names:
@@ -423,8 +427,6 @@ def run_stress(
 
     long_doc = None
     if "long_document" in test_names:
-        from scoring.stress.longdoc import long_document_analysis
-
         started = time.perf_counter()
         long_doc = long_document_analysis(
             stress_rows, metric_names, suite, windows=long_document_windows, embedder=long_document_embedder
@@ -459,16 +461,8 @@ def run_stress(
         long_document=long_doc,
     )
     if out_dir is not None:
-        from scoring.stress.report import write_report
-
         report = write_report(report, Path(out_dir))
     return report
-
-
-def _with_seed(config: ChatConfig, seed: int) -> ChatConfig:
-    from dataclasses import replace
-
-    return replace(config, seed=seed)
 
 
 def _evaluate(

@@ -7,6 +7,15 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from analysis.cli import main, write_tables
+from analysis.exports import export_comparisons
+from analysis.report.json_report import write_report
+from analysis.selectors import comparison_frame
+from analysis.services import DEFAULT_RESAMPLES, DEFAULT_SEED, analysis_config_for
+from analysis.stats.analyze import analyze
+from analysis.stats.errors import AnalysisError
+from annotation.models import Study
+
 
 class Command(BaseCommand):
     help = "Analyse a study (--study SLUG) or an exported comparison table (--comparisons FILE) into --out DIR."
@@ -28,8 +37,6 @@ class Command(BaseCommand):
         if options["resamples"] is not None:
             extra += ["--resamples", str(options["resamples"])]
         if options["comparisons"]:
-            from analysis.cli import main
-
             code = main(["--comparisons", str(options["comparisons"]), "--out", str(options["out"]), *extra])
             if code:
                 raise CommandError("analysis failed (see the message above)")
@@ -37,15 +44,6 @@ class Command(BaseCommand):
         self._study(options)
 
     def _study(self, options: dict[str, Any]) -> None:
-        from analysis.cli import write_tables
-        from analysis.exports import export_comparisons
-        from analysis.report.json_report import write_report
-        from analysis.selectors import comparison_frame
-        from analysis.services import DEFAULT_RESAMPLES, DEFAULT_SEED, analysis_config_for
-        from analysis.stats.analyze import analyze
-        from analysis.stats.errors import AnalysisError
-        from annotation.models import Study
-
         study = Study.objects.filter(slug=options["study"]).first()
         if study is None:
             raise CommandError(f"No study with the slug {options['study']!r}.")

@@ -7,6 +7,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from analysis.exports import export_comparisons
+from analysis.selectors import comparison_frame
+from analysis.services import EXPORT_FORMATS
+from annotation.models import Study
+
 
 class Command(BaseCommand):
     help = "Write comparisons.<fmt> and comparisons.manifest.json for a study into --out DIR."
@@ -17,11 +22,6 @@ class Command(BaseCommand):
         parser.add_argument("--formats", default="csv,jsonl,parquet")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from analysis.exports import export_comparisons
-        from analysis.selectors import comparison_frame
-        from analysis.services import EXPORT_FORMATS
-        from annotation.models import Study
-
         study = Study.objects.filter(slug=options["study"]).first()
         if study is None:
             raise CommandError(f"No study with the slug {options['study']!r}.")

@@ -7,6 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from analysis.legacy import LegacyFormatError
+from analysis.legacy_import import legacy_import
+
 
 class Command(BaseCommand):
     help = (
@@ -20,9 +23,6 @@ class Command(BaseCommand):
         parser.add_argument("--salt", default="", help="salt for the pseudonymous annotator codes")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from analysis.legacy import LegacyFormatError
-        from analysis.legacy_import import legacy_import
-
         path: Path = options["zip"]
         if not path.is_file():
             raise CommandError(f"No such file: {path}")

@@ -1,0 +1,61 @@
+"""What a chat call is configured with, what it returns and how it fails."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ChatConfig", "ChatResult", "LLMError"]
+
+
+@dataclass(frozen=True)
+class ChatConfig:
+    """Where and how to call one model; everything that changes the output is in the cache key."""
+
+    base_url: str
+    model: str
+    api_key: str = "EMPTY"
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    seed: int | None = None
+    timeout: float = 60.0
+    max_retries: int = 3
+    concurrency: int = 4
+    backoff_s: float = 0.5
+    """First backoff delay in seconds; doubles on each retry, with jitter, capped at 20 s."""
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """One completion with what is needed to audit it."""
+
+    text: str
+    raw: dict[str, Any]
+    usage: dict[str, Any]
+    latency_s: float
+    finish_reason: str | None
+    model: str
+    cached: bool = False
+
+    @property
+    def truncated(self) -> bool:
+        """The reply stopped at max_tokens, so it may be cut off mid-answer."""
+        return self.finish_reason == "length"
+
+
+class LLMError(Exception):
+    """A chat completion failed; `transient` says whether retrying later may help."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        transient: bool,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.transient = transient
+        self.status = status
+        self.retry_after = retry_after
