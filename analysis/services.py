@@ -15,6 +15,7 @@ from analysis.models import ResearchJob
 from analysis.selectors import comparison_frame, metric_families
 from annotation.models import Candidate, Study
 from kernel.exceptions import ApplicationError
+from kernel.tasks import enqueue_on_commit
 from scoring.inputs import candidate_rows
 
 logger = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def research_job_start(
     )
     from analysis.tasks import run_research_job  # a cycle: analysis.tasks imports this module
 
-    transaction.on_commit(lambda: run_research_job.delay(job.pk))
+    enqueue_on_commit(run_research_job, job.pk)
     return job
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from functools import partial
 from typing import Any
 
 from django.db import transaction
@@ -12,6 +11,7 @@ from django.utils import timezone
 
 from annotation.models import Candidate, Study
 from kernel.exceptions import ApplicationError
+from kernel.tasks import enqueue_on_commit
 from scoring.inputs import REFERENCE_CHOICES, SOURCE_CHOICES, candidate_rows
 from scoring.models import CandidateScore, ScoringRun
 
@@ -59,7 +59,7 @@ def scoring_run_start(
 
     for start in range(0, len(ids), CHUNK_SIZE):
         chunk = ids[start : start + CHUNK_SIZE]
-        transaction.on_commit(partial(score_chunk.delay, run.pk, chunk))
+        enqueue_on_commit(score_chunk, run.pk, chunk)
     return run
 
 
