@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery import current_app
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Study
@@ -31,9 +32,8 @@ class Command(BaseCommand):
         metrics = [m.strip() for m in options["metrics"].split(",") if m.strip()]
         try:
             if options["now"]:
-                from config.celery import app
-
-                app.conf.task_always_eager = True
+                # Run the chunks in this process: the project's Celery app (config.celery) is the current one.
+                current_app.conf.task_always_eager = True
             run = services.scoring_run_start(
                 study=study, metrics=metrics, reference=options["reference"], source=options["source"]
             )
