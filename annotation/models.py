@@ -1,6 +1,6 @@
 """The study protocol as data: studies and their systems, invitations, participations with
 versioned persona profiles, queries with frozen retrieved documents, candidate summaries,
-brackets, matches and judgments. Rules live in services.py, not here."""
+brackets, matches and judgments. Rules live in annotation/services/, not here."""
 
 from __future__ import annotations
 
