@@ -94,7 +94,14 @@ class StudySystemFormSet(BaseInlineFormSet):
             raise forms.ValidationError(error.message) from error
 
 
-SYSTEM_INLINE_FIELDS: list[str] = ["order", "label", "model_name", "condition", "generation_backend", "backend_settings"]
+SYSTEM_INLINE_FIELDS: list[str] = [
+    "order",
+    "label",
+    "model_name",
+    "condition",
+    "generation_backend",
+    "backend_settings",
+]
 
 
 class StudySystemInline(admin.TabularInline):

@@ -181,7 +181,6 @@ def study_validate(
             raise ApplicationError(f"{name.replace('_', ' ').capitalize()} must be from {low} to {high}.", field=name)
     if not isinstance(fields.get("retrieval_settings") or {}, dict):
         raise ApplicationError("Retrieval settings must be a JSON object.", field="retrieval_settings")
-    _validate_systems(systems)
     if study is not None and study_has_candidates(study=study):
         stored = sorted((system_spec(s) for s in study.systems.all()), key=lambda s: s["id"])
         if sorted(systems, key=lambda s: s["id"] or 0) != stored:
@@ -189,6 +188,7 @@ def study_validate(
         template = fields.get("prompt_template")
         if (template.pk if template else None) != study.prompt_template_id:
             raise ApplicationError(LOCKED_MESSAGE, field="prompt_template", status=409)
+    _validate_systems(systems)
     if status == Study.Status.OPEN:
         _validate_design(systems)
 

@@ -8,7 +8,6 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.urls import reverse
-
 from rest_framework.authtoken.models import Token
 
 from analysis.models import ResearchJob
@@ -64,4 +63,3 @@ def test_every_admin_page_opens_for_a_superuser(client, rf, everything):
             opened.append(url)
     assert any("/participation/" in url for url in opened)
     assert Participation.objects.exists()
-
