@@ -34,6 +34,7 @@ from annotation.services.participation import invitation_create_bulk
 from annotation.services.query import query_retry_failed
 from annotation.services.study import (
     LIMITS,
+    LOCKED_MESSAGE,
     STUDY_FIELDS,
     SYSTEM_FIELDS,
     study_create,
@@ -171,6 +172,12 @@ class StudyAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Study | None = None) -> list[str]:  # type: ignore[override]
         return ["prompt_template"] if obj is not None and study_has_candidates(study=obj) else []
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):  # type: ignore[no-untyped-def]
+        study = self.get_object(request, object_id)
+        if request.method == "GET" and study is not None and study_has_candidates(study=study):
+            self.message_user(request, LOCKED_MESSAGE, messages.INFO)  # why the systems are read-only
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def save_model(self, request: HttpRequest, obj: Study, form: forms.ModelForm, change: bool) -> None:
         """Nothing here: save_related writes the study and its systems in one service call."""
@@ -357,7 +364,17 @@ class QueryAdmin(admin.ModelAdmin):
 
 @admin.register(Candidate)
 class CandidateAdmin(admin.ModelAdmin):
-    list_display = ["pk", "query", "system", "status", "attempts", "short_reason", "latency_s"]
+    list_display = [
+        "pk",
+        "query",
+        "system",
+        "model_name",
+        "condition",
+        "status",
+        "attempts",
+        "short_reason",
+        "latency_s",
+    ]
     list_filter = ["status", "system__study", "model_name", "condition"]
     search_fields = ["failure_reason", "query__text"]
     readonly_fields = [f.name for f in Candidate._meta.fields]

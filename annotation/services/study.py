@@ -34,7 +34,6 @@ STUDY_FIELDS = (
     "prompt_template",
 )
 SYSTEM_FIELDS = ("label", "model_name", "condition", "generation_backend", "backend_settings", "order")
-SYSTEM_DEFAULTS: dict[str, Any] = {"generation_backend": "extractive", "backend_settings": {}}
 # Inclusive bounds; beyond them a study cannot be run (a question longer than the API accepts, more
 # sources than a prompt holds).
 LIMITS = {"queries_per_annotator": (1, 1000), "max_query_chars": (1, 20000), "retrieval_k": (1, 100)}
@@ -78,7 +77,11 @@ def _system_specs(systems: Iterable[Mapping[str, Any]], existing: Sequence[Study
         match = by_id.get(given["id"]) if given.get("id") is not None else by_label.get(given.get("label", ""))
         if given.get("id") is not None and match is None:
             raise ApplicationError(f"System {given['id']} is not one of this study's systems.", field="systems")
-        base = system_spec(match) if match else {"id": None, **SYSTEM_DEFAULTS, "order": index}
+        base = (
+            system_spec(match)
+            if match
+            else {"id": None, "generation_backend": "extractive", "backend_settings": {}, "order": index}
+        )
         specs.append({**base, **given, "id": match.pk if match else None})
     return specs
 

@@ -156,6 +156,7 @@ def test_admin_shows_systems_read_only_once_summaries_exist(admin_client, django
         _asked(study)
     page = admin_client.get(_change_url(study)).content.decode()
     assert 'name="systems-0-model_name"' not in page and "extractive-centroid" in page
+    assert "its systems and prompt template can no longer change" in page
     assert 'name="systems-0-DELETE"' not in page and 'name="systems-MAX_NUM_FORMS" value="0"' in page
     # A forged post cannot rename a system; the study's own settings still save.
     data = _form_data(study, status="paused", systems=[{"model_name": "extractive-mmr"}, {}, {}, {}])
