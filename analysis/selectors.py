@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from annotation.models import Judgment, Study
+from annotation.models import Candidate, Judgment, Study
 from scoring.models import CandidateScore
 
 BRACKET_PAIRS = {"round1_ab": "AB", "round1_cd": "CD", "final": "final"}
@@ -26,6 +26,15 @@ def _judgments(study: Study) -> QuerySet[Judgment]:
             "match__bracket__query__participation__code", "match__bracket__query__index", "match__round", "match__index"
         )
     )
+
+
+def candidate_design(candidate: Candidate) -> tuple[str, str, str]:
+    """System label, model and condition that produced a candidate: its snapshot, taken when it was
+    created; the system only for rows without one (legacy imports)."""
+    if candidate.model_name:
+        return candidate.system_label, candidate.model_name, candidate.condition
+    system = candidate.system
+    return system.label, system.model_name, system.condition
 
 
 def _scores(candidate_ids: set[int], metrics: list[str] | None) -> dict[int, dict[str, float | None]]:
@@ -54,6 +63,8 @@ def comparison_rows(
         left, right = match.left, match.right
         assert left is not None and right is not None  # answered matches always have both sides
         winner = judgment.winner
+        left_design, right_design = candidate_design(left), candidate_design(right)
+        winner_design = candidate_design(winner) if winner else None
         row: dict[str, Any] = {
             "study": study.slug,
             "annotator": query.participation.code,
@@ -68,17 +79,17 @@ def comparison_rows(
             "right_candidate": right.pk,
             "left_position": left.position,
             "right_position": right.position,
-            "left_system": left.system.label,
-            "right_system": right.system.label,
-            "left_model": left.system.model_name,
-            "right_model": right.system.model_name,
-            "left_condition": left.system.condition,
-            "right_condition": right.system.condition,
+            "left_system": left_design[0],
+            "right_system": right_design[0],
+            "left_model": left_design[1],
+            "right_model": right_design[1],
+            "left_condition": left_design[2],
+            "right_condition": right_design[2],
             "choice": judgment.choice,
             "winner_side": None if judgment.choice == "neither" else judgment.choice,
-            "winner_system": winner.system.label if winner else None,
-            "winner_model": winner.system.model_name if winner else None,
-            "winner_condition": winner.system.condition if winner else None,
+            "winner_system": winner_design[0] if winner_design else None,
+            "winner_model": winner_design[1] if winner_design else None,
+            "winner_condition": winner_design[2] if winner_design else None,
             "shown_at": judgment.shown_at.isoformat() if judgment.shown_at else None,
             "answered_at": judgment.answered_at.isoformat(),
             "seconds_on_page": judgment.seconds_on_page,

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count, Q, QuerySet
+from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from annotation.backends.registry import RETRIEVAL_BACKENDS
 from annotation.links import invitation_link
 from annotation.models import (
     Bracket,
@@ -28,7 +32,17 @@ from annotation.models import (
 from annotation.services.generation import candidates_retry_failed
 from annotation.services.participation import invitation_create_bulk
 from annotation.services.query import query_retry_failed
-from annotation.services.study import study_set_status
+from annotation.services.study import (
+    LIMITS,
+    LOCKED_MESSAGE,
+    STUDY_FIELDS,
+    SYSTEM_FIELDS,
+    study_create,
+    study_has_candidates,
+    study_set_status,
+    study_update,
+    study_validate,
+)
 from kernel.exceptions import ApplicationError
 
 
@@ -43,11 +57,100 @@ class ReadOnlyInline(admin.TabularInline):
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
+    def get_readonly_fields(self, request: HttpRequest, obj: object = None) -> list[str]:  # type: ignore[override]
+        # Shown, never edited: declaring them read-only also lets non-editable ones (created_at) be listed.
+        return [str(name) for name in self.fields or []]
+
+
+def _system_specs(formset: BaseInlineFormSet) -> list[dict[str, Any]]:
+    """The systems a submitted inline would leave: kept and new rows, with the edits applied."""
+    specs = []
+    for form in formset.forms:
+        if formset.can_delete and formset._should_delete_form(form):  # type: ignore[attr-defined]
+            continue
+        if form.instance.pk is None and not form.has_changed():
+            continue  # an empty extra row
+        specs.append({"id": form.instance.pk, **{name: getattr(form.instance, name) for name in SYSTEM_FIELDS}})
+    return specs
+
+
+class StudySystemFormSet(BaseInlineFormSet):
+    """Checks the study as it would be saved (its form's values and these systems) by the service's rules,
+    so a refused design is an error on the page and nothing is written."""
+
+    def clean(self) -> None:
+        super().clean()
+        if any(form.errors for form in self.forms):
+            return
+        study = self.instance  # carries the study form's valid values (Django builds it before this runs)
+        stored = Study.objects.get(pk=study.pk) if study.pk else None
+        try:
+            study_validate(
+                fields={name: getattr(study, name) for name in STUDY_FIELDS},
+                systems=_system_specs(self),
+                status=study.status,
+                study=stored,
+            )
+        except ApplicationError as error:
+            raise forms.ValidationError(error.message) from error
+
+
+SYSTEM_INLINE_FIELDS: list[str] = [
+    "order",
+    "label",
+    "model_name",
+    "condition",
+    "generation_backend",
+    "backend_settings",
+]
+
 
 class StudySystemInline(admin.TabularInline):
     model = StudySystem
+    formset = StudySystemFormSet
     extra = 0
-    fields = ["order", "label", "model_name", "condition", "generation_backend", "backend_settings"]
+    fields = list(SYSTEM_INLINE_FIELDS)
+
+    def _locked(self, obj: Study | None) -> bool:
+        return obj is not None and study_has_candidates(study=obj)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Study | None = None) -> list[str]:  # type: ignore[override]
+        return list(SYSTEM_INLINE_FIELDS) if self._locked(obj) else []
+
+    def has_add_permission(self, request: HttpRequest, obj: Study | None) -> bool:  # type: ignore[override]
+        return not self._locked(obj) and super().has_add_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Study | None = None) -> bool:  # type: ignore[override]
+        return not self._locked(obj) and super().has_delete_permission(request, obj)
+
+
+class StudyAdminForm(forms.ModelForm):
+    """The study's own fields, with the service's choices and limits so errors sit next to the field."""
+
+    retrieval_backend = forms.ChoiceField(choices=[(name, name) for name in RETRIEVAL_BACKENDS])
+    queries_per_annotator = forms.IntegerField(
+        min_value=LIMITS["queries_per_annotator"][0], max_value=LIMITS["queries_per_annotator"][1], initial=8
+    )
+    max_query_chars = forms.IntegerField(
+        min_value=LIMITS["max_query_chars"][0], max_value=LIMITS["max_query_chars"][1], initial=1000
+    )
+    retrieval_k = forms.IntegerField(min_value=LIMITS["retrieval_k"][0], max_value=LIMITS["retrieval_k"][1], initial=10)
+
+    class Meta:
+        model = Study
+        fields = [
+            "slug",
+            "title",
+            "instructions",
+            "consent_text",
+            "status",
+            "queries_per_annotator",
+            "max_query_chars",
+            "retrieval_backend",
+            "retrieval_k",
+            "retrieval_settings",
+            "prompt_template",
+        ]
 
 
 class BulkInvitationForm(forms.Form):
@@ -63,8 +166,36 @@ class StudyAdmin(admin.ModelAdmin):
     list_filter = ["status"]
     search_fields = ["title", "slug"]
     prepopulated_fields = {"slug": ["title"]}
+    form = StudyAdminForm
     inlines = [StudySystemInline]
     actions = ["open_studies", "pause_studies", "close_studies"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Study | None = None) -> list[str]:  # type: ignore[override]
+        return ["prompt_template"] if obj is not None and study_has_candidates(study=obj) else []
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):  # type: ignore[no-untyped-def]
+        study = self.get_object(request, object_id)
+        if request.method == "GET" and study is not None and study_has_candidates(study=study):
+            self.message_user(request, LOCKED_MESSAGE, messages.INFO)  # why the systems are read-only
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def save_model(self, request: HttpRequest, obj: Study, form: forms.ModelForm, change: bool) -> None:
+        """Nothing here: save_related writes the study and its systems in one service call."""
+
+    def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: list, change: bool) -> None:
+        study = form.instance
+        (systems,) = [f for f in formsets if f.model is StudySystem]
+        fields = {name: getattr(study, name) for name in STUDY_FIELDS}
+        specs = _system_specs(systems)
+        if change:
+            study_update(study=study, systems=specs, status=study.status, **fields)
+        else:
+            created = study_create(**fields, systems=specs, status=study.status)
+            study.pk, study._state.adding = created.pk, False
+
+    def construct_change_message(self, request: HttpRequest, form: Any, formsets: list, add: bool) -> list:  # type: ignore[override]
+        # The formsets were not saved by Django (the service wrote the systems), so they have no diff to report.
+        return super().construct_change_message(request, form, [], add)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Study]:
         return super().get_queryset(request).annotate(n_participants=Count("participations"))
@@ -233,8 +364,18 @@ class QueryAdmin(admin.ModelAdmin):
 
 @admin.register(Candidate)
 class CandidateAdmin(admin.ModelAdmin):
-    list_display = ["pk", "query", "system", "status", "attempts", "short_reason", "latency_s"]
-    list_filter = ["status", "system__study", "system__model_name", "system__condition"]
+    list_display = [
+        "pk",
+        "query",
+        "system",
+        "model_name",
+        "condition",
+        "status",
+        "attempts",
+        "short_reason",
+        "latency_s",
+    ]
+    list_filter = ["status", "system__study", "model_name", "condition"]
     search_fields = ["failure_reason", "query__text"]
     readonly_fields = [f.name for f in Candidate._meta.fields]
     actions = ["retry"]

@@ -236,6 +236,18 @@ class Candidate(models.Model):
     latency_s = models.FloatField(null=True, blank=True)
     finish_reason = models.CharField(max_length=40, blank=True)
     citation_flags = models.JSONField(default=dict, blank=True)
+    # What produced this candidate, copied from its system and study when it was created, so that exports
+    # and analysis keep saying so whatever happens to the design later. Empty only for rows created
+    # elsewhere (legacy imports), which readers then take from the system.
+    system_label = models.CharField(max_length=80, blank=True)
+    model_name = models.CharField(max_length=200, blank=True)
+    condition = models.CharField(max_length=10, choices=StudySystem.Condition.choices, blank=True)
+    generation_backend = models.CharField(max_length=40, blank=True)
+    generation_settings = models.JSONField(default=dict, blank=True)
+    prompt_template = models.ForeignKey(
+        PromptTemplate, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    prompt_template_version = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["query", "system__order"]

@@ -126,9 +126,14 @@ class JudgmentSerializer(serializers.ModelSerializer):
 
 
 class StudySystemSerializer(serializers.ModelSerializer):
+    # Writable so that an update names the systems it keeps; one without an id (or a known label) is new.
+    id = serializers.IntegerField(required=False)
+
     class Meta:
         model = StudySystem
         fields = ["id", "label", "model_name", "generation_backend", "backend_settings", "condition", "order"]
+        # The service checks labels and design cells across the whole list.
+        validators: list[object] = []
 
 
 class StudySerializer(serializers.ModelSerializer):
@@ -148,10 +153,13 @@ class StudySerializer(serializers.ModelSerializer):
             "retrieval_backend",
             "retrieval_k",
             "retrieval_settings",
+            "prompt_template",
             "systems",
             "created_at",
         ]
         read_only_fields = ["status", "created_at"]
+        # Uniqueness is study_validate's to check (one message and status for the form and the API).
+        extra_kwargs: dict[str, dict[str, object]] = {"slug": {"validators": []}}
 
 
 class StudyStatusSerializer(serializers.Serializer):
@@ -187,6 +195,12 @@ class AdminCandidateSerializer(serializers.ModelSerializer):
             "id",
             "query",
             "system",
+            "system_label",
+            "model_name",
+            "condition",
+            "generation_backend",
+            "prompt_template",
+            "prompt_template_version",
             "position",
             "status",
             "failure_reason",

@@ -20,7 +20,7 @@ from annotation.services.generation import candidate_retry, candidates_retry_fai
 from annotation.services.participation import invitation_accept, invitation_create_bulk, participation_finish
 from annotation.services.persona import persona_save
 from annotation.services.query import query_retry_failed, query_submit
-from annotation.services.study import study_create, study_set_status
+from annotation.services.study import study_create, study_set_status, study_update
 from annotation.services.tournament import judgment_record, match_mark_shown
 
 
@@ -157,7 +157,7 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
     serializer_class = s.StudySerializer
     lookup_field = "slug"
     queryset = Study.objects.prefetch_related("systems")
-    http_method_names = ["get", "post", "patch", "head", "options"]
+    http_method_names = ["get", "post", "put", "patch", "head", "options"]
 
     def create(self, request: Request) -> Response:  # type: ignore[override]
         body = s.StudySerializer(data=request.data)
@@ -166,6 +166,16 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         systems = data.pop("systems", None)
         study = study_create(**data, systems=systems)
         return Response(s.StudySerializer(study).data, status=status.HTTP_201_CREATED)
+
+    def update(self, request: Request, slug: str, partial: bool = False) -> Response:  # type: ignore[override]
+        """PUT and PATCH: the same rules as creating, through study_update. `systems`, when given, is the
+        full list (systems left out are removed); it cannot change once summaries exist (409)."""
+        body = s.StudySerializer(self.get_object(), data=request.data, partial=partial)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        systems = data.pop("systems", None)
+        study = study_update(study=self.get_object(), systems=systems, **data)
+        return Response(s.StudySerializer(Study.objects.prefetch_related("systems").get(pk=study.pk)).data)
 
     @extend_schema(request=s.StudyStatusSerializer, responses=s.StudySerializer)
     @action(detail=True, methods=["post"])

@@ -43,3 +43,17 @@ def get_generation_backend(name: str, options: Mapping[str, Any] | None = None) 
     raise BackendError(
         f"Unknown generation backend {name!r}; choose one of {', '.join(GENERATION_BACKENDS)}.", transient=False
     )
+
+
+def generation_models(name: str, options: Mapping[str, Any] | None = None) -> list[str] | None:
+    """The model names a generation backend serves, or None when that cannot be told offline (a
+    model server's catalogue is only known by asking it). Raises BackendError for an unknown backend."""
+    if name == "extractive":
+        from annotation.backends.offline import STRATEGIES
+
+        return list(STRATEGIES)
+    if name == "openai":
+        return None
+    raise BackendError(
+        f"Unknown generation backend {name!r}; choose one of {', '.join(GENERATION_BACKENDS)}.", transient=False
+    )

@@ -12,7 +12,7 @@ from annotation.models import Candidate, Participation, Query, RetrievedDocument
 from annotation.services.generation import candidate_retry
 from annotation.services.participation import participation_queries_used
 from annotation.services.persona import persona_current
-from annotation.services.study import study_require_open
+from annotation.services.study import study_prompt_template, study_require_open
 from kernel.exceptions import ApplicationError
 from kernel.tasks import enqueue_on_commit
 
@@ -113,8 +113,21 @@ def query_retrieve(*, query_id: int) -> Query:
         now = timezone.now()
         Candidate.objects.bulk_create(
             [
-                Candidate(query=query, system_id=system_id, queued_at=now)
-                for system_id in study.systems.values_list("pk", flat=True)
+                # The snapshot of what produces it (see Candidate): exports read these, not the system.
+                Candidate(
+                    query=query,
+                    system=system,
+                    queued_at=now,
+                    system_label=system.label,
+                    model_name=system.model_name,
+                    condition=system.condition,
+                    generation_backend=system.generation_backend,
+                    generation_settings=system.backend_settings,
+                    prompt_template=template,
+                    prompt_template_version=template.version,
+                )
+                for template in [study_prompt_template(study=study)]
+                for system in study.systems.all()
             ],
             ignore_conflicts=True,  # one candidate per system, guaranteed by the unique constraint
         )

@@ -1,15 +1,46 @@
-"""Studies: the default prompt template, the design check, creation, status, and the open-study check."""
+"""Studies: the default prompt template, the rules a study's settings and design must meet, creating and
+updating a study, setting its status, and the open-study check. The admin and the API write through here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
-from annotation.models import PromptTemplate, Study, StudySystem
+from annotation.backends.registry import (
+    GENERATION_BACKENDS,
+    RETRIEVAL_BACKENDS,
+    generation_models,
+    get_generation_backend,
+)
+from annotation.models import Candidate, PromptTemplate, Study, StudySystem
 from annotation.prompts import DEFAULT_BODY, DEFAULT_PERSONA_BLOCK, DEFAULT_TEMPLATE_NAME
+from kernel.backends import BackendError
 from kernel.exceptions import ApplicationError
+
+# The study's own settings that study_create and study_update accept (status has its own rules).
+STUDY_FIELDS = (
+    "slug",
+    "title",
+    "instructions",
+    "consent_text",
+    "queries_per_annotator",
+    "max_query_chars",
+    "retrieval_backend",
+    "retrieval_k",
+    "retrieval_settings",
+    "prompt_template",
+)
+SYSTEM_FIELDS = ("label", "model_name", "condition", "generation_backend", "backend_settings", "order")
+# Inclusive bounds; beyond them a study cannot be run (a question longer than the API accepts, more
+# sources than a prompt holds).
+LIMITS = {"queries_per_annotator": (1, 1000), "max_query_chars": (1, 20000), "retrieval_k": (1, 100)}
+LOCKED_MESSAGE = (
+    "Summaries have already been generated for this study, so its systems and prompt template can no longer "
+    "change (past comparisons would be relabelled). Create a new study for a new design."
+)
 
 
 def prompt_template_default() -> PromptTemplate:
@@ -19,13 +50,175 @@ def prompt_template_default() -> PromptTemplate:
     return template
 
 
+def study_prompt_template(*, study: Study) -> PromptTemplate:
+    """The template the study's summaries are generated with (generation falls back to the default too)."""
+    return study.prompt_template or prompt_template_default()
+
+
+def study_has_candidates(*, study: Study) -> bool:
+    """Once a candidate exists the design is frozen: its rows in exports name these systems."""
+    return study.pk is not None and Candidate.objects.filter(system__study_id=study.pk).exists()
+
+
+def system_spec(system: StudySystem) -> dict[str, Any]:
+    return {"id": system.pk, **{name: getattr(system, name) for name in SYSTEM_FIELDS}}
+
+
+def _system_specs(systems: Iterable[Mapping[str, Any]], existing: Sequence[StudySystem]) -> list[dict[str, Any]]:
+    """Complete specs: a spec naming an existing system (by id, else by label) keeps what it leaves out."""
+    by_id = {s.pk: s for s in existing}
+    by_label = {s.label: s for s in existing}
+    specs = []
+    for index, given in enumerate(systems):
+        given = dict(given)
+        unknown = sorted(set(given) - {"id", *SYSTEM_FIELDS})
+        if unknown:
+            raise ApplicationError(f"Unknown system field(s): {', '.join(unknown)}.", field="systems")
+        match = by_id.get(given["id"]) if given.get("id") is not None else by_label.get(given.get("label", ""))
+        if given.get("id") is not None and match is None:
+            raise ApplicationError(f"System {given['id']} is not one of this study's systems.", field="systems")
+        base = (
+            system_spec(match)
+            if match
+            else {"id": None, "generation_backend": "extractive", "backend_settings": {}, "order": index}
+        )
+        specs.append({**base, **given, "id": match.pk if match else None})
+    return specs
+
+
+def _validate_systems(specs: Sequence[Mapping[str, Any]]) -> None:
+    labels: set[str] = set()
+    cells: set[tuple[str, str]] = set()
+    for spec in specs:
+        missing = [name for name in ("label", "model_name", "condition") if not spec.get(name)]
+        if missing:
+            raise ApplicationError(f"Every system needs a {', '.join(missing)}.", field="systems")
+        label, model, condition = str(spec["label"]), str(spec["model_name"]), str(spec["condition"])
+        if condition not in StudySystem.Condition.values:
+            raise ApplicationError(
+                f"System {label!r}: unknown condition {condition!r}; choose one of "
+                f"{', '.join(StudySystem.Condition.values)}.",
+                field="systems",
+            )
+        backend = spec.get("generation_backend")
+        if backend not in GENERATION_BACKENDS:
+            raise ApplicationError(
+                f"System {label!r}: unknown generation backend {backend!r}; choose one of "
+                f"{', '.join(GENERATION_BACKENDS)}.",
+                field="systems",
+            )
+        if not isinstance(spec.get("backend_settings"), dict):
+            raise ApplicationError(f"System {label!r}: backend settings must be a JSON object.", field="systems")
+        if label in labels:
+            raise ApplicationError(f"Two systems are labelled {label!r}; labels must differ.", field="systems")
+        if (model, condition) in cells:
+            raise ApplicationError(
+                f"Two systems run {model!r} in the {condition} condition; each design cell appears once.",
+                field="systems",
+            )
+        labels.add(label)
+        cells.add((model, condition))
+
+
+def _validate_served(spec: Mapping[str, Any]) -> None:
+    """A system's model must be one its backend serves; a server we cannot ask must at least be configured."""
+    label, model, backend = spec["label"], spec["model_name"], spec["generation_backend"]
+    options = spec.get("backend_settings") or {}
+    try:
+        get_generation_backend(backend, options)
+        models = generation_models(backend, options)
+    except BackendError as error:
+        raise ApplicationError(f"System {label!r}: {error.reason}", field="systems") from error
+    if models is not None and model not in models:
+        raise ApplicationError(
+            f"System {label!r}: the {backend} backend has no model {model!r}; it serves {', '.join(models)}.",
+            field="systems",
+        )
+    if models is None and not (options.get("base_url") or getattr(settings, "LLM_BASE_URL", "")):
+        raise ApplicationError(
+            f"System {label!r}: no model server is configured for {model!r}; set base_url in its backend "
+            "settings or LLM_BASE_URL.",
+            field="systems",
+        )
+
+
 def study_validate_design(*, study: Study) -> None:
     """A study can open only with a playable bracket: a power of two of systems, at least two."""
-    count = study.systems.count()
+    _validate_design([system_spec(s) for s in study.systems.all()])
+
+
+def _validate_design(specs: Sequence[Mapping[str, Any]]) -> None:
+    count = len(specs)
     if count < 2 or count & (count - 1):
         raise ApplicationError(
             f"A single-elimination bracket needs 2, 4 or 8 systems; this study has {count}.", field="systems"
         )
+    for spec in specs:
+        _validate_served(spec)
+
+
+def study_validate(
+    *, fields: Mapping[str, Any], systems: Sequence[Mapping[str, Any]], status: str, study: Study | None = None
+) -> None:
+    """Every rule a study must meet to be saved with these settings, systems and status; `study` is the
+    stored study being edited (None when creating). Raises ApplicationError naming the field."""
+    if status not in Study.Status.values:
+        raise ApplicationError(f"Unknown status {status!r}.", field="status")
+    slug = fields.get("slug")
+    if not slug:
+        raise ApplicationError("A study needs a slug.", field="slug")
+    others = Study.objects.filter(slug=slug)
+    if study is not None:
+        others = others.exclude(pk=study.pk)
+    if others.exists():
+        raise ApplicationError(f"A study with the slug {slug!r} already exists.", field="slug")
+    backend = fields.get("retrieval_backend")
+    if backend not in RETRIEVAL_BACKENDS:
+        raise ApplicationError(
+            f"Unknown retrieval backend {backend!r}; choose one of {', '.join(RETRIEVAL_BACKENDS)}.",
+            field="retrieval_backend",
+        )
+    for name, (low, high) in LIMITS.items():
+        value = fields.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise ApplicationError(f"{name.replace('_', ' ').capitalize()} must be from {low} to {high}.", field=name)
+    if not isinstance(fields.get("retrieval_settings") or {}, dict):
+        raise ApplicationError("Retrieval settings must be a JSON object.", field="retrieval_settings")
+    if study is not None and study_has_candidates(study=study):
+        stored = sorted((system_spec(s) for s in study.systems.all()), key=lambda s: s["id"])
+        if sorted(systems, key=lambda s: s["id"] or 0) != stored:
+            raise ApplicationError(LOCKED_MESSAGE, field="systems", status=409)
+        template = fields.get("prompt_template")
+        if (template.pk if template else None) != study.prompt_template_id:
+            raise ApplicationError(LOCKED_MESSAGE, field="prompt_template", status=409)
+    _validate_systems(systems)
+    if status == Study.Status.OPEN:
+        _validate_design(systems)
+
+
+def _save_systems(study: Study, specs: Sequence[Mapping[str, Any]]) -> None:
+    keep = {spec["id"] for spec in specs if spec["id"] is not None}
+    study.systems.exclude(pk__in=keep).delete()
+    existing = {s.pk: s for s in study.systems.all()}
+    for spec in specs:
+        values = {name: spec[name] for name in SYSTEM_FIELDS}
+        if spec["id"] is None:
+            StudySystem.objects.create(study=study, **values)
+            continue
+        system = existing[spec["id"]]
+        changed = [name for name, value in values.items() if getattr(system, name) != value]
+        if changed:
+            for name in changed:
+                setattr(system, name, values[name])
+            system.save(update_fields=changed)
+
+
+def _default_systems() -> list[dict[str, Any]]:
+    return [
+        {"label": f"{model}-{condition}", "model_name": model, "condition": condition}
+        for model in ("extractive-centroid", "extractive-mmr")
+        for condition in (StudySystem.Condition.PERSONA, StudySystem.Condition.GENERIC)
+    ]
 
 
 @transaction.atomic
@@ -36,46 +229,65 @@ def study_create(
     instructions: str = "",
     consent_text: str = "",
     queries_per_annotator: int = 8,
+    max_query_chars: int = 1000,
     retrieval_backend: str = "demo",
     retrieval_k: int = 10,
-    systems: Iterable[dict[str, Any]] | None = None,
+    retrieval_settings: Mapping[str, Any] | None = None,
+    prompt_template: PromptTemplate | None = None,
+    systems: Iterable[Mapping[str, Any]] | None = None,
     status: str = Study.Status.DRAFT,
 ) -> Study:
     """Create a study with its systems; the default design is two models crossed with two conditions."""
-    if Study.objects.filter(slug=slug).exists():
-        raise ApplicationError(f"A study with the slug {slug!r} already exists.", field="slug")
-    study = Study.objects.create(
-        slug=slug,
-        title=title,
-        instructions=instructions,
-        consent_text=consent_text,
-        queries_per_annotator=queries_per_annotator,
-        retrieval_backend=retrieval_backend,
-        retrieval_k=retrieval_k,
-        prompt_template=prompt_template_default(),
-    )
-    if systems is None:
-        systems = [
-            {"label": f"{model}-{condition}", "model_name": model, "condition": condition}
-            for model in ("extractive-centroid", "extractive-mmr")
-            for condition in (StudySystem.Condition.PERSONA, StudySystem.Condition.GENERIC)
-        ]
-    for order, spec in enumerate(systems):
-        StudySystem.objects.create(study=study, order=order, **spec)
-    if status != Study.Status.DRAFT:
-        study_set_status(study=study, status=status)
+    fields: dict[str, Any] = {
+        "slug": slug,
+        "title": title,
+        "instructions": instructions,
+        "consent_text": consent_text,
+        "queries_per_annotator": queries_per_annotator,
+        "max_query_chars": max_query_chars,
+        "retrieval_backend": retrieval_backend,
+        "retrieval_k": retrieval_k,
+        "retrieval_settings": dict(retrieval_settings or {}),
+        "prompt_template": prompt_template or prompt_template_default(),
+    }
+    specs = _system_specs(_default_systems() if systems is None else systems, [])
+    study_validate(fields=fields, systems=specs, status=status)
+    study = Study.objects.create(**fields, status=status)
+    _save_systems(study, specs)
     return study
 
 
 @transaction.atomic
-def study_set_status(*, study: Study, status: str) -> Study:
-    if status not in Study.Status.values:
-        raise ApplicationError(f"Unknown status {status!r}.", field="status")
-    if status == Study.Status.OPEN:
-        study_validate_design(study=study)
-    study.status = status
-    study.save(update_fields=["status", "updated_at"])
+def study_update(
+    *, study: Study, systems: Iterable[Mapping[str, Any]] | None = None, status: str | None = None, **fields: Any
+) -> Study:
+    """Change a study's settings, systems (the full list: left-out systems are removed) and status under
+    the rules study_create applies; a design with generated summaries cannot change."""
+    unknown = sorted(set(fields) - set(STUDY_FIELDS))
+    if unknown:
+        raise ApplicationError(f"Unknown study field(s): {', '.join(unknown)}.", field=unknown[0])
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    stored = list(study.systems.all())
+    specs = _system_specs(systems, stored) if systems is not None else [system_spec(s) for s in stored]
+    merged = {name: getattr(study, name) for name in STUDY_FIELDS} | fields
+    status = status or study.status
+    study_validate(fields=merged, systems=specs, status=status, study=study)
+    changed = [name for name in STUDY_FIELDS if getattr(study, name) != merged[name]]
+    for name in changed:
+        setattr(study, name, merged[name])
+    if status != study.status:
+        study.status = status
+        changed.append("status")
+    study.save(update_fields=[*changed, "updated_at"])
+    if systems is not None:
+        _save_systems(study, specs)
     return study
+
+
+def study_set_status(*, study: Study, status: str) -> Study:
+    updated = study_update(study=study, status=status)
+    study.status = updated.status
+    return updated
 
 
 def study_require_open(*, study: Study) -> None:

@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 from annotation.models import Judgment, Study
 from annotation.services.participation import invitation_create_bulk
 from tests.annotation.factories import PERSONA, StudyFactory
+from tests.support.openai_standin import openai_standin
 
 pytestmark = pytest.mark.django_db
 
@@ -116,26 +117,41 @@ def test_schema_and_docs_are_served():
     assert client.get("/api/docs/").status_code == 200
 
 
-def test_admin_retries_every_failed_generation(django_capture_on_commit_callbacks):
-    from annotation.models import Candidate, StudySystem
+def test_admin_retries_every_failed_generation(django_capture_on_commit_callbacks, monkeypatch):
+    from annotation.models import Candidate
 
-    study = StudyFactory(
-        systems=[
-            {"label": "ok", "model_name": "extractive-centroid", "condition": "persona"},
-            {"label": "broken", "model_name": "missing-model", "condition": "generic"},
-        ]
-    )
-    client, me = _annotator(study)
-    client.put(f"/api/v1/participations/{me['id']}/persona/", PERSONA, format="json")
-    with django_capture_on_commit_callbacks(execute=True):
-        client.post(f"/api/v1/participations/{me['id']}/queries/", {"text": "sleep"}, format="json")
-    admin = APIClient()
-    admin.force_authenticate(get_user_model().objects.create_superuser("boss", "b@example.org", "pw"))
-    failed = admin.get("/api/v1/admin/failed-candidates/").json()
-    assert len(failed) == 1 and "missing-model" in failed[0]["failure_reason"]
-    StudySystem.objects.filter(label="broken").update(model_name="extractive-mmr")
-    with django_capture_on_commit_callbacks(execute=True):
-        queued = admin.post(f"/api/v1/admin/failed-candidates/retry-all/?study={study.slug}").json()
+    # The failure is fixed outside the study (its design is frozen once summaries exist): the model
+    # server's API key was missing from the environment.
+    monkeypatch.delenv("SATISFY_TEST_LLM_KEY", raising=False)
+    with openai_standin() as server:
+        study = StudyFactory(
+            systems=[
+                {"label": "ok", "model_name": "extractive-centroid", "condition": "persona"},
+                {
+                    "label": "broken",
+                    "model_name": "standin-model",
+                    "condition": "generic",
+                    "generation_backend": "openai",
+                    "backend_settings": {
+                        "base_url": server.base_url,
+                        "api_key_env": "SATISFY_TEST_LLM_KEY",
+                        "use_cache": False,
+                    },
+                },
+            ]
+        )
+        client, me = _annotator(study)
+        client.put(f"/api/v1/participations/{me['id']}/persona/", PERSONA, format="json")
+        with django_capture_on_commit_callbacks(execute=True):
+            client.post(f"/api/v1/participations/{me['id']}/queries/", {"text": "sleep"}, format="json")
+        admin = APIClient()
+        admin.force_authenticate(get_user_model().objects.create_superuser("boss", "b@example.org", "pw"))
+        failed = admin.get("/api/v1/admin/failed-candidates/").json()
+        assert len(failed) == 1 and "SATISFY_TEST_LLM_KEY" in failed[0]["failure_reason"]
+        assert failed[0]["model_name"] == "standin-model" and failed[0]["system_label"] == "broken"
+        monkeypatch.setenv("SATISFY_TEST_LLM_KEY", "sk-test")
+        with django_capture_on_commit_callbacks(execute=True):
+            queued = admin.post(f"/api/v1/admin/failed-candidates/retry-all/?study={study.slug}").json()
     assert queued == {"queued": 1}
     assert set(Candidate.objects.values_list("status", flat=True)) == {"done"}
     assert admin.get("/api/v1/admin/failed-candidates/").json() == []

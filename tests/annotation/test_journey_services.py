@@ -15,6 +15,7 @@ from annotation.services.study import study_set_status
 from annotation.services.tournament import judgment_record
 from kernel.exceptions import ApplicationError
 from tests.annotation.factories import StudyFactory, join
+from tests.support.openai_standin import openai_standin
 
 pytestmark = pytest.mark.django_db
 
@@ -207,24 +208,37 @@ def test_design_must_fill_a_bracket():
     assert "2, 4 or 8 systems" in error.value.message
 
 
-def test_failed_generation_is_stored_and_can_be_retried(django_capture_on_commit_callbacks):
-    study = StudyFactory(
-        systems=[
-            {"label": "good", "model_name": "extractive-centroid", "condition": "persona"},
-            {"label": "bad", "model_name": "no-such-strategy", "condition": "generic"},
-        ]
-    )
-    participation, query = _generated(study, django_capture_on_commit_callbacks)
-    bad = query.candidates.get(system__label="bad")
-    assert bad.status == Candidate.Status.FAILED and "no-such-strategy" in bad.failure_reason
-    query.refresh_from_db()
-    assert query.status == Query.Status.GENERATING
-    assert [c.pk for c in candidates_failed()] == [bad.pk]
-    # Fix the design (an admin would), retry, and the bracket is drawn.
-    bad.system.model_name = "extractive-mmr"
-    bad.system.save()
-    with django_capture_on_commit_callbacks(execute=True):
-        candidate_retry(candidate=bad)
+def test_failed_generation_is_stored_and_can_be_retried(django_capture_on_commit_callbacks, monkeypatch):
+    # A design cannot change once summaries exist, so the failure here is one an operator fixes outside
+    # the study: the model server's API key is missing from the environment.
+    monkeypatch.delenv("SATISFY_TEST_LLM_KEY", raising=False)
+    with openai_standin() as server:
+        study = StudyFactory(
+            systems=[
+                {"label": "good", "model_name": "extractive-centroid", "condition": "persona"},
+                {
+                    "label": "bad",
+                    "model_name": "standin-model",
+                    "condition": "generic",
+                    "generation_backend": "openai",
+                    "backend_settings": {
+                        "base_url": server.base_url,
+                        "api_key_env": "SATISFY_TEST_LLM_KEY",
+                        "use_cache": False,
+                    },
+                },
+            ]
+        )
+        participation, query = _generated(study, django_capture_on_commit_callbacks)
+        bad = query.candidates.get(system__label="bad")
+        assert bad.status == Candidate.Status.FAILED and "SATISFY_TEST_LLM_KEY" in bad.failure_reason
+        query.refresh_from_db()
+        assert query.status == Query.Status.GENERATING
+        assert [c.pk for c in candidates_failed()] == [bad.pk]
+        # Fix the environment (an operator would), retry, and the bracket is drawn.
+        monkeypatch.setenv("SATISFY_TEST_LLM_KEY", "sk-test")
+        with django_capture_on_commit_callbacks(execute=True):
+            candidate_retry(candidate=bad)
     query.refresh_from_db()
     assert query.status == Query.Status.READY
     assert query.bracket.matches.get().label == "final"

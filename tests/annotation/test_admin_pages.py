@@ -1,0 +1,65 @@
+"""Every Django admin page a superuser can reach opens: each registered model's changelist, add page
+(where adding is allowed) and the change page of one real object."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+
+from analysis.models import ResearchJob
+from annotation.models import Candidate, Participation
+from annotation.selectors.tournament import match_current
+from annotation.services.query import query_submit
+from annotation.services.tournament import judgment_record
+from scoring.models import CandidateScore, ScoringRun
+from tests.annotation.factories import StudyFactory, join
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def everything(django_capture_on_commit_callbacks):
+    """One row of every model the admin shows: a ranked question with its bracket, scores and jobs."""
+    from corpus.models import CorpusDocument
+
+    study = StudyFactory(slug="walk", status="open")
+    participation = join(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = query_submit(participation=participation, text="night shifts and sleep", client_token="")
+    while (match := match_current(query=query)) is not None:
+        judgment_record(match=match, choice="left", by=participation)
+    candidate = Candidate.objects.filter(query=query).first()
+    ScoringRun.objects.create(study=study, metrics=["rouge1"])
+    CandidateScore.objects.create(candidate=candidate, metric="rouge1", value=0.5, version="1")
+    ResearchJob.objects.create(study=study, kind="report")
+    CorpusDocument.objects.create(external_id="W1", title="A paper", abstract="An abstract.")
+    Group.objects.create(name="researchers")
+    superuser = get_user_model().objects.create_superuser("root", "root@example.org", "pw")
+    Token.objects.create(user=superuser)
+    return superuser
+
+
+def test_every_admin_page_opens_for_a_superuser(client, rf, everything):
+    client.force_login(everything)
+    request = rf.get("/admin/")
+    request.user = everything
+    opened = []
+    for model, model_admin in admin.site._registry.items():
+        meta = model._meta
+        base = f"admin:{meta.app_label}_{meta.model_name}"
+        pages = [reverse(f"{base}_changelist")]
+        if model_admin.has_add_permission(request):
+            pages.append(reverse(f"{base}_add"))
+        obj = model._default_manager.order_by("pk").first()
+        assert obj is not None, f"the fixture has no {meta.verbose_name} to open"
+        pages.append(reverse(f"{base}_change", args=[obj.pk]))
+        for url in pages:
+            response = client.get(url)
+            assert response.status_code == 200, f"{url} answered {response.status_code}"
+            opened.append(url)
+    assert any("/participation/" in url for url in opened)
+    assert Participation.objects.exists()
