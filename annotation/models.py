@@ -178,6 +178,10 @@ class Query(models.Model):
     retrieval_backend = models.CharField(max_length=40)
     created_at = models.DateTimeField(auto_now_add=True)
     shown_at = models.DateTimeField(null=True, blank=True)
+    # Background work (the sweeper in annotation/services/query.py): when a retry asked for retrieval
+    # again (else created_at), and when the sweeper last sent a retrieval whose message was lost.
+    retrieval_queued_at = models.DateTimeField(null=True, blank=True)
+    retrieval_requeued_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["participation", "index"]
@@ -236,6 +240,9 @@ class Candidate(models.Model):
     latency_s = models.FloatField(null=True, blank=True)
     finish_reason = models.CharField(max_length=40, blank=True)
     citation_flags = models.JSONField(default=dict, blank=True)
+    # Background work: a running candidate belongs to its worker until the lease expires; a heartbeat
+    # renews it while the model is called, so a dead worker's candidate is claimable within seconds.
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["query", "system__order"]
@@ -322,3 +329,14 @@ class Judgment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.choice} on match {self.match_id}"
+
+
+class SweeperRun(models.Model):
+    """When each periodic sweeper last ran, so that a stopped scheduler is noticed (admin banner, error log)."""
+
+    name = models.CharField(max_length=80, unique=True)
+    last_run_at = models.DateTimeField()
+    last_result = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.last_run_at:%Y-%m-%d %H:%M:%S}"
