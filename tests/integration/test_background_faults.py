@@ -66,7 +66,7 @@ def test_unexpected_errors_in_retrieval_and_generation_end_failed_with_a_reason(
     odd = StudyFactory(slug="odd-filters")
     Study.objects.filter(pk=odd.pk).update(retrieval_settings={"filters": 5})
     braces = StudyFactory(slug="braces")
-    template = PromptTemplate.objects.create(name="braces", body="Answer {query} as JSON: {\"a\": 1}", persona_block="")
+    template = PromptTemplate.objects.create(name="braces", body='Answer {query} as JSON: {"a": 1}', persona_block="")
     Study.objects.filter(pk=braces.pk).update(prompt_template=template)
 
     listed_query, odd_query, braces_query = ask(listed), ask(odd), ask(braces)
@@ -126,3 +126,42 @@ def test_a_scoring_run_whose_messages_were_lost_is_restarted_by_the_sweeper(
     )
     run.refresh_from_db()
     assert (run.done, run.total, run.percent, run.restarts) == (4, 4, 100, 1)
+
+
+def test_a_research_job_whose_worker_was_killed_is_restarted_by_the_sweeper(
+    celery_workers: WorkerPool, tmp_path: Path
+) -> None:
+    from analysis.models import ResearchJob
+    from analysis.services import research_job_start
+    from annotation.selectors.tournament import match_current
+    from annotation.services.tournament import judgment_record
+    from tests.analysis.conftest import QUESTIONS
+
+    doomed = celery_workers.start("doomed")
+    study = StudyFactory(slug="reported")
+    for n in range(3):
+        participation = join(study)
+        for text in QUESTIONS[:2]:
+            query = query_submit(participation=participation, text=text, client_token="")
+            wait_for(lambda q=query: settled(q), timeout=30, message=describe(query, celery_workers))
+            while (match := match_current(query=query)) is not None:
+                judgment_record(match=match, choice="left" if n % 2 else "right", by=participation)
+    job = research_job_start(study=study, kind=ResearchJob.Kind.REPORT, options={"n_resamples": 100_000})
+    wait_for(
+        lambda: ResearchJob.objects.get(pk=job.pk).status == ResearchJob.Status.RUNNING,
+        timeout=20,
+        interval=0.05,
+        message=celery_workers.logs,
+    )
+    doomed.stop(grace=0)  # SIGKILL, main process included
+    job.refresh_from_db()
+    assert job.status == ResearchJob.Status.RUNNING  # what the researcher would see forever, before
+    start_with_beat(celery_workers, "rescuer", tmp_path)
+    wait_for(
+        lambda: ResearchJob.objects.get(pk=job.pk).status in (ResearchJob.Status.DONE, ResearchJob.Status.FAILED),
+        timeout=120,
+        message=celery_workers.logs,
+    )
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.progress) == (ResearchJob.Status.DONE, 2, 100), job.error
+    assert "report.json" in job.files
