@@ -4,21 +4,32 @@ from __future__ import annotations
 
 import logging
 import shutil
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from analysis.models import ResearchJob
 from analysis.selectors import comparison_frame, metric_families
 from annotation.models import Candidate, Study
 from kernel.exceptions import ApplicationError
+from kernel.heartbeat import heartbeat
 from kernel.tasks import enqueue_on_commit
 from scoring.inputs import candidate_rows
 
 logger = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+REQUEUE_QUEUED_AFTER = timedelta(minutes=10)
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.BACKGROUND_LEASE_S)
+
 
 EXPORT_FORMATS = ("csv", "jsonl", "parquet")
 DEFAULT_RESAMPLES = 2000
@@ -70,6 +81,7 @@ def research_job_start(
         kind=kind,
         options=_validate(kind, options or {}),
         created_by=by if by is not None and getattr(by, "is_authenticated", False) else None,
+        queued_at=timezone.now(),
     )
     from analysis.tasks import run_research_job  # a cycle: analysis.tasks imports this module
 
@@ -81,41 +93,106 @@ def _progress(job: ResearchJob, percent: int, stage: str) -> None:
     ResearchJob.objects.filter(pk=job.pk).update(progress=max(0, min(100, percent)), stage=stage[:200])
 
 
-def research_job_run(*, job_id: int) -> ResearchJob:
-    """Run a job to completion; a failure is stored with its reason and never leaves files half-listed."""
-    job = ResearchJob.objects.select_related("study").get(pk=job_id)
-    if job.status in (ResearchJob.Status.DONE, ResearchJob.Status.RUNNING):
-        return job
-    ResearchJob.objects.filter(pk=job.pk).update(status=ResearchJob.Status.RUNNING, progress=1, stage="starting")
+def research_job_claim(*, job_id: int, redelivered: bool = False) -> ResearchJob | None:
+    """Move a job to running under a fresh lease; None when it is finished or a live worker holds it.
+    A job whose worker died (lease expired, or the broker redelivered it) restarts from scratch, up to
+    MAX_ATTEMPTS; past that it fails with the reason."""
+    now = timezone.now()
+    claimable = (
+        Q(status=ResearchJob.Status.QUEUED)
+        | Q(status=ResearchJob.Status.RUNNING, lease_expires_at__lt=now)
+        | Q(status=ResearchJob.Status.RUNNING, lease_expires_at__isnull=True)
+    )
+    if redelivered:
+        claimable |= Q(status=ResearchJob.Status.RUNNING)
+    with transaction.atomic():
+        job = ResearchJob.objects.select_for_update().select_related("study").filter(claimable, pk=job_id).first()
+        if job is None:
+            return None
+        if job.attempts >= MAX_ATTEMPTS:
+            research_job_mark_failed(
+                job_id=job.pk, reason=f"The worker running this job stopped {job.attempts} times; gave up."
+            )
+            return None
+        job.status, job.attempts, job.lease_expires_at = ResearchJob.Status.RUNNING, job.attempts + 1, now + _lease()
+        job.progress, job.stage, job.error = 1, "starting" if job.attempts == 1 else "restarting", ""
+        job.save(update_fields=["status", "attempts", "lease_expires_at", "progress", "stage", "error"])
+    return job
+
+
+def research_job_lease_renew(*, job_id: int, attempt: int) -> None:
+    ResearchJob.objects.filter(pk=job_id, status=ResearchJob.Status.RUNNING, attempts=attempt).update(
+        lease_expires_at=timezone.now() + _lease()
+    )
+
+
+def research_job_mark_failed(*, job_id: int, reason: str) -> None:
+    ResearchJob.objects.filter(pk=job_id).exclude(status=ResearchJob.Status.DONE).update(
+        status=ResearchJob.Status.FAILED, error=reason[:4000], finished_at=timezone.now(), lease_expires_at=None
+    )
+
+
+def research_job_run(*, job_id: int, redelivered: bool = False) -> ResearchJob:
+    """Run a job to completion; a failure is stored with its reason and never leaves files half-listed.
+    A job that was running when its worker died starts again from scratch (its folder is emptied)."""
+    job = research_job_claim(job_id=job_id, redelivered=redelivered)
+    if job is None:
+        return ResearchJob.objects.get(pk=job_id)
     out = job_dir(job)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
+    attempt = job.attempts
     try:
         runner = {
             ResearchJob.Kind.EXPORT: _run_export,
             ResearchJob.Kind.REPORT: _run_report,
             ResearchJob.Kind.STRESS: _run_stress,
         }[ResearchJob.Kind(job.kind)]
-        manifest = runner(job, out)
-    except Exception as error:
+        with heartbeat(
+            lambda: research_job_lease_renew(job_id=job_id, attempt=attempt),
+            every=settings.BACKGROUND_HEARTBEAT_S,
+            name=f"lease of research job {job_id}",
+        ):
+            manifest = runner(job, out)
+    except Exception as error:  # stored for the researcher; the task's on_failure covers the rest
         logger.exception("research job %s failed", job.pk)
-        ResearchJob.objects.filter(pk=job.pk).update(
-            status=ResearchJob.Status.FAILED,
-            error=f"{type(error).__name__}: {error}"[:4000],
-            finished_at=timezone.now(),
-        )
+        message = error.message if isinstance(error, ApplicationError) else f"{type(error).__name__}: {error}"
+        research_job_mark_failed(job_id=job.pk, reason=message)
     else:
         files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-        ResearchJob.objects.filter(pk=job.pk).update(
+        ResearchJob.objects.filter(pk=job.pk, status=ResearchJob.Status.RUNNING, attempts=attempt).update(
             status=ResearchJob.Status.DONE,
             progress=100,
             stage="done",
             files=files,
             manifest=manifest,
             finished_at=timezone.now(),
+            lease_expires_at=None,
         )
     job.refresh_from_db()
     return job
+
+
+def research_jobs_sweep(*, now: datetime | None = None) -> dict[str, int]:
+    """The sweeper: a running job whose lease expired (its worker died) is queued and sent again, or
+    failed once its attempts are spent; a job queued for REQUEUE_QUEUED_AFTER is sent again, stamped."""
+    from analysis.tasks import run_research_job  # a cycle: analysis.tasks imports this module
+
+    now = now or timezone.now()
+    with transaction.atomic():
+        due = ResearchJob.objects.select_for_update(skip_locked=True).filter(
+            Q(status=ResearchJob.Status.RUNNING, lease_expires_at__lt=now)
+            | Q(status=ResearchJob.Status.QUEUED, queued_at__lt=now - REQUEUE_QUEUED_AFTER)
+        )
+        due_ids = list(due.values_list("pk", flat=True))
+        ResearchJob.objects.filter(pk__in=due_ids).update(
+            status=ResearchJob.Status.QUEUED, queued_at=now, lease_expires_at=None, stage="waiting for a worker"
+        )
+        for job_id in due_ids:
+            enqueue_on_commit(run_research_job, job_id)
+    if due_ids:
+        logger.warning("sweeper: research job(s) %s sent again", due_ids)
+    return {"research_jobs_requeued": len(due_ids)}
 
 
 def _run_export(job: ResearchJob, out: Path) -> dict[str, Any]:

@@ -178,6 +178,10 @@ class Query(models.Model):
     retrieval_backend = models.CharField(max_length=40)
     created_at = models.DateTimeField(auto_now_add=True)
     shown_at = models.DateTimeField(null=True, blank=True)
+    # Background work (the sweeper in annotation/services/query.py): when a retry asked for retrieval
+    # again (else created_at), and when the sweeper last sent a retrieval whose message was lost.
+    retrieval_queued_at = models.DateTimeField(null=True, blank=True)
+    retrieval_requeued_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["participation", "index"]
@@ -248,6 +252,9 @@ class Candidate(models.Model):
         PromptTemplate, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     prompt_template_version = models.PositiveIntegerField(null=True, blank=True)
+    # Background work: a running candidate belongs to its worker until the lease expires; a heartbeat
+    # renews it while the model is called, so a dead worker's candidate is claimable within seconds.
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["query", "system__order"]
@@ -334,3 +341,14 @@ class Judgment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.choice} on match {self.match_id}"
+
+
+class SweeperRun(models.Model):
+    """When each periodic sweeper last ran, so that a stopped scheduler is noticed (admin banner, error log)."""
+
+    name = models.CharField(max_length=80, unique=True)
+    last_run_at = models.DateTimeField()
+    last_result = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.last_run_at:%Y-%m-%d %H:%M:%S}"

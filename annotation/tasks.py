@@ -1,64 +1,122 @@
-"""Background work of the annotator journey. Each task takes ids, calls one service, owns its retries."""
+"""Background work of the annotator journey. Each task takes ids, calls one service, owns its retries,
+and owns failure: whatever a task raises ends in a `*_mark_failed` service through `on_failure`.
+
+Retries live here and only here: the model-server and OpenAlex clients make one call per attempt
+(their own retries are off by default), so a candidate costs at most MAX_ATTEMPTS calls.
+
+Generation, worst case per candidate with the defaults (docs/backends.md, "Retries and time limits"):
+    4 attempts x one call of at most LLM_TIMEOUT = 120 s           = 480 s
+  + backoff before attempts 2, 3, 4: at most 5 + 10 + 20 s        =  35 s
+  = 515 s, 4 calls; each attempt alone stays under its 240 s soft time limit (120 s + prompt and
+  database work), and a soft time limit is one more transient fault, retried like a timeout.
+Retrieval: 4 attempts x at most 60 s (the soft limit; OpenAlex waits 20 s per call, two calls when a
+long question finds nothing) + 35 s backoff = 275 s, under the sweeper's 10-minute retrieval deadline.
+"""
 
 from __future__ import annotations
 
-from celery import shared_task
+import logging
+import random
+from typing import Any
+
+from celery import Task, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
 
 from annotation.backends import openai_chat  # noqa: F401 - imported before the pool forks, not per child
-from annotation.services.generation import candidate_generate, candidate_mark_failed, candidates_requeue_stuck
-from annotation.services.query import query_mark_failed, query_retrieve
+from annotation.services.generation import (
+    MAX_ATTEMPTS,
+    candidate_generate,
+    candidate_mark_failed,
+    candidate_retry_later,
+)
+from annotation.services.query import background_sweep, query_mark_failed, query_retrieve
 from kernel.backends import BackendError
 
-MAX_RETRIES = 4
+logger = logging.getLogger(__name__)
+
+GENERATION_SOFT_TIME_LIMIT_S: int = settings.GENERATION_SOFT_TIME_LIMIT_S
+RETRIEVAL_SOFT_TIME_LIMIT_S: int = settings.RETRIEVAL_SOFT_TIME_LIMIT_S
+BACKOFF_BASE_S = 5.0  # before attempt n+1: uniform(0, 5 * 2**(n-1)) s, full jitter, so 5, 10, 20 s at most
+
+
+def unexpected_reason(exc: BaseException) -> str:
+    if isinstance(exc, BackendError):
+        return exc.reason
+    return f"Unexpected error ({type(exc).__name__}: {exc}). An administrator can retry it once the cause is fixed."
+
+
+def _retrieval_failed(task: Task, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+    query_id = kwargs.get("query_id", args[0] if args else None)
+    logger.error("retrieval of query %s failed: %r", query_id, exc)
+    query_mark_failed(query_id=query_id, reason=unexpected_reason(exc))
+
+
+def _generation_failed(task: Task, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+    candidate_id = kwargs.get("candidate_id", args[0] if args else None)
+    logger.error("generation of candidate %s failed: %r", candidate_id, exc)
+    candidate_mark_failed(candidate_id=candidate_id, reason=unexpected_reason(exc))
 
 
 @shared_task(
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
-    max_retries=MAX_RETRIES,
-    soft_time_limit=120,
-    time_limit=150,
+    max_retries=MAX_ATTEMPTS - 1,
+    soft_time_limit=RETRIEVAL_SOFT_TIME_LIMIT_S,
+    time_limit=RETRIEVAL_SOFT_TIME_LIMIT_S + 15,
+    on_failure=_retrieval_failed,
 )
 def retrieve_query(self, query_id: int) -> None:  # type: ignore[no-untyped-def]
     try:
         query_retrieve(query_id=query_id)
-    except BackendError as error:
-        if error.transient and self.request.retries < MAX_RETRIES:
-            raise self.retry(countdown=_backoff(self.request.retries)) from error
-        query_mark_failed(query_id=query_id, reason=error.reason)
-    except SoftTimeLimitExceeded:
-        query_mark_failed(query_id=query_id, reason="Retrieval took too long.")
+    except (BackendError, SoftTimeLimitExceeded) as error:
+        reason = _transient_reason(error, RETRIEVAL_SOFT_TIME_LIMIT_S)
+        if reason is not None and self.request.retries < self.max_retries:
+            raise self.retry(countdown=backoff(self.request.retries)) from error
+        if reason is not None:
+            reason = f"Gave up after {self.request.retries + 1} attempts; the last: {reason}"
+        query_mark_failed(query_id=query_id, reason=reason or unexpected_reason(error))
 
 
 @shared_task(
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
-    max_retries=MAX_RETRIES,
-    soft_time_limit=240,
-    time_limit=300,
+    # The cap is the candidate's own attempt count (candidate_claim); this only bounds the message chain.
+    max_retries=MAX_ATTEMPTS,
+    soft_time_limit=GENERATION_SOFT_TIME_LIMIT_S,
+    time_limit=GENERATION_SOFT_TIME_LIMIT_S + 30,
+    on_failure=_generation_failed,
 )
 def generate_candidate(self, candidate_id: int) -> None:  # type: ignore[no-untyped-def]
-    final_attempt = self.request.retries >= MAX_RETRIES
     # The broker hands a message out again only when the process holding it died without acknowledging it.
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     try:
-        candidate_generate(candidate_id=candidate_id, final_attempt=final_attempt, redelivered=redelivered)
-    except BackendError as error:
-        raise self.retry(countdown=_backoff(self.request.retries)) from error
-    except SoftTimeLimitExceeded:
-        candidate_mark_failed(candidate_id=candidate_id, reason="Generation took longer than the time limit.")
+        candidate_generate(candidate_id=candidate_id, redelivered=redelivered)
+    except (BackendError, SoftTimeLimitExceeded) as error:
+        reason = _transient_reason(error, GENERATION_SOFT_TIME_LIMIT_S)
+        if reason is None:  # permanent: a configuration the admin must fix
+            candidate_mark_failed(candidate_id=candidate_id, reason=unexpected_reason(error))
+            return
+        if candidate_retry_later(candidate_id=candidate_id, reason=reason):
+            raise self.retry(countdown=backoff(self.request.retries)) from error
 
 
-@shared_task
-def requeue_stuck_candidates() -> int:
-    return candidates_requeue_stuck()
+@shared_task(soft_time_limit=60, time_limit=90)
+def sweep_generation() -> dict[str, int]:
+    return background_sweep()
 
 
-def _backoff(retries: int) -> float:
-    """Exponential backoff with full jitter: 2, 4, 8, 16 s caps."""
-    import random
+def _transient_reason(error: BaseException, soft_limit_s: int) -> str | None:
+    """The reason to show while retrying, or None when a retry cannot help."""
+    if isinstance(error, SoftTimeLimitExceeded):
+        return f"no answer within the {soft_limit_s} s time limit"
+    if isinstance(error, BackendError) and error.transient:
+        return error.reason
+    return None
 
-    return random.uniform(0, 2 ** (retries + 1))
+
+def backoff(retries: int) -> float:
+    """Exponential backoff with full jitter: at most 5, 10, 20 s before attempts 2, 3, 4."""
+    return random.uniform(0, BACKOFF_BASE_S * 2**retries)

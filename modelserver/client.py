@@ -5,6 +5,9 @@ hosted APIs all speak this protocol. Transient faults (timeouts, 429, 5xx, dropp
 connections, truncated bodies) are retried with exponential backoff and jitter;
 configuration faults (400/401/403/404) fail at once with a reason a researcher can act
 on. Results can be cached on disk by input hash. Plain Python: no Django.
+
+Inside a Celery task the task owns the retries: annotation's generation backend sets
+`max_retries=0`, so one attempt of the task is one call (docs/backends.md, "Retries").
 """
 
 from __future__ import annotations
@@ -24,13 +27,13 @@ from modelserver.cache import DiskCache, cache_key
 from modelserver.config import ChatConfig, ChatResult, LLMError
 from modelserver.limits import semaphore_for
 
-__all__ = ["ChatClient"]
+__all__ = ["BACKOFF_CAP_S", "ChatClient"]
 
 logger = logging.getLogger(__name__)
 
 # Statuses a retry can fix: request timeout, conflict/lock, too early, rate limit, server side.
 _TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
-_BACKOFF_CAP_S = 20.0
+BACKOFF_CAP_S = 20.0
 
 _HINTS: Mapping[int, str] = {
     400: "the server rejected the request (check the model's context length, max_tokens and parameters)",
@@ -234,8 +237,8 @@ class ChatClient:
         )
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        ceiling = min(_BACKOFF_CAP_S, self.config.backoff_s * (2.0**attempt))
+        ceiling = min(BACKOFF_CAP_S, self.config.backoff_s * (2.0**attempt))
         delay = ceiling / 2 + random.uniform(0, ceiling / 2)
-        if retry_after is not None and 0 <= retry_after <= _BACKOFF_CAP_S:
+        if retry_after is not None and 0 <= retry_after <= BACKOFF_CAP_S:
             delay = max(delay, retry_after)
         return delay

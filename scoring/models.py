@@ -25,6 +25,12 @@ class ScoringRun(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Background work: the chunks (candidate id lists) and the ones already counted, so that a chunk
+    # delivered twice counts once and a sweeper can send again the chunks a dead worker lost.
+    chunks = models.JSONField(default=list, blank=True)
+    chunks_done = models.JSONField(default=list, blank=True, help_text="Indexes into chunks.")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    restarts = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]
@@ -34,7 +40,6 @@ class ScoringRun(models.Model):
 
     @property
     def percent(self) -> int:
-        # A retried chunk counts again, so clamp: progress never reads over 100%.
         return (
             min(100, int(100 * self.done / self.total))
             if self.total

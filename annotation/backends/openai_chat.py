@@ -17,6 +17,7 @@ from django.conf import settings
 
 from kernel.backends import BackendError, Generation, GenerationRequest
 from modelserver import ChatClient, ChatConfig, LLMError
+from modelserver.client import BACKOFF_CAP_S
 
 SETTING_KEYS = frozenset(
     {
@@ -61,6 +62,12 @@ def _number(options: Mapping[str, Any], name: str, default: Any, kind: type) -> 
         ) from None
 
 
+def worst_case_s(config: ChatConfig) -> float:
+    """The longest one generation attempt can wait on the client: every call timing out, every backoff at its cap."""
+    backoffs = sum(min(BACKOFF_CAP_S, config.backoff_s * 2.0**attempt) for attempt in range(config.max_retries))
+    return (config.max_retries + 1) * config.timeout + backoffs
+
+
 class OpenAIChatGeneration:
     """GenerationBackend that sends the rendered prompt as one user message."""
 
@@ -92,7 +99,7 @@ class OpenAIChatGeneration:
                 raise BackendError(f"The environment variable {key_env} (the API key) is not set.", transient=False)
         else:
             api_key = str(getattr(settings, "LLM_API_KEY", "") or "EMPTY")
-        return ChatConfig(
+        config = ChatConfig(
             base_url=base_url,
             model=model,
             api_key=api_key,
@@ -100,9 +107,22 @@ class OpenAIChatGeneration:
             max_tokens=_number(o, "max_tokens", getattr(settings, "LLM_MAX_TOKENS", 1024), int),
             seed=_number(o, "seed", getattr(settings, "LLM_SEED", None), int),
             timeout=_number(o, "timeout", getattr(settings, "LLM_TIMEOUT", 120.0), float),
-            max_retries=_number(o, "max_retries", getattr(settings, "LLM_MAX_RETRIES", 3), int),
+            # The generation task owns the retries (annotation/tasks.py): one call per attempt unless a
+            # study system asks for in-process retries, and then their worst case must fit the time limit.
+            max_retries=_number(o, "max_retries", 0, int),
             concurrency=_number(o, "concurrency", getattr(settings, "LLM_CONCURRENCY", 4), int),
         )
+        worst = worst_case_s(config)
+        limit = float(getattr(settings, "GENERATION_SOFT_TIME_LIMIT_S", 240))
+        # One call longer than the limit is cut by the soft time limit and retried by the task; stacked
+        # in-process retries that cannot all fit would only be cut short, so they are refused.
+        if config.max_retries and worst >= limit:
+            raise BackendError(
+                f"timeout {config.timeout:g} s x {config.max_retries + 1} call(s) plus backoff is {worst:g} s, over the "
+                f"{limit:g} s time limit of one generation attempt: lower timeout or max_retries.",
+                transient=False,
+            )
+        return config
 
     def messages_for(self, request: GenerationRequest) -> list[dict[str, str]]:
         system_prompt = str(self.options.get("system_prompt") or "")

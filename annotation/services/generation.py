@@ -1,52 +1,86 @@
-"""Generating the candidate summaries of a query: claiming one, generating it, recording a failure,
-retrying, requeueing those a dead worker left behind, and drawing the bracket once all are done."""
+"""Generating the candidate summaries of a query: claiming one under a lease, generating it while a
+heartbeat renews the lease, recording a failure, retrying, the sweeper that sends again what a dead
+worker left behind, and drawing the bracket once all are done."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from annotation.backends.registry import get_generation_backend
-from annotation.models import Candidate, Query, StudySystem
+from annotation.models import Candidate, Query, StudySystem, SweeperRun
 from annotation.prompts import render_prompt
 from annotation.selectors.query import query_documents
 from annotation.services.study import prompt_template_default
 from annotation.services.tournament import bracket_create
 from kernel.backends import BackendError, GenerationRequest
+from kernel.heartbeat import heartbeat
 from kernel.tasks import enqueue_on_commit
 
 logger = logging.getLogger(__name__)
 
-# A candidate left "running" longer than this is presumed lost with its worker and is requeued.
-STUCK_AFTER = timedelta(minutes=10)
+# Attempts per candidate, each one model call (the task owns the retries: annotation/tasks.py). A
+# worker lost mid-call costs an attempt too, so a candidate that kills its worker ends failed.
+MAX_ATTEMPTS = 4
+# A queued candidate's message is sent again at most this often (a lost message, a flushed broker);
+# until then a backlog just waits its turn.
+REQUEUE_QUEUED_AFTER = timedelta(minutes=10)
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.BACKGROUND_LEASE_S)
 
 
 def candidate_claim(*, candidate_id: int, redelivered: bool = False) -> Candidate | None:
-    """Move a candidate to running. None when another worker holds it or it is already finished.
-    A redelivered task may take over a running candidate: the process that was running it is gone."""
+    """Move a candidate to running under a fresh lease. None when another worker holds a live lease,
+    it is already finished, or its attempts are spent (then it is failed with the last reason).
+    A redelivered task may take over at once: the broker redelivers only when the holder died."""
     now = timezone.now()
-    claimable = Q(status=Candidate.Status.QUEUED) | Q(status=Candidate.Status.RUNNING, started_at__lt=now - STUCK_AFTER)
+    claimable = (
+        Q(status=Candidate.Status.QUEUED)
+        | Q(status=Candidate.Status.RUNNING, lease_expires_at__lt=now)
+        | Q(status=Candidate.Status.RUNNING, lease_expires_at__isnull=True)
+    )
     if redelivered:
         claimable |= Q(status=Candidate.Status.RUNNING)
-    claimed = Candidate.objects.filter(claimable, pk=candidate_id).update(
-        status=Candidate.Status.RUNNING, started_at=now, attempts=F("attempts") + 1
-    )
-    if not claimed:
-        return None
+    with transaction.atomic():
+        row = Candidate.objects.select_for_update().filter(claimable, pk=candidate_id).first()
+        if row is None:
+            return None
+        if row.attempts >= MAX_ATTEMPTS:
+            last = row.failure_reason.removeprefix("Retrying after: ") or "the worker stopped while generating it"
+            candidate_mark_failed(
+                candidate_id=row.pk, reason=f"Gave up after {row.attempts} attempts; the last: {last}"
+            )
+            return None
+        Candidate.objects.filter(pk=row.pk).update(
+            status=Candidate.Status.RUNNING, started_at=now, lease_expires_at=now + _lease(), attempts=F("attempts") + 1
+        )
     return Candidate.objects.select_related(
         "system", "query__persona", "query__participation__study__prompt_template"
     ).get(pk=candidate_id)
 
 
-def candidate_generate(*, candidate_id: int, final_attempt: bool = True, redelivered: bool = False) -> Candidate | None:
-    """Generate one candidate summary. A transient failure is re-raised for the task to retry
-    unless this is the final attempt; a permanent one is stored with its reason."""
+def candidate_lease_renew(*, candidate_id: int, attempt: int) -> bool:
+    """The heartbeat: keep the lease of the attempt still running (not one that was taken over)."""
+    return bool(
+        Candidate.objects.filter(pk=candidate_id, status=Candidate.Status.RUNNING, attempts=attempt).update(
+            lease_expires_at=timezone.now() + _lease()
+        )
+    )
+
+
+def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candidate | None:
+    """Generate one candidate summary. A backend failure is raised as BackendError for the task to
+    retry or record (`candidate_retry_later`, `candidate_mark_failed`); a bad prompt template is a
+    permanent BackendError with a reason an administrator can act on."""
     candidate = candidate_claim(candidate_id=candidate_id, redelivered=redelivered)
     if candidate is None:
         return None
@@ -55,9 +89,22 @@ def candidate_generate(*, candidate_id: int, final_attempt: bool = True, redeliv
     template = query.participation.study.prompt_template or prompt_template_default()
     documents = query_documents(query=query)
     persona = query.persona.as_dict() if system.condition == StudySystem.Condition.PERSONA else None
-    prompt = render_prompt(
-        body=template.body, persona_block=template.persona_block, query=query.text, documents=documents, persona=persona
-    )
+    try:
+        prompt = render_prompt(
+            body=template.body,
+            persona_block=template.persona_block,
+            query=query.text,
+            documents=documents,
+            persona=persona,
+        )
+    except (KeyError, IndexError, ValueError, AttributeError) as error:
+        raise BackendError(
+            f"The prompt template {template} could not be filled in ({type(error).__name__}: {error}). "
+            "Its placeholders are {query}, {documents} and {persona_block} (and {role}, {domain}, {expertise}, "
+            "{research_area}, {use_case} in the persona block); write a literal brace as {{ or }}.",
+            transient=False,
+        ) from error
+    Candidate.objects.filter(pk=candidate.pk).update(prompt=prompt)
     request = GenerationRequest(
         query=query.text,
         documents=documents,
@@ -66,27 +113,22 @@ def candidate_generate(*, candidate_id: int, final_attempt: bool = True, redeliv
         persona=persona,
         settings=system.backend_settings,
     )
-    try:
-        backend = get_generation_backend(system.generation_backend, system.backend_settings)
+    backend = get_generation_backend(system.generation_backend, system.backend_settings)
+    attempt = candidate.attempts
+    with heartbeat(
+        lambda: candidate_lease_renew(candidate_id=candidate.pk, attempt=attempt),
+        every=settings.BACKGROUND_HEARTBEAT_S,
+        name=f"lease of candidate {candidate.pk}",
+    ):
         generation = backend.generate(request)
-        if not generation.text.strip():
-            raise BackendError("The model returned an empty summary.", transient=True)
-    except BackendError as error:
-        if error.transient and not final_attempt:
-            Candidate.objects.filter(pk=candidate.pk).update(
-                status=Candidate.Status.QUEUED, failure_reason=f"Retrying after: {error.reason}", prompt=prompt
-            )
-            raise
-        return candidate_mark_failed(candidate_id=candidate.pk, reason=error.reason, prompt=prompt)
-    except Exception as error:  # an unexpected bug must not leave the candidate running forever
-        logger.exception("generation of candidate %s crashed", candidate.pk)
-        return candidate_mark_failed(candidate_id=candidate.pk, reason=f"Internal error: {error!r}", prompt=prompt)
+    if not generation.text.strip():
+        raise BackendError("The model returned an empty summary.", transient=True)
     flags = citation_flags(text=generation.text, n_documents=len(documents))
     with transaction.atomic():
-        updated = Candidate.objects.filter(pk=candidate.pk, status=Candidate.Status.RUNNING).update(
+        # Only the attempt that holds the candidate records it: a late twin whose lease was taken over does not.
+        updated = Candidate.objects.filter(pk=candidate.pk, status=Candidate.Status.RUNNING, attempts=attempt).update(
             status=Candidate.Status.DONE,
             text=generation.text,
-            prompt=prompt,
             raw_response=dict(generation.raw_response),
             usage=dict(generation.usage),
             latency_s=generation.latency_s,
@@ -94,12 +136,32 @@ def candidate_generate(*, candidate_id: int, final_attempt: bool = True, redeliv
             citation_flags=flags,
             failure_reason="",
             finished_at=timezone.now(),
+            lease_expires_at=None,
         )
         if updated:
             query_advance_if_generated(query_id=query.pk)
     candidate.status = Candidate.Status.DONE if updated else candidate.status
     candidate.text = generation.text
     return candidate
+
+
+def candidate_retry_later(*, candidate_id: int, reason: str) -> bool:
+    """After a transient failure of the attempt running now: True when the candidate is queued for the
+    task's next attempt; False when its attempts are spent (it is failed with the reason) or another
+    worker has taken it over (it is left alone)."""
+    running = Candidate.objects.filter(pk=candidate_id, status=Candidate.Status.RUNNING)
+    if running.filter(attempts__lt=MAX_ATTEMPTS).update(
+        status=Candidate.Status.QUEUED,
+        failure_reason=f"Retrying after: {reason}"[:4000],
+        queued_at=timezone.now(),
+        lease_expires_at=None,
+    ):
+        return True
+    if running.exists():
+        candidate_mark_failed(
+            candidate_id=candidate_id, reason=f"Gave up after {MAX_ATTEMPTS} attempts; the last: {reason}"
+        )
+    return False
 
 
 def citation_flags(*, text: str, n_documents: int) -> dict[str, Any]:
@@ -111,15 +173,11 @@ def citation_flags(*, text: str, n_documents: int) -> dict[str, Any]:
     return result.to_dict() if hasattr(result, "to_dict") else dict(vars(result))
 
 
-def candidate_mark_failed(*, candidate_id: int, reason: str, prompt: str = "") -> Candidate:
-    fields: dict[str, Any] = {
-        "status": Candidate.Status.FAILED,
-        "failure_reason": reason[:4000],
-        "finished_at": timezone.now(),
-    }
-    if prompt:
-        fields["prompt"] = prompt
-    Candidate.objects.filter(pk=candidate_id).exclude(status=Candidate.Status.DONE).update(**fields)
+def candidate_mark_failed(*, candidate_id: int, reason: str) -> Candidate:
+    """The end of a candidate that cannot be generated; the reason is shown to admins (and an annotator may retry)."""
+    Candidate.objects.filter(pk=candidate_id).exclude(status=Candidate.Status.DONE).update(
+        status=Candidate.Status.FAILED, failure_reason=reason[:4000], finished_at=timezone.now(), lease_expires_at=None
+    )
     return Candidate.objects.get(pk=candidate_id)
 
 
@@ -127,7 +185,13 @@ def candidate_mark_failed(*, candidate_id: int, reason: str, prompt: str = "") -
 def candidate_retry(*, candidate: Candidate) -> Candidate:
     """Queue a failed candidate again (admins; annotators through `query_retry_failed`)."""
     updated = Candidate.objects.filter(pk=candidate.pk, status=Candidate.Status.FAILED).update(
-        status=Candidate.Status.QUEUED, failure_reason="", queued_at=timezone.now(), started_at=None, finished_at=None
+        status=Candidate.Status.QUEUED,
+        failure_reason="",
+        queued_at=timezone.now(),
+        started_at=None,
+        finished_at=None,
+        attempts=0,  # a retry by a person gets the whole budget again
+        lease_expires_at=None,
     )
     if updated:
         Query.objects.filter(pk=candidate.query_id, status=Query.Status.FAILED).update(status=Query.Status.GENERATING)
@@ -143,21 +207,37 @@ def candidates_retry_failed(*, queryset: Iterable[Candidate]) -> int:
     return sum(1 for c in queryset if candidate_retry(candidate=c).status == Candidate.Status.QUEUED)
 
 
-def candidates_requeue_stuck(*, older_than: timedelta = STUCK_AFTER) -> int:
-    """The sweeper: candidates left running by a worker that died go back to the queue."""
+def candidates_sweep(*, now: datetime | None = None) -> dict[str, int]:
+    """The sweeper (every SWEEP_INTERVAL_S from beat): send again the candidates whose worker died
+    (running, lease expired) and those whose message may be lost (queued for REQUEUE_QUEUED_AFTER).
+    The rows are locked and stamped (`queued_at`) in one transaction, so a backlog is sent again at
+    most once per REQUEUE_QUEUED_AFTER, never once per sweep. The attempt cap is enforced when a
+    worker claims the candidate."""
     # At call time: annotation.tasks imports this module.
     from annotation.tasks import generate_candidate
 
-    cutoff = timezone.now() - older_than
-    stuck = list(
-        Candidate.objects.filter(
-            Q(status=Candidate.Status.RUNNING, started_at__lt=cutoff)
-            | Q(status=Candidate.Status.QUEUED, queued_at__lt=cutoff)
-        ).values_list("pk", flat=True)
-    )
-    for candidate_id in stuck:
-        generate_candidate.delay(candidate_id)
-    return len(stuck)
+    now = now or timezone.now()
+    with transaction.atomic():
+        due = Candidate.objects.select_for_update(skip_locked=True).filter(
+            Q(status=Candidate.Status.RUNNING, lease_expires_at__lt=now)
+            | Q(status=Candidate.Status.RUNNING, lease_expires_at__isnull=True, started_at__lt=now - _lease())
+            | Q(status=Candidate.Status.QUEUED, queued_at__lt=now - REQUEUE_QUEUED_AFTER)
+        )
+        due_ids = list(due.values_list("pk", flat=True))
+        # Back to queued, stamped: this sweep owns the re-send, the next one skips them.
+        Candidate.objects.filter(pk__in=due_ids).update(
+            status=Candidate.Status.QUEUED, queued_at=now, lease_expires_at=None
+        )
+        for candidate_id in due_ids:
+            enqueue_on_commit(generate_candidate, candidate_id)
+    if due_ids:
+        logger.warning("sweeper: %d candidate(s) sent again: %s", len(due_ids), due_ids[:20])
+    return {"candidates_requeued": len(due_ids)}
+
+
+def sweeper_record_run(*, name: str, result: dict[str, Any]) -> None:
+    """A sweeper ran: the admin's banner and the error log check this (annotation.templatetags.sweeper_alert)."""
+    SweeperRun.objects.update_or_create(name=name, defaults={"last_run_at": timezone.now(), "last_result": result})
 
 
 def query_advance_if_generated(*, query_id: int) -> Query:

@@ -1,20 +1,40 @@
-"""A question and its life: asking it, retrieving and freezing its sources, failing, discarding and retrying it."""
+"""A question and its life: asking it, retrieving and freezing its sources, failing, discarding and
+retrying it, and the periodic sweeper that sees every question and candidate to an end."""
 
 from __future__ import annotations
 
+import json
 import secrets
+from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.backends.registry import get_retrieval_backend
 from annotation.models import Candidate, Participation, Query, RetrievedDocument
-from annotation.services.generation import candidate_retry
+from annotation.services.generation import (
+    candidate_retry,
+    candidates_sweep,
+    query_advance_if_generated,
+    sweeper_record_run,
+)
 from annotation.services.participation import participation_queries_used
 from annotation.services.persona import persona_current
 from annotation.services.study import study_prompt_template, study_require_open
+from kernel.backends import BackendError
 from kernel.exceptions import ApplicationError
 from kernel.tasks import enqueue_on_commit
+
+# Retrieval's worst case is 4 attempts of at most 60 s with up to 35 s of backoff (annotation/tasks.py):
+# a question still retrieving RETRIEVAL_DEADLINE after it was asked is failed, and its message is sent
+# again, once, when it is RETRIEVAL_REQUEUE_AFTER old (a worker killed outright leaves it unacknowledged
+# until the broker's visibility timeout, an hour).
+RETRIEVAL_DEADLINE = timedelta(minutes=10)
+RETRIEVAL_REQUEUE_AFTER = timedelta(minutes=5)
+# A query whose last candidate just finished draws its own bracket; the sweeper only repairs older ones.
+_SETTLE = timedelta(minutes=1)
 
 
 @transaction.atomic
@@ -83,6 +103,13 @@ def query_retrieve(*, query_id: int) -> Query:
         return query
     study = query.participation.study
     if not query.documents.exists():
+        if not isinstance(study.retrieval_settings or {}, dict):
+            raise BackendError(
+                f"The study's retrieval settings must be a JSON object such as "
+                f'{{"filters": {{"from_year": 2018}}}}, not a {type(study.retrieval_settings).__name__}: '
+                f"{json.dumps(study.retrieval_settings)[:200]}",
+                transient=False,
+            )
         backend = get_retrieval_backend(query.retrieval_backend, study.retrieval_settings)
         filters = study.retrieval_settings.get("filters") if study.retrieval_settings else None
         documents = backend.search(query.text, k=study.retrieval_k, filters=filters)
@@ -142,16 +169,65 @@ def query_retrieve(*, query_id: int) -> Query:
 
 
 def query_mark_failed(*, query_id: int, reason: str) -> Query:
+    """The end of a retrieval that cannot succeed; the annotator may discard the question or retry it."""
     Query.objects.filter(pk=query_id, status=Query.Status.RETRIEVING).update(
         status=Query.Status.FAILED, failure_reason=reason[:2000]
     )
     return Query.objects.get(pk=query_id)
 
 
+def queries_sweep(*, now: datetime | None = None) -> dict[str, int]:
+    """The sweeper's part for questions: a retrieval whose message was lost is sent again (stamped,
+    at most once per RETRIEVAL_REQUEUE_AFTER), one still retrieving past RETRIEVAL_DEADLINE fails with
+    a reason, and a query whose candidates are all done but that has no bracket gets one."""
+    # At call time: annotation.tasks imports this module.
+    from annotation.tasks import retrieve_query
+
+    now = now or timezone.now()
+    retrieving = Query.objects.filter(status=Query.Status.RETRIEVING).alias(
+        asked_at=Coalesce("retrieval_queued_at", "created_at")
+    )
+    late = list(retrieving.filter(asked_at__lt=now - RETRIEVAL_DEADLINE).values_list("pk", flat=True))
+    minutes = int(RETRIEVAL_DEADLINE.total_seconds() // 60)
+    for query_id in late:
+        query_mark_failed(query_id=query_id, reason=f"Retrieval did not finish within {minutes} minutes.")
+    with transaction.atomic():
+        lost = list(
+            retrieving.select_for_update(skip_locked=True)
+            .filter(asked_at__lt=now - RETRIEVAL_REQUEUE_AFTER)
+            .filter(Q(retrieval_requeued_at__isnull=True) | Q(retrieval_requeued_at__lt=F("asked_at")))
+            .exclude(pk__in=late)
+            .values_list("pk", flat=True)
+        )
+        Query.objects.filter(pk__in=lost).update(retrieval_requeued_at=now)
+        for query_id in lost:
+            enqueue_on_commit(retrieve_query, query_id)
+    unbracketed = list(
+        Query.objects.filter(status=Query.Status.GENERATING, bracket__isnull=True, created_at__lt=now - _SETTLE)
+        .filter(candidates__isnull=False)
+        .distinct()
+        .exclude(candidates__status__in=[Candidate.Status.QUEUED, Candidate.Status.RUNNING, Candidate.Status.FAILED])
+        .values_list("pk", flat=True)
+    )
+    for query_id in unbracketed:
+        with transaction.atomic():
+            query_advance_if_generated(query_id=query_id)
+    return {"queries_failed": len(late), "queries_requeued": len(lost), "queries_bracketed": len(unbracketed)}
+
+
+def background_sweep() -> dict[str, int]:
+    """Everything the periodic generation sweeper does, and the record that it ran."""
+    result = {**queries_sweep(), **candidates_sweep()}
+    sweeper_record_run(name="generation", result=result)
+    return result
+
+
 @transaction.atomic
 def query_retry_failed(*, query: Query) -> Query:
     if query.status == Query.Status.FAILED and not query.documents.exists():
-        Query.objects.filter(pk=query.pk).update(status=Query.Status.RETRIEVING, failure_reason="")
+        Query.objects.filter(pk=query.pk).update(
+            status=Query.Status.RETRIEVING, failure_reason="", retrieval_queued_at=timezone.now()
+        )
         # At call time: annotation.tasks imports this module.
         from annotation.tasks import retrieve_query
 

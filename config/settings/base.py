@@ -163,14 +163,29 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True
-CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
-CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
-# The sweeper requeues candidates whose worker died. One beat process per deployment sends it
-# (platform/celery-beat.sh, the beat service in docker-compose.yml, its own process in bin/demo).
+# Every task declares its own time limits and retries (annotation/tasks.py, scoring/tasks.py,
+# analysis/tasks.py); the retry arithmetic is in docs/backends.md ("Retries and time limits").
+#
+# Background work always ends. Running work holds a lease that a heartbeat renews every
+# BACKGROUND_HEARTBEAT_S while it runs; a worker that dies stops renewing it, and the sweepers
+# (run every SWEEP_INTERVAL_S by the one beat process per deployment: platform/celery-beat.sh,
+# the beat service in docker-compose.yml, its own process in bin/demo) send the work again once
+# the lease has expired. Worst case from a killed worker to its work running again:
+# BACKGROUND_LEASE_S + SWEEP_INTERVAL_S = 25 s. The admin shows a banner, and the error log a line,
+# when no sweeper has run for SWEEPER_LATE_AFTER_S.
+# Each attempt's soft time limit (the retry arithmetic is in annotation/tasks.py and docs/backends.md).
+GENERATION_SOFT_TIME_LIMIT_S = env.int("GENERATION_SOFT_TIME_LIMIT_S", default=240)
+RETRIEVAL_SOFT_TIME_LIMIT_S = env.int("RETRIEVAL_SOFT_TIME_LIMIT_S", default=60)
+BACKGROUND_LEASE_S = env.float("BACKGROUND_LEASE_S", default=15.0)
+BACKGROUND_HEARTBEAT_S = env.float("BACKGROUND_HEARTBEAT_S", default=5.0)
+SWEEP_INTERVAL_S = env.float("SWEEP_INTERVAL_S", default=10.0)
+SWEEPER_LATE_AFTER_S = env.float("SWEEPER_LATE_AFTER_S", default=120.0)
 CELERY_BEAT_SCHEDULE = {
-    "requeue-stuck-candidates": {"task": "annotation.tasks.requeue_stuck_candidates", "schedule": 300.0},
+    "sweep-generation": {"task": "annotation.tasks.sweep_generation", "schedule": SWEEP_INTERVAL_S},
+    "sweep-scoring-runs": {"task": "scoring.tasks.sweep_scoring_runs", "schedule": SWEEP_INTERVAL_S},
+    "sweep-research-jobs": {"task": "analysis.tasks.sweep_research_jobs", "schedule": SWEEP_INTERVAL_S},
 }
 
 # Shared cache (OpenAlex answers, etc.): set CACHE_URL=redis://host:6379/1 so web and workers share it.
@@ -182,8 +197,8 @@ LLM_API_KEY = env.str("LLM_API_KEY", default="EMPTY")
 LLM_TEMPERATURE = env.float("LLM_TEMPERATURE", default=0.0)
 LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=1024)
 LLM_SEED = env.int("LLM_SEED", default=None)
+# One answer's wait; it must stay under the generation task's soft time limit (annotation/tasks.py).
 LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=120.0)
-LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=3)
 LLM_CONCURRENCY = env.int("LLM_CONCURRENCY", default=4)
 # A response cache keyed by the whole request (off unless set): reruns of a study cost nothing.
 LLM_CACHE_DIR = env.str("LLM_CACHE_DIR", default="") or None
@@ -191,7 +206,8 @@ OPENALEX_BASE_URL = env.str("OPENALEX_BASE_URL", default="https://api.openalex.o
 OPENALEX_MAILTO = env.str("OPENALEX_MAILTO", default="")
 OPENALEX_API_KEY = env.str("OPENALEX_API_KEY", default="")
 OPENALEX_TIMEOUT = env.float("OPENALEX_TIMEOUT", default=20.0)
-OPENALEX_MAX_RETRIES = env.int("OPENALEX_MAX_RETRIES", default=4)
+# The retrieval task owns the retries (annotation/tasks.py); the client's own are off unless set.
+OPENALEX_MAX_RETRIES = env.int("OPENALEX_MAX_RETRIES", default=0)
 OPENALEX_BACKOFF_S = env.float("OPENALEX_BACKOFF_S", default=1.0)
 OPENALEX_CACHE_TTL = env.int("OPENALEX_CACHE_TTL", default=7 * 24 * 3600)
 OPENALEX_CACHE_ALIAS = "default"

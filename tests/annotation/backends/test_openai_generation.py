@@ -57,11 +57,27 @@ def test_truncated_answer_reports_length() -> None:
     assert generation.finish_reason == "length"
 
 
-def test_transient_fault_is_retried_inside_the_backend() -> None:
+def test_a_transient_fault_goes_to_the_task_which_owns_the_retries() -> None:
+    with openai_standin(script=["429"]) as server:
+        with pytest.raises(BackendError) as caught:
+            OpenAIChatGeneration({"base_url": server.base_url}).generate(request("m-transient"))
+        assert server.completions == 1  # one call per task attempt
+    assert caught.value.transient and "429" in caught.value.reason
+
+
+def test_in_process_retries_are_opt_in_and_must_fit_the_time_limit() -> None:
     with openai_standin(script=["429", "drop"]) as server:
-        generation = OpenAIChatGeneration({"base_url": server.base_url}).generate(request("m-transient"))
+        generation = OpenAIChatGeneration({"base_url": server.base_url, "max_retries": 2, "timeout": 5}).generate(
+            request("m-transient")
+        )
     assert generation.text
     assert server.completions == 3
+    with pytest.raises(BackendError) as caught:
+        OpenAIChatGeneration({"base_url": "http://127.0.0.1:9/v1", "max_retries": 1, "timeout": 120}).generate(
+            request("m-too-long")
+        )
+    assert not caught.value.transient and "over the 240 s time limit" in caught.value.reason
+    assert "timeout 120 s x 2 call(s)" in caught.value.reason
 
 
 def test_api_key_comes_from_the_named_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:

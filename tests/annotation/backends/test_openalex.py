@@ -117,9 +117,18 @@ def test_unknown_filter_is_a_readable_configuration_error() -> None:
 
 def test_429_then_success_is_retried() -> None:
     with openalex_standin(script=["429", "503"]) as server:
-        docs = backend(server.base_url).search("summarisation", k=2)
+        docs = backend(server.base_url, max_retries=2).search("summarisation", k=2)
         assert server.calls == 3
     assert len(docs) == 2
+
+
+def test_by_default_one_call_per_task_attempt() -> None:
+    # The retrieval task owns the retries (annotation/tasks.py); the client's are off unless asked for.
+    with openalex_standin(script=["503"]) as server:
+        with pytest.raises(BackendError) as caught:
+            backend(server.base_url).search("summarisation", k=2)
+        assert server.calls == 1
+    assert caught.value.transient
 
 
 def test_retries_are_bounded() -> None:
@@ -133,7 +142,7 @@ def test_retries_are_bounded() -> None:
 
 def test_timeout_then_success() -> None:
     with openalex_standin(script=["timeout"], hang_s=3.0) as server:
-        docs = backend(server.base_url, timeout=0.3).search("summarisation", k=2)
+        docs = backend(server.base_url, timeout=0.3, max_retries=1).search("summarisation", k=2)
         assert server.calls == 2
     assert len(docs) == 2
 

@@ -1,0 +1,50 @@
+"""A heartbeat for long background work: a thread that renews the work's lease while it runs.
+
+    with heartbeat(lambda: lease_renew(pk), every=5.0):
+        call_the_model()
+
+The lease is what a sweeper reads: work whose lease has expired belongs to a worker that died.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+logger = logging.getLogger(__name__)
+
+
+@contextmanager
+def heartbeat(beat: Callable[[], object], *, every: float, name: str = "heartbeat") -> Iterator[None]:
+    """Call `beat()` every `every` seconds in a daemon thread until the block ends. A failing beat is
+    logged and tried again at the next tick: a missed renewal only lets the lease expire early."""
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            while not stop.wait(every):
+                try:
+                    beat()
+                except Exception:
+                    logger.exception("%s failed", name)
+        finally:
+            _close_db_connections()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=every + 5)
+
+
+def _close_db_connections() -> None:
+    """The thread's own database connection (Django opens one per thread) is not left open."""
+    try:
+        from django.db import connections
+    except ImportError:  # pragma: no cover - used without Django
+        return
+    connections.close_all()
