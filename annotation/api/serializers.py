@@ -156,6 +156,9 @@ class MatchSerializer(serializers.ModelSerializer):
 
 class ChoiceSerializer(serializers.Serializer):
     choice = serializers.ChoiceField(choices=Judgment.Choice.choices)
+    match = serializers.IntegerField(
+        required=False, help_text="The match this answer is for; when given it must be the one in the path."
+    )
 
 
 class JudgmentSerializer(serializers.ModelSerializer):

@@ -158,6 +158,13 @@ class MatchViewSet(viewsets.GenericViewSet):
         one to answer now (an earlier one is pending) is 409 and nothing is recorded."""
         body = s.ChoiceSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        named = body.validated_data.get("match")
+        if named is not None and named != int(pk):
+            raise ApplicationError(
+                f"This answer names match {named} but was sent to match {pk}. Nothing was recorded.",
+                field="match",
+                status=409,
+            )
         match = match_own(annotator=request.user, pk=pk)
         if match.status == Match.Status.PENDING and match.earlier_pending:  # type: ignore[attr-defined]
             raise ApplicationError(

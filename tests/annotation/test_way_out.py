@@ -221,7 +221,10 @@ def test_api_stale_and_out_of_turn_answers_are_409_with_what_was_recorded(study,
     assert out_of_turn.status_code == 409 and "not the one to answer now" in out_of_turn.json()["message"]
     assert not Judgment.objects.exists()
 
-    assert client.post(f"/api/v1/matches/{first.pk}/choice/", {"choice": "right"}, format="json").status_code == 200
+    misnamed = client.post(f"/api/v1/matches/{first.pk}/choice/", {"choice": "left", "match": second.pk}, format="json")
+    assert misnamed.status_code == 409 and not Judgment.objects.exists()
+    answer = {"choice": "right", "match": first.pk}
+    assert client.post(f"/api/v1/matches/{first.pk}/choice/", answer, format="json").status_code == 200
     again = client.post(f"/api/v1/matches/{first.pk}/choice/", {"choice": "right"}, format="json")
     assert again.status_code == 200  # a resend is harmless
     stale = client.post(f"/api/v1/matches/{first.pk}/choice/", {"choice": "left"}, format="json")
