@@ -70,8 +70,9 @@ def query_wait_state(*, query: Query, progress: list[dict[str, object]], now: da
     now = now or timezone.now()
     failed = query.status == Query.Status.FAILED or any(row["status"] == "failed" for row in progress)
     overdue = (now - query.created_at).total_seconds() >= wait_deadline_s()
-    minutes = max(1, round(wait_deadline_s() / 60))
-    waited = f"more than {minutes} minute{'s' if minutes != 1 else ''}"
+    deadline = wait_deadline_s()
+    amount, unit = (round(deadline / 60), "minute") if deadline >= 60 else (deadline, "second")
+    waited = f"more than {amount} {unit}{'s' if amount != 1 else ''}"
     done = sum(1 for row in progress if row["status"] == "done")
     if failed:
         message = "Something went wrong: one of the summaries could not be written."
