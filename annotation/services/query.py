@@ -21,8 +21,6 @@ from kernel.tasks import enqueue_on_commit
 
 logger = logging.getLogger(__name__)
 
-OPEN_STATUSES = (Query.Status.RETRIEVING, Query.Status.GENERATING, Query.Status.READY, Query.Status.FAILED)
-
 
 def _send_retrieval_on_commit(query: Query) -> None:
     """Send the retrieval once the question is committed. If the broker cannot be reached the question
@@ -44,6 +42,10 @@ def _send_on_commit(query: Query, task: Any, *args: Any) -> None:
             now = timezone.now()
             Query.objects.filter(pk=query.pk).update(queue_failed_at=now)
             query.queue_failed_at = now
+            return
+        if query.queue_failed_at is not None:  # sent after an earlier failure: the waiting page stops saying so
+            Query.objects.filter(pk=query.pk).update(queue_failed_at=None)
+            query.queue_failed_at = None
 
     transaction.on_commit(send)
 

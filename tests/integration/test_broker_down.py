@@ -55,3 +55,9 @@ def test_a_question_asked_while_the_broker_is_down_is_saved_and_explained(transa
     assert created.status_code == 201, created.content
     assert NOT_STARTED in created.json()["message"]
     assert Query.objects.get(pk=created.json()["id"]).status == Query.Status.RETRIEVING
+
+    # The broker is back (this process runs tasks eagerly again): "Try again" sends the search, and the
+    # page stops saying the service cannot be reached.
+    assert client.post(reverse("annotation:retry", args=["sleep", 1]))["Location"].endswith("/wait/")
+    query.refresh_from_db()
+    assert query.queue_failed_at is None and query.status == Query.Status.READY
