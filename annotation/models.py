@@ -141,6 +141,8 @@ class PersonaProfile(models.Model):
     research_area = models.CharField(max_length=200, blank=True)
     use_case = models.TextField(max_length=1000)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Time on the persona page: from when the form was first shown to `created_at`, when it was sent.
+    form_shown_at = models.DateTimeField(null=True, blank=True, help_text="When the persona form was first shown.")
 
     class Meta:
         ordering = ["participation", "-version"]
@@ -177,7 +179,27 @@ class Query(models.Model):
     failure_reason = models.TextField(blank=True)
     retrieval_backend = models.CharField(max_length=40)
     created_at = models.DateTimeField(auto_now_add=True)
-    shown_at = models.DateTimeField(null=True, blank=True)
+    # --- the annotator's way through the question (time on page, setting aside) ---
+    shown_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the question form was first shown; `created_at` is when it was sent."
+    )
+    wait_shown_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the waiting page was first shown; it ends when the first match is shown."
+    )
+    queue_failed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When sending the retrieval to the background queue failed (broker down)."
+    )
+    set_aside_at = models.DateTimeField(null=True, blank=True)
+    set_aside_reason = models.CharField(
+        max_length=12,
+        choices=[
+            ("failed", "Generation failed"),
+            ("too_slow", "Taking too long"),
+            ("stopped", "Study stopped"),
+        ],
+        blank=True,
+        help_text="Why a discarded question was set aside: it never counts toward the limit.",
+    )
     # Background work (the sweeper in annotation/services/query.py): when a retry asked for retrieval
     # again (else created_at), and when the sweeper last sent a retrieval whose message was lost.
     retrieval_queued_at = models.DateTimeField(null=True, blank=True)

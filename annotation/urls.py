@@ -15,6 +15,7 @@ urlpatterns = [
     path("study/<slug:slug>/q/<int:index>/retry/", views.retry, name="retry"),
     path("study/<slug:slug>/q/<int:index>/discard/", views.discard, name="discard"),
     path("study/<slug:slug>/q/<int:index>/compare/", views.compare, name="compare"),
+    path("study/<slug:slug>/stop/", views.stop, name="stop"),
     path("study/<slug:slug>/finish/", views.finish, name="finish"),
     path("study/<slug:slug>/done/", views.done, name="done"),
 ]

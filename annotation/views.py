@@ -3,30 +3,34 @@
 from __future__ import annotations
 
 import secrets
+from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.core import signing
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, QueryForm
-from annotation.models import Candidate, Match, Participation, Query, Study
+from annotation.models import Judgment, Match, Participation, Query, Study
 from annotation.selectors.generation import generation_progress
 from annotation.selectors.participation import participation_for
-from annotation.selectors.query import query_current, query_for
+from annotation.selectors.query import query_current, query_for, query_wait_state
 from annotation.selectors.tournament import match_current, match_progress
 from annotation.services.participation import (
     invitation_accept,
     invitation_check,
+    invitation_require_unused,
     participation_finish,
     participation_queries_used,
 )
 from annotation.services.persona import persona_current, persona_save
-from annotation.services.query import query_discard, query_retry_failed, query_submit
-from annotation.services.tournament import judgment_record, match_mark_shown
+from annotation.services.query import query_discard, query_mark_wait_shown, query_resend, query_submit
+from annotation.services.tournament import CHOICE_WORDS, judgment_record, match_mark_shown
 from kernel.exceptions import ApplicationError
 
 
@@ -50,6 +54,25 @@ def _posted(request: HttpRequest) -> Any:
     return request.POST if request.method == "POST" else None
 
 
+SHOWN_SALT = "annotation.page-shown"
+
+
+def _shown_token(request: HttpRequest) -> str:
+    """A signed hidden field saying when the form was first shown, for the time spent on the page. A form
+    re-shown after an error keeps the first time. Signed, so a client cannot claim a longer read."""
+    if request.method == "POST" and _shown_at(request) is not None:
+        return str(request.POST["shown"])
+    return signing.dumps(timezone.now().timestamp(), salt=SHOWN_SALT)
+
+
+def _shown_at(request: HttpRequest) -> datetime | None:
+    try:
+        stamp = signing.loads(request.POST.get("shown", ""), salt=SHOWN_SALT, max_age=24 * 3600)
+    except signing.BadSignature:
+        return None
+    return datetime.fromtimestamp(float(stamp), tz=UTC)
+
+
 def home(request: HttpRequest) -> HttpResponse:
     participations = (
         Participation.objects.filter(annotator=request.user).select_related("study")
@@ -63,12 +86,17 @@ def home(request: HttpRequest) -> HttpResponse:
 def join(request: HttpRequest, token: str) -> HttpResponse:
     """The invitation link: study information, consent, and the start of a participation."""
     try:
-        invitation = invitation_check(token=token)
+        invitation = invitation_check(token=token, allow_used_up=True)
     except ApplicationError as error:
         return _error_page(request, error)
     study = invitation.study
     if request.user.is_authenticated and Participation.objects.filter(study=study, annotator=request.user).exists():
         return redirect("annotation:study", slug=study.slug)
+    try:
+        # A used-up link is refused here, before the consent page, not after the annotator agreed.
+        invitation_require_unused(invitation=invitation)
+    except ApplicationError as error:
+        return _error_page(request, error)
     form = ConsentForm(_posted(request))
     if request.method == "POST" and form.is_valid():
         try:
@@ -125,7 +153,7 @@ def profile(request: HttpRequest, slug: str) -> HttpResponse:
     form = PersonaForm(_posted(request), initial=current.as_dict() if current else None)
     if request.method == "POST" and not locked and form.is_valid():
         try:
-            persona_save(participation=participation, data=form.cleaned_data)
+            persona_save(participation=participation, data=form.cleaned_data, shown_at=_shown_at(request))
         except ApplicationError as error:
             form.add_error(error.field, error.message)
         else:
@@ -133,7 +161,13 @@ def profile(request: HttpRequest, slug: str) -> HttpResponse:
     return render(
         request,
         "annotation/profile.html",
-        {"study": participation.study, "form": form, "locked": locked, "participation": participation},
+        {
+            "study": participation.study,
+            "form": form,
+            "locked": locked,
+            "participation": participation,
+            "shown": _shown_token(request),
+        },
         status=400 if form.errors else 200,
     )
 
@@ -160,6 +194,7 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
                 participation=participation,
                 text=form.cleaned_data["text"],
                 client_token=form.cleaned_data["client_token"],
+                shown_at=_shown_at(request),
             )
         except ApplicationError as error:
             if error.field:
@@ -177,6 +212,7 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
             "number": used + 1,
             "limit": study_obj.queries_per_annotator,
             "can_stop": used > 0,
+            "shown": _shown_token(request),
             "persona_editable": used == 0 and not participation.queries.exists(),
         },
         status=400 if form.errors else 200,
@@ -185,26 +221,31 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required(login_url="annotation:home")
 def wait(request: HttpRequest, slug: str, index: int) -> HttpResponse:
+    """While the summaries are prepared. Past the deadline it says what is happening, in plain words, and
+    offers a way out: try again, set the question aside, or stop the study."""
     participation = participation_for(annotator=request.user, study_slug=slug)
     query = query_for(participation=participation, index=index)
-    if query.status in (Query.Status.READY, Query.Status.RANKED, Query.Status.DISCARDED):
+    if participation.completed_at is not None or query.status in (
+        Query.Status.READY,
+        Query.Status.RANKED,
+        Query.Status.DISCARDED,
+    ):
         return redirect("annotation:study", slug=slug)
+    query_mark_wait_shown(query=query)
+    progress = generation_progress(query=query)
+    state = query_wait_state(query=query, progress=progress)
     return render(
         request,
         "annotation/wait.html",
         {
             "study": participation.study,
             "query": query,
-            "progress": generation_progress(query=query),
+            "progress": progress,
             "status_url": reverse("annotation:status", args=[slug, index]),
-            "failed": _query_failed(query),
+            "state": state,
             "limit": participation.study.queries_per_annotator,
         },
     )
-
-
-def _query_failed(query: Query) -> bool:
-    return query.status == Query.Status.FAILED or query.candidates.filter(status=Candidate.Status.FAILED).exists()
 
 
 @login_required(login_url="annotation:home")
@@ -212,11 +253,15 @@ def status(request: HttpRequest, slug: str, index: int) -> JsonResponse:
     """Polled by the waiting page; says nothing about which system is which."""
     participation = participation_for(annotator=request.user, study_slug=slug)
     query = query_for(participation=participation, index=index)
+    progress = generation_progress(query=query)
+    state = query_wait_state(query=query, progress=progress)
     return JsonResponse(
         {
             "status": query.status,
-            "failed": _query_failed(query),
-            "candidates": generation_progress(query=query),
+            "failed": state.failed,
+            "overdue": state.overdue,
+            "message": state.message,
+            "candidates": progress,
             "next": reverse("annotation:study", args=[slug]),
         }
     )
@@ -227,7 +272,7 @@ def status(request: HttpRequest, slug: str, index: int) -> JsonResponse:
 def retry(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     participation = participation_for(annotator=request.user, study_slug=slug)
     query = query_for(participation=participation, index=index)
-    query_retry_failed(query=query)
+    query_resend(query=query)
     return redirect("annotation:wait", slug=slug, index=index)
 
 
@@ -243,6 +288,28 @@ def discard(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     return redirect("annotation:study", slug=slug)
 
 
+def _refused_answer(request: HttpRequest, participation: Participation, query: Query, match_id: int) -> HttpResponse:
+    """An answer naming a match that is not the one on screen now: a stale tab or a late second press.
+    It is never applied to the current match; the annotator is told what happened."""
+    posted = Match.objects.filter(pk=match_id, bracket__query=query).select_related("judgment").first()
+    judgment: Judgment | None = getattr(posted, "judgment", None) if posted is not None else None
+    if posted is None:
+        message = "This comparison is not part of your question. Your answer was not recorded."
+    elif judgment is not None:
+        message = (
+            f"This comparison was already answered, with {CHOICE_WORDS[Judgment.Choice(judgment.choice)]}, "
+            "probably in another tab or window. Answers cannot be changed, so this one was not recorded."
+        )
+    else:
+        message = "That comparison is not the one to answer now. Your answer was not recorded."
+    return render(
+        request,
+        "annotation/notice.html",
+        {"message": message, "study": participation.study, "title": "Your answer was not recorded"},
+        status=409,
+    )
+
+
 @login_required(login_url="annotation:home")
 @require_http_methods(["GET", "POST"])
 def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
@@ -253,14 +320,21 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
         form = ChoiceForm(request.POST)
         if not form.is_valid():
             return _error_page(request, ApplicationError("Choose left, right or neither."), study=participation.study)
-        match = Match.objects.filter(pk=form.cleaned_data["match_id"], bracket__query=query).first()
-        if match is None:
-            return _error_page(request, ApplicationError("Not found.", status=404), study=participation.study)
+        # Every answer names its match; only the one on screen now takes it. The same answer sent again
+        # (a double click) is harmless; anything else is explained, never applied to the current match.
+        match = match_current(query=query)
+        if match is None or match.pk != form.cleaned_data["match_id"]:
+            posted = Match.objects.filter(pk=form.cleaned_data["match_id"], bracket__query=query)
+            same = posted.filter(judgment__choice=form.cleaned_data["choice"]).exists()
+            if same:
+                return redirect("annotation:study", slug=slug)
+            return _refused_answer(request, participation, query, form.cleaned_data["match_id"])
         try:
             judgment_record(match=match, choice=form.cleaned_data["choice"], by=participation)
         except ApplicationError as error:
-            if error.status != 409:
+            if error.status != 409 or "recorded_choice" not in error.extra:
                 return _error_page(request, error, study=participation.study)
+            return _refused_answer(request, participation, query, match.pk)
         # Post/redirect/get: a reload or the back button never re-sends an answer.
         return redirect("annotation:study", slug=slug)
     if unavailable := _unavailable(participation):
@@ -282,6 +356,21 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
             "comparison_total": total,
             "limit": participation.study.queries_per_annotator,
         },
+    )
+
+
+@login_required(login_url="annotation:home")
+def stop(request: HttpRequest, slug: str) -> HttpResponse:
+    """The confirmation step before stopping the study early (works without JavaScript): it says what
+    stopping records, then posts to `finish`."""
+    participation = participation_for(annotator=request.user, study_slug=slug)
+    if participation.completed_at is not None:
+        return redirect("annotation:done", slug=slug)
+    current = query_current(participation=participation)
+    return render(
+        request,
+        "annotation/stop.html",
+        {"study": participation.study, "current": current},
     )
 
 

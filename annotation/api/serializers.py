@@ -74,18 +74,60 @@ class CandidateProgressSerializer(serializers.Serializer):
 
 
 class QuerySerializer(serializers.ModelSerializer):
+    """A question and its progress, with `message` in plain words (the waiting page's) and `overdue` once
+    it has taken longer than the waiting page's deadline: then retry, discard or finish are the ways out."""
+
     documents = DocumentSerializer(many=True, read_only=True)
     candidates = serializers.SerializerMethodField()
+    message = serializers.SerializerMethodField()
+    overdue = serializers.SerializerMethodField()
 
     class Meta:
         model = Query
-        fields = ["id", "index", "text", "status", "created_at", "documents", "candidates"]
+        fields = [
+            "id",
+            "index",
+            "text",
+            "status",
+            "created_at",
+            "documents",
+            "candidates",
+            "message",
+            "overdue",
+            "set_aside_reason",
+        ]
+
+    def _progress(self, obj: Query) -> list[dict[str, object]]:
+        # One read of the candidates serves the progress rows, the message and the deadline.
+        cached: list[dict[str, object]] | None = getattr(obj, "_progress_rows", None)
+        if cached is None:
+            from annotation.selectors.generation import generation_progress
+
+            cached = generation_progress(query=obj)
+            obj._progress_rows = cached  # type: ignore[attr-defined]
+        return cached
 
     @extend_schema_field(CandidateProgressSerializer(many=True))
     def get_candidates(self, obj: Query) -> list[dict[str, object]]:
-        from annotation.selectors.generation import generation_progress
+        return list(CandidateProgressSerializer(self._progress(obj), many=True).data)
 
-        return list(CandidateProgressSerializer(generation_progress(query=obj), many=True).data)
+    def get_message(self, obj: Query) -> str:
+        from annotation.selectors.query import query_wait_state
+
+        if obj.status in (Query.Status.READY, Query.Status.RANKED, Query.Status.DISCARDED):
+            return {
+                Query.Status.READY: "Your summaries are ready to compare.",
+                Query.Status.RANKED: "You have ranked the summaries of this question.",
+                Query.Status.DISCARDED: "This question was set aside; it does not count.",
+            }[Query.Status(obj.status)]
+        return query_wait_state(query=obj, progress=self._progress(obj)).message
+
+    def get_overdue(self, obj: Query) -> bool:
+        from annotation.selectors.query import query_wait_state
+
+        if obj.status not in (Query.Status.RETRIEVING, Query.Status.GENERATING):
+            return False
+        return query_wait_state(query=obj, progress=self._progress(obj)).overdue
 
 
 class MatchSerializer(serializers.ModelSerializer):
@@ -114,6 +156,9 @@ class MatchSerializer(serializers.ModelSerializer):
 
 class ChoiceSerializer(serializers.Serializer):
     choice = serializers.ChoiceField(choices=Judgment.Choice.choices)
+    match = serializers.IntegerField(
+        required=False, help_text="The match this answer is for; when given it must be the one in the path."
+    )
 
 
 class JudgmentSerializer(serializers.ModelSerializer):

@@ -15,26 +15,30 @@ from annotation.api import serializers as s
 from annotation.models import Candidate, Match, Participation, Query, Study
 from annotation.selectors.generation import candidates_failed
 from annotation.selectors.study import study_progress
-from annotation.selectors.tournament import match_current
+from annotation.selectors.tournament import match_current, match_own
 from annotation.services.generation import candidate_retry, candidates_retry_failed
-from annotation.services.participation import invitation_accept, invitation_create_bulk, participation_finish
+from annotation.services.participation import invitation_create_bulk, invitation_join, participation_finish
 from annotation.services.persona import persona_save
-from annotation.services.query import query_retry_failed, query_submit
+from annotation.services.query import query_discard, query_resend, query_submit
 from annotation.services.study import study_create, study_set_status, study_update
 from annotation.services.tournament import judgment_record, match_mark_shown
+from kernel.exceptions import ApplicationError
 
 
 class InvitationAcceptApi(APIView):
-    """Accept an invitation: creates (or returns) the caller's participation and signs them in."""
+    """Accept an invitation: creates (201) or returns (200) the caller's participation and signs them in.
+    Idempotent, also for two accepts by one account at the same moment."""
 
     permission_classes = [permissions.AllowAny]
 
-    @extend_schema(request=s.AcceptInvitationSerializer, responses={201: s.ParticipationSerializer})
+    @extend_schema(
+        request=s.AcceptInvitationSerializer, responses={200: s.ParticipationSerializer, 201: s.ParticipationSerializer}
+    )
     def post(self, request: Request, token: str) -> Response:
         body = s.AcceptInvitationSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         user = request.user if request.user.is_authenticated else None
-        participation = invitation_accept(token=token, annotator=user, consent=body.validated_data["consent"])
+        participation, created = invitation_join(token=token, annotator=user, consent=body.validated_data["consent"])
         if user is None:
             login(request._request, participation.annotator, backend="django.contrib.auth.backends.ModelBackend")
         from rest_framework.authtoken.models import Token
@@ -42,7 +46,7 @@ class InvitationAcceptApi(APIView):
         token_obj, _ = Token.objects.get_or_create(user=participation.annotator)
         data = s.ParticipationSerializer(participation).data
         data["token"] = token_obj.key
-        return Response(data, status=status.HTTP_201_CREATED)
+        return Response(data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 def _own_participation(request: Request, pk: int) -> Participation:
@@ -91,6 +95,7 @@ class ParticipationViewSet(viewsets.GenericViewSet):
     @extend_schema(request=None, responses=s.ParticipationSerializer)
     @action(detail=True, methods=["post"])
     def finish(self, request: Request, pk: int) -> Response:
+        """Finish, or stop early: an open question is set aside (see `participation_finish`)."""
         participation = participation_finish(participation=_own_participation(request, pk))
         return Response(s.ParticipationSerializer(participation).data)
 
@@ -120,7 +125,14 @@ class QueryViewSet(viewsets.GenericViewSet):
     @extend_schema(request=None, responses=s.QuerySerializer)
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: int) -> Response:
-        return Response(s.QuerySerializer(query_retry_failed(query=_own_query(request, pk))).data)
+        """Try again: failed work is retried, stuck work is sent to the queue again."""
+        return Response(s.QuerySerializer(query_resend(query=_own_query(request, pk))).data)
+
+    @extend_schema(request=None, responses=s.QuerySerializer)
+    @action(detail=True, methods=["post"])
+    def discard(self, request: Request, pk: int) -> Response:
+        """Set the question aside (failed, or still being prepared); it does not count toward the limit."""
+        return Response(s.QuerySerializer(query_discard(query=_own_query(request, pk))).data)
 
 
 class MatchViewSet(viewsets.GenericViewSet):
@@ -132,16 +144,35 @@ class MatchViewSet(viewsets.GenericViewSet):
 
     @extend_schema(responses=s.MatchSerializer)
     def retrieve(self, request: Request, pk: int) -> Response:
-        match = get_object_or_404(self.get_queryset().select_related("left", "right"), pk=pk)
+        """A match; fetching a pending one records when it was shown, like the comparison page."""
+        match = get_object_or_404(self.get_queryset().select_related("left", "right", "judgment"), pk=pk)
+        if match.status == Match.Status.PENDING:
+            match_mark_shown(match=match)
         return Response(s.MatchSerializer(match).data)
 
-    @extend_schema(request=s.ChoiceSerializer, responses=s.JudgmentSerializer)
+    @extend_schema(request=s.ChoiceSerializer, responses={200: s.JudgmentSerializer, 409: dict})
     @action(detail=True, methods=["post"])
     def choice(self, request: Request, pk: int) -> Response:
-        """Answer a match: left, right or neither. Repeating the same answer is harmless."""
+        """Answer the match named in the path: left, right or neither. Repeating the same answer is harmless;
+        a different answer to an answered match is 409 with the recorded choice; a match that is not the
+        one to answer now (an earlier one is pending) is 409 and nothing is recorded."""
         body = s.ChoiceSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        match = get_object_or_404(self.get_queryset().select_related("bracket__query__participation"), pk=pk)
+        named = body.validated_data.get("match")
+        if named is not None and named != int(pk):
+            raise ApplicationError(
+                f"This answer names match {named} but was sent to match {pk}. Nothing was recorded.",
+                field="match",
+                status=409,
+            )
+        match = match_own(annotator=request.user, pk=pk)
+        if match.status == Match.Status.PENDING and match.earlier_pending:  # type: ignore[attr-defined]
+            raise ApplicationError(
+                "This comparison is not the one to answer now; answer the current match first "
+                "(GET /queries/<id>/current-match/). Nothing was recorded.",
+                status=409,
+                extra={"match": match.pk},
+            )
         participation = match.bracket.query.participation
         judgment = judgment_record(match=match, choice=body.validated_data["choice"], by=participation)
         return Response(s.JudgmentSerializer(judgment).data)

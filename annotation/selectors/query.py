@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
 from django.http import Http404
+from django.utils import timezone
 
 from annotation.models import Participation, Query
 from kernel.backends import Document
@@ -38,3 +43,56 @@ def query_documents(*, query: Query) -> list[Document]:
         )
         for d in query.documents.order_by("rank")
     ]
+
+
+# How long the waiting page waits before it says, in plain words, that something is wrong and offers a
+# way out. Normal questions take seconds; four summaries with the tasks' backoff retries (at most about
+# 30 s) and a slow model fit well within two minutes, and a paid crowd worker should not sit longer than
+# that without a choice. Override with the ANNOTATION_WAIT_DEADLINE_S setting.
+WAIT_DEADLINE_S = 120
+
+
+def wait_deadline_s() -> int:
+    return int(getattr(settings, "ANNOTATION_WAIT_DEADLINE_S", WAIT_DEADLINE_S))
+
+
+@dataclass(frozen=True)
+class WaitState:
+    """What the waiting page tells the annotator: whether it is past its deadline, and what is happening."""
+
+    overdue: bool
+    failed: bool
+    message: str
+
+
+def query_wait_state(*, query: Query, progress: list[dict[str, object]], now: datetime | None = None) -> WaitState:
+    """Plain words for the waiting page and the API, from the query and its anonymous progress rows."""
+    now = now or timezone.now()
+    failed = query.status == Query.Status.FAILED or any(row["status"] == "failed" for row in progress)
+    overdue = (now - query.created_at).total_seconds() >= wait_deadline_s()
+    deadline = wait_deadline_s()
+    amount, unit = (round(deadline / 60), "minute") if deadline >= 60 else (deadline, "second")
+    waited = f"more than {amount} {unit}{'s' if amount != 1 else ''}"
+    done = sum(1 for row in progress if row["status"] == "done")
+    if failed:
+        message = "Something went wrong: one of the summaries could not be written."
+    elif query.status == Query.Status.RETRIEVING and query.queue_failed_at is not None:
+        message = (
+            "Your question is saved, but our background service cannot be reached right now, so the search "
+            "has not started. It will start by itself when the service is back."
+        )
+    elif query.status == Query.Status.RETRIEVING:
+        message = (
+            f"The search for sources has taken {waited}, much longer than usual: our background service may "
+            "be busy or stopped."
+            if overdue
+            else "Searching for relevant paper abstracts…"
+        )
+    elif overdue:
+        message = (
+            f"Writing the summaries has taken {waited}, much longer than usual ({done} of {len(progress)} "
+            "ready): our background service may be busy or stopped."
+        )
+    else:
+        message = "Summaries are being written. This page updates by itself."
+    return WaitState(overdue=overdue and not failed, failed=failed, message=message)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db.models import Exists, OuterRef, Q
+from django.http import Http404
+
 from annotation.models import Match, Query
 
 # Only the summary text is shown; the prompt and raw responses stay in the database.
@@ -45,3 +50,20 @@ def match_progress(*, match: Match) -> tuple[int, int]:
     answered = sum(1 for status, _ in slots.values() if status == Match.Status.ANSWERED)
     total = sum(playable(r, i) for r in range(1, bracket.rounds + 1) for i in range(bracket.size >> r))
     return answered, total
+
+
+def match_own(*, annotator: Any, pk: int) -> Match:
+    """The asking annotator's own match (anyone else's is a 404), with its query and participation, and
+    `earlier_pending`: whether another match of its bracket must be answered first. One query."""
+    earlier = Match.objects.filter(bracket_id=OuterRef("bracket_id"), status=Match.Status.PENDING).filter(
+        Q(round__lt=OuterRef("round")) | Q(round=OuterRef("round"), index__lt=OuterRef("index"))
+    )
+    match = (
+        Match.objects.filter(pk=pk, bracket__query__participation__annotator=annotator)
+        .select_related("bracket__query__participation")
+        .annotate(earlier_pending=Exists(earlier))
+        .first()
+    )
+    if match is None:
+        raise Http404
+    return match

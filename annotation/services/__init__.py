@@ -5,12 +5,13 @@ before it, so there is no import cycle (tests/annotation/test_module_layers.py h
 
 - `study`: the default prompt template, a study's design check, creating it, setting its status, and
   the check that it is open for annotation.
-- `participation`: invitations (bulk creation, checking a link, accepting it) and a participation's
-  questions used and finish.
+- `participation`: invitations (bulk creation, checking a link, accepting or joining it idempotently)
+  and a participation's questions used and finish (which is also "stop the study").
 - `persona`: the annotator's self-description, versioned until the first question.
 - `tournament`: drawing a query's bracket, creating and advancing matches, marking a match shown,
   and recording a choice (`judgment_record`).
 - `generation`: claiming, generating, failing and retrying candidate summaries, the sweeper for
   stuck ones, and drawing the bracket once every candidate of a query is done.
-- `query`: asking a question, retrieving its sources, failing, discarding and retrying it.
+- `query`: asking a question, retrieving its sources, failing, discarding (setting aside), resending
+  stuck work and retrying it, and marking its waiting page shown.
 """

@@ -38,33 +38,51 @@ def invitation_create_bulk(
     ]
 
 
-def invitation_check(*, token: str) -> Invitation:
-    """The invitation behind a link, or a clear reason why it cannot be used."""
+USED_UP = "This invitation has already been used. Please ask the research team for a new link."
+
+
+def invitation_check(*, token: str, allow_used_up: bool = False) -> Invitation:
+    """The invitation behind a link, or a clear reason why it cannot be used. A used-up link is refused
+    here, before the consent page, unless the caller first checks for the annotator's own participation."""
     invitation = Invitation.objects.select_related("study").filter(token=token).first()
     if invitation is None:
         raise ApplicationError("This invitation link is not valid. Please check the link you were sent.", status=404)
     if invitation.expires_at and invitation.expires_at <= timezone.now():
         raise ApplicationError("This invitation has expired. Please ask the research team for a new link.", status=410)
     study_require_open(study=invitation.study)
+    if not allow_used_up:
+        invitation_require_unused(invitation=invitation)
     return invitation
 
 
-@transaction.atomic
+def invitation_require_unused(*, invitation: Invitation) -> None:
+    if invitation.uses >= invitation.max_uses:
+        raise ApplicationError(USED_UP, status=410)
+
+
 def invitation_accept(*, token: str, annotator: Any, consent: bool) -> Participation:
     """Join a study through an invitation. Accepting twice returns the same participation."""
-    invitation = invitation_check(token=token)
+    return invitation_join(token=token, annotator=annotator, consent=consent)[0]
+
+
+@transaction.atomic
+def invitation_join(*, token: str, annotator: Any, consent: bool) -> tuple[Participation, bool]:
+    """Join a study through an invitation: (the participation, whether it was created now). Accepting
+    again, even two invitations of one study at the same moment, returns the one participation."""
+    invitation = invitation_check(token=token, allow_used_up=True)
     if annotator is not None and annotator.is_authenticated:
+        # Lock the account's row: two accepts by one account queue here, and the second finds the
+        # participation the first created instead of failing on the one-per-study constraint.
+        get_user_model().objects.select_for_update().filter(pk=annotator.pk).first()
         existing = Participation.objects.filter(study=invitation.study, annotator=annotator).first()
         if existing is not None:
-            return existing
+            return existing, False
     if not consent:
         raise ApplicationError("Please confirm that you agree to take part.", field="consent")
     # Conditional increment: two people racing for the last use cannot both get it.
     claimed = Invitation.objects.filter(pk=invitation.pk, uses__lt=F("max_uses")).update(uses=F("uses") + 1)
     if not claimed:
-        raise ApplicationError(
-            "This invitation has already been used. Please ask the research team for a new link.", status=410
-        )
+        raise ApplicationError(USED_UP, status=410)
     if annotator is None or not annotator.is_authenticated:
         user_model = get_user_model()
         annotator = user_model.objects.create_user(username=f"annotator-{_code(12).lower()}")
@@ -74,9 +92,10 @@ def invitation_accept(*, token: str, annotator: Any, consent: bool) -> Participa
         code = _code()
         if not Participation.objects.filter(code=code).exists():
             break
-    return Participation.objects.create(
+    participation = Participation.objects.create(
         study=invitation.study, annotator=annotator, invitation=invitation, code=code, consented_at=timezone.now()
     )
+    return participation, True
 
 
 def participation_queries_used(*, participation: Participation) -> int:
@@ -85,15 +104,19 @@ def participation_queries_used(*, participation: Participation) -> int:
 
 @transaction.atomic
 def participation_finish(*, participation: Participation) -> Participation:
-    """End the annotator's session (after the last query, or early); idempotent."""
+    """End the annotator's session, after the last question or early ("stop the study"); idempotent.
+
+    Stopping records: `completed_at` and a `completion_code` on the participation, exactly as a normal
+    finish; a question still open (being searched or written, failed, or part-ranked) becomes `discarded`
+    with `set_aside_reason="stopped"` and `set_aside_at`. Its judgments so far stay stored but it is not
+    `ranked`, so analyses that use ranked questions leave it out. The annotator always gets a code."""
     participation = Participation.objects.select_for_update().get(pk=participation.pk)
     if participation.completed_at is None:
-        open_query = participation.queries.filter(
+        now = timezone.now()
+        participation.queries.filter(
             status__in=[Query.Status.RETRIEVING, Query.Status.GENERATING, Query.Status.READY, Query.Status.FAILED]
-        ).exists()
-        if open_query:
-            raise ApplicationError("Please finish ranking your current question first.", status=409)
-        participation.completed_at = timezone.now()
+        ).update(status=Query.Status.DISCARDED, set_aside_at=now, set_aside_reason="stopped")
+        participation.completed_at = now
         participation.completion_code = _code(10)
         participation.save(update_fields=["completed_at", "completion_code"])
     return participation

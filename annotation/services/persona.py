@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import transaction
+from django.utils import timezone
 
 from annotation.models import Participation, PersonaProfile
 from kernel.exceptions import ApplicationError
@@ -15,8 +18,11 @@ def persona_current(*, participation: Participation) -> PersonaProfile | None:
 
 
 @transaction.atomic
-def persona_save(*, participation: Participation, data: dict[str, str]) -> PersonaProfile:
-    """Store a new persona version; allowed until the first query is asked."""
+def persona_save(
+    *, participation: Participation, data: dict[str, str], shown_at: datetime | None = None
+) -> PersonaProfile:
+    """Store a new persona version; allowed until the first query is asked. `shown_at` is when the form
+    was first shown, for the time spent on it."""
     Participation.objects.select_for_update().filter(pk=participation.pk).first()
     if participation.queries.exists():
         raise ApplicationError("Your profile is fixed once you have asked your first question.", status=409)
@@ -30,5 +36,8 @@ def persona_save(*, participation: Participation, data: dict[str, str]) -> Perso
     if current is not None and current.as_dict() == cleaned:
         return current
     return PersonaProfile.objects.create(
-        participation=participation, version=(current.version + 1) if current else 1, **cleaned
+        participation=participation,
+        version=(current.version + 1) if current else 1,
+        form_shown_at=shown_at if shown_at is not None and shown_at <= timezone.now() else None,
+        **cleaned,
     )

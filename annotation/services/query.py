@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import secrets
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F, Q
@@ -37,9 +38,40 @@ RETRIEVAL_REQUEUE_AFTER = timedelta(minutes=5)
 _SETTLE = timedelta(minutes=1)
 
 
+def _send_retrieval_on_commit(query: Query) -> None:
+    """Send the retrieval once the question is committed. If the broker cannot be reached the question
+    stays saved as `retrieving` and the sweeper that re-queues queries stuck in `retrieving` (added with
+    the retrieval's background work) sends it again later; so here the failure is only logged and stamped
+    on the row, for the waiting page and the API to say so in plain words instead of answering 500."""
+    # At call time: annotation.tasks imports this module.
+    from annotation.tasks import retrieve_query
+
+    _send_on_commit(query, retrieve_query, query.pk)
+
+
+def _send_on_commit(query: Query, task: Any, *args: Any) -> None:
+    """Send a query's work after commit; a send that fails is stamped on the row (`queue_failed_at`) for
+    the waiting page and the API to say so, and the next sweep sends it again."""
+
+    def failed() -> None:
+        now = timezone.now()
+        Query.objects.filter(pk=query.pk).update(queue_failed_at=now)
+        query.queue_failed_at = now
+
+    def sent() -> None:
+        if query.queue_failed_at is not None:  # sent after an earlier failure: the waiting page stops saying so
+            Query.objects.filter(pk=query.pk).update(queue_failed_at=None)
+            query.queue_failed_at = None
+
+    enqueue_on_commit(task, *args, on_sent=sent, on_send_failed=failed)
+
+
 @transaction.atomic
-def query_submit(*, participation: Participation, text: str, client_token: str) -> Query:
-    """Ask a question; retrieval and generation follow in the background. Resubmitting is harmless."""
+def query_submit(
+    *, participation: Participation, text: str, client_token: str, shown_at: datetime | None = None
+) -> Query:
+    """Ask a question; retrieval and generation follow in the background. Resubmitting is harmless.
+    `shown_at` is when the question form was first shown, for the time spent on it."""
     participation = Participation.objects.select_for_update().select_related("study").get(pk=participation.pk)
     study = participation.study
     if client_token:
@@ -74,26 +106,47 @@ def query_submit(*, participation: Participation, text: str, client_token: str) 
         client_token=client_token or secrets.token_hex(16),
         persona=persona,
         retrieval_backend=study.retrieval_backend,
+        shown_at=shown_at if shown_at is not None and shown_at <= timezone.now() else None,
     )
-    # At call time: annotation.tasks imports this module.
-    from annotation.tasks import retrieve_query
-
-    enqueue_on_commit(retrieve_query, query.pk)
+    _send_retrieval_on_commit(query)
     return query
 
 
 @transaction.atomic
 def query_discard(*, query: Query) -> Query:
-    """Give up on a question whose generation failed; it does not count toward the limit."""
+    """Set a question aside: one whose generation failed, or one still being searched or written (a stuck
+    worker must never trap the annotator). It does not count toward the limit; its reason is kept.
+    A worker that finishes it later changes nothing (`bracket_create` leaves it discarded)."""
     query = Query.objects.select_for_update().get(pk=query.pk)
-    if (
-        query.status not in (Query.Status.FAILED,)
-        and not query.candidates.filter(status=Candidate.Status.FAILED).exists()
-    ):
-        raise ApplicationError("Only a question whose summaries could not be generated can be set aside.", status=409)
+    if query.status == Query.Status.DISCARDED:
+        return query
+    failed = query.status == Query.Status.FAILED or query.candidates.filter(status=Candidate.Status.FAILED).exists()
+    if not failed and query.status not in (Query.Status.RETRIEVING, Query.Status.GENERATING):
+        raise ApplicationError(
+            "Only a question that is still being prepared, or whose summaries could not be written, can be set aside.",
+            status=409,
+        )
     query.status = Query.Status.DISCARDED
-    query.save(update_fields=["status"])
+    query.set_aside_at = timezone.now()
+    query.set_aside_reason = "failed" if failed else "too_slow"
+    query.save(update_fields=["status", "set_aside_at", "set_aside_reason"])
     return query
+
+
+def query_resend(*, query: Query) -> Query:
+    """The annotator's "try again" on a question that is taking too long: send its stuck work to the
+    queue again (the search while `retrieving`, the summaries not yet started while `generating`) and
+    retry failed ones. Sending twice is harmless: retrieval skips a query no longer `retrieving`, and a
+    generation task claims only a queued (or long-stalled) candidate."""
+    from annotation.tasks import generate_candidate, retrieve_query
+
+    query.refresh_from_db(fields=["status"])
+    if query.status == Query.Status.RETRIEVING:
+        _send_on_commit(query, retrieve_query, query.pk)
+    elif query.status == Query.Status.GENERATING:
+        for candidate_id in query.candidates.filter(status=Candidate.Status.QUEUED).values_list("pk", flat=True):
+            _send_on_commit(query, generate_candidate, candidate_id)
+    return query_retry_failed(query=query)
 
 
 def query_retrieve(*, query_id: int) -> Query:
@@ -202,6 +255,13 @@ def queries_sweep(*, now: datetime | None = None) -> dict[str, int]:
         Query.objects.filter(pk__in=lost).update(retrieval_requeued_at=now)
         for query_id in lost:
             enqueue_on_commit(retrieve_query, query_id)
+    # A question whose retrieval could not be sent (the broker was down when it was asked) is known to be
+    # lost: every sweep tries again until a send succeeds, which clears the stamp.
+    unsent = list(
+        retrieving.filter(queue_failed_at__isnull=False).exclude(pk__in=[*late, *lost]).only("pk", "queue_failed_at")
+    )
+    for query in unsent:
+        _send_on_commit(query, retrieve_query, query.pk)
     unbracketed = list(
         Query.objects.filter(status=Query.Status.GENERATING, bracket__isnull=True, created_at__lt=now - _SETTLE)
         .filter(candidates__isnull=False)
@@ -212,7 +272,11 @@ def queries_sweep(*, now: datetime | None = None) -> dict[str, int]:
     for query_id in unbracketed:
         with transaction.atomic():
             query_advance_if_generated(query_id=query_id)
-    return {"queries_failed": len(late), "queries_requeued": len(lost), "queries_bracketed": len(unbracketed)}
+    return {
+        "queries_failed": len(late),
+        "queries_requeued": len(lost) + len(unsent),
+        "queries_bracketed": len(unbracketed),
+    }
 
 
 def background_sweep() -> dict[str, int]:
@@ -231,8 +295,19 @@ def query_retry_failed(*, query: Query) -> Query:
         # At call time: annotation.tasks imports this module.
         from annotation.tasks import retrieve_query
 
-        enqueue_on_commit(retrieve_query, query.pk)
+        _send_on_commit(query, retrieve_query, query.pk)
     for candidate in query.candidates.filter(status=Candidate.Status.FAILED):
         candidate_retry(candidate=candidate)
     query.refresh_from_db()
+    return query
+
+
+def query_mark_wait_shown(*, query: Query) -> Query:
+    """Record when the waiting page was first shown (reloads and polls keep the first time)."""
+    if query.wait_shown_at is None:
+        now = timezone.now()
+        if Query.objects.filter(pk=query.pk, wait_shown_at__isnull=True).update(wait_shown_at=now):
+            query.wait_shown_at = now
+        else:
+            query.refresh_from_db(fields=["wait_shown_at"])
     return query

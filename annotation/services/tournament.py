@@ -37,7 +37,8 @@ def bracket_create(*, query: Query, seed: int | None = None) -> Bracket:
     for index in range(len(candidate_ids) // 2):
         pair = candidate_ids[2 * index : 2 * index + 2]
         _match_create(bracket=bracket, round_number=1, index=index, entrants=pair)
-    Query.objects.filter(pk=query.pk).update(status=Query.Status.READY)
+    # A question the annotator set aside while it was generating stays set aside.
+    Query.objects.filter(pk=query.pk).exclude(status=Query.Status.DISCARDED).update(status=Query.Status.READY)
     return bracket
 
 
@@ -67,7 +68,9 @@ def _match_winner_id(match: Match) -> int | None:
 
 def _tournament_advance(*, bracket: Bracket, match: Match) -> None:
     """After a match resolves, create the next round's match once its sibling has resolved too.
-    A "neither" (or a skipped match) leaves no winner, so the match it feeds is skipped."""
+    A "neither" (or a skipped match) leaves no winner, so the match it feeds is skipped.
+    The caller holds the bracket row's lock (`judgment_record` takes it with the match's): without it,
+    two siblings answered at the same moment each see the other still pending and no final is created."""
     while match.round < bracket.rounds:
         sibling = (
             Match.objects.filter(bracket=bracket, round=match.round, index=match.index ^ 1)
@@ -88,7 +91,7 @@ def _tournament_advance(*, bracket: Bracket, match: Match) -> None:
         if match.status == Match.Status.PENDING:
             return
     if not bracket.matches.filter(status=Match.Status.PENDING).exists():
-        Query.objects.filter(pk=bracket.query_id).update(status=Query.Status.RANKED)
+        Query.objects.filter(pk=bracket.query_id, status=Query.Status.READY).update(status=Query.Status.RANKED)
 
 
 def match_mark_shown(*, match: Match) -> Match:
@@ -102,10 +105,24 @@ def match_mark_shown(*, match: Match) -> Match:
     return match
 
 
+CHOICE_WORDS = {
+    Judgment.Choice.LEFT: "the left summary (the top one on a phone)",
+    Judgment.Choice.RIGHT: "the right summary (the bottom one on a phone)",
+    Judgment.Choice.NEITHER: "neither summary",
+}
+
+
 def _already_answered(existing: Judgment, choice: str) -> Judgment:
+    """The same answer again (a double click, a resent form) is the answer already recorded; a different
+    one (a stale second tab) is refused with what was recorded, so the annotator knows theirs did not count."""
     if existing.choice == choice:
         return existing
-    raise ApplicationError("This comparison was already answered; answers cannot be changed.", status=409)
+    raise ApplicationError(
+        f"This comparison was already answered, with {CHOICE_WORDS[Judgment.Choice(existing.choice)]}, "
+        "probably in another tab or window. Answers cannot be changed, so this one was not recorded.",
+        status=409,
+        extra={"match": existing.match_id, "recorded_choice": existing.choice},
+    )
 
 
 @transaction.atomic
@@ -113,9 +130,11 @@ def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment
     """Answer a match. The same answer again is returned unchanged; a different one is refused."""
     if choice not in Judgment.Choice.values:
         raise ApplicationError("Choose left, right or neither.", field="choice")
-    # Lock only the match row: locking the study too would queue every annotator behind one row.
+    # Lock the match and its bracket in one statement: the bracket's lock serialises the answers to
+    # sibling matches, so the one answered second sees the first and creates the next round's match.
+    # Not the study: that would queue every annotator behind one row.
     match = (
-        Match.objects.select_for_update(of=("self",))
+        Match.objects.select_for_update(of=("self", "bracket"))
         .select_related("bracket__query__participation__study", "judgment")
         .get(pk=match.pk)
     )
@@ -127,6 +146,8 @@ def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment
         return _already_answered(existing, choice)
     if match.status == Match.Status.SKIPPED:
         raise ApplicationError("This comparison was skipped and takes no answer.", status=409)
+    if query.status != Query.Status.READY:
+        raise ApplicationError("This question was set aside, so its comparisons take no more answers.", status=409)
     study_require_open(study=query.participation.study)
     now = timezone.now()
     shown_at = match.shown_at or now

@@ -14,9 +14,31 @@
     });
   });
 
-  // Keyboard shortcuts on the comparison page.
+  // The comparison page takes no answer until it has been on screen long enough to be read, so a key
+  // held down or pressed twice cannot answer the next match too (the server refuses an answer naming
+  // another match anyway). Key repeats never answer.
+  var MIN_DISPLAY_MS = 600;
   var choiceForm = document.getElementById("choice-form");
   if (choiceForm) {
+    var choiceButtons = choiceForm.querySelectorAll("button.choice");
+    var ready = false;
+    var makeReady = function () {
+      ready = true;
+      choiceForm.dataset.ready = "1";
+      if (!choiceForm.dataset.submitted) {
+        choiceButtons.forEach(function (b) { b.disabled = false; b.removeAttribute("aria-disabled"); });
+      }
+    };
+    choiceButtons.forEach(function (b) { b.disabled = true; b.setAttribute("aria-disabled", "true"); });
+    setTimeout(makeReady, MIN_DISPLAY_MS);
+    // Back/forward cache: a page restored from it was read already; let it be answered again.
+    window.addEventListener("pageshow", function (event) {
+      if (event.persisted) {
+        delete choiceForm.dataset.submitted;
+        choiceButtons.forEach(function (b) { b.removeAttribute("aria-busy"); });
+        makeReady();
+      }
+    });
     document.addEventListener("keydown", function (event) {
       if (event.altKey || event.ctrlKey || event.metaKey) return;
       var target = event.target;
@@ -25,6 +47,7 @@
         var keys = button.dataset.key.split(",");
         if (keys.indexOf(event.key) !== -1 || keys.indexOf(event.key.toLowerCase()) !== -1) {
           event.preventDefault();
+          if (event.repeat || !ready) { return; }
           if (!choiceForm.dataset.submitted) { button.click(); }
         }
       });
@@ -37,6 +60,7 @@
     var url = wait.dataset.statusUrl;
     var list = document.getElementById("generation-list");
     var failure = document.getElementById("failure");
+    var overdue = document.getElementById("overdue");
     var message = document.getElementById("wait-message");
     var delay = 800;
     var poll = function () {
@@ -62,7 +86,9 @@
             var done = data.candidates.filter(function (c) { return c.status === "done"; }).length;
             message.textContent = done + " of " + data.candidates.length + " summaries ready. This page updates by itself.";
           }
+          if (data.overdue || data.failed || !data.candidates.length) { message.textContent = data.message; }
           failure.hidden = !data.failed;
+          overdue.hidden = !data.overdue;
           delay = Math.min(delay * 1.25, 3000);
           setTimeout(poll, delay);
         })

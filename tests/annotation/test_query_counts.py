@@ -78,11 +78,17 @@ def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_o
                 == wait
             )
 
-    # Waiting page: session, user, participation with study, query, candidate progress, any failed candidate.
+    # Waiting page, first shown: session, user, participation with study, query, first-shown update (time on
+    # the waiting page, added), candidate progress (which also says whether one failed: the separate
+    # failed-candidate query is gone, so the count is unchanged).
     with django_assert_num_queries(6):
         assert client.get(wait).status_code == 200
-    # Its status poll: the same six.
-    with django_assert_num_queries(6):
+    # Reloaded: the same without the first-shown update.
+    with django_assert_num_queries(5):
+        assert client.get(wait).status_code == 200
+    # Its status poll: session, user, participation with study, query, candidate progress (one fewer than
+    # before: failure and the deadline's message come from the progress rows).
+    with django_assert_num_queries(5):
         assert client.get(status).json()["status"] == Query.Status.RETRIEVING
 
     with django_capture_on_commit_callbacks(execute=True):

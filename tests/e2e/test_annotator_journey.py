@@ -138,6 +138,8 @@ class Journey:
         """Answer the match on the page by clicking `button` or pressing `key`; wait for the next page."""
         page = self.page
         match_id = self.match_id()
+        # The page takes input once it has been on screen long enough to be read (buttons wait for it).
+        page.locator("#choice-form[data-ready]").wait_for(state="attached")
         with page.expect_navigation():
             if button:
                 page.get_by_role("button", name=re.compile(button)).click()

@@ -1,0 +1,246 @@
+"""The annotator can always get out: a question stuck with no worker shows what is happening past the
+deadline and offers try again, set aside and stop; stopping has a confirmation step and always ends with
+a completion code; stale tabs and out-of-turn answers are told what was recorded; time on page is stored."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from annotation.models import Judgment, Match, Participation, Query
+from annotation.services.participation import invitation_create_bulk
+from tests.annotation.factories import PERSONA, StudyFactory
+
+pytestmark = pytest.mark.django_db
+
+QUESTION = "How does night shift work affect nurses' sleep?"
+
+
+@pytest.fixture
+def study():
+    return StudyFactory(slug="sleep")
+
+
+def url(name: str, *args: object) -> str:
+    return reverse(f"annotation:{name}", args=["sleep", *args])
+
+
+def _annotator(study) -> Client:
+    client = Client()
+    invitation = invitation_create_bulk(study=study, count=1)[0]
+    assert client.post(reverse("annotation:join", args=[invitation.token]), {"consent": "on"}).status_code == 302
+    page = client.get(url("profile")).content.decode()
+    shown = re.search(r'name="shown" value="([^"]+)"', page).group(1)
+    assert client.post(url("profile"), {**PERSONA, "shown": shown}).status_code == 302
+    return client
+
+
+def _ask(client: Client, capture, *, run_worker: bool) -> Query:
+    """Ask a question; with run_worker=False no worker ever picks it up (as with none running)."""
+    page = client.get(url("ask")).content.decode()
+    token = re.search(r'name="client_token" value="([0-9a-f]+)"', page).group(1)
+    shown = re.search(r'name="shown" value="([^"]+)"', page).group(1)
+    with capture(execute=run_worker):
+        response = client.post(url("ask"), {"text": QUESTION, "client_token": token, "shown": shown})
+    assert response["Location"] == url("wait", 1)
+    return Query.objects.get(client_token=token)
+
+
+def _overdue(query: Query) -> None:
+    Query.objects.filter(pk=query.pk).update(created_at=query.created_at - timedelta(seconds=121))
+
+
+def test_with_no_worker_the_waiting_page_offers_a_way_out_past_its_deadline(study, django_capture_on_commit_callbacks):
+    client = _annotator(study)
+    query = _ask(client, django_capture_on_commit_callbacks, run_worker=False)
+
+    before = client.get(url("wait", 1)).content.decode()
+    assert "Searching for relevant paper abstracts…" in before
+    assert re.search(r'id="overdue" class="failure" hidden', before)
+    assert 'href="/study/sleep/stop/"' in before  # stopping is offered all along
+
+    _overdue(query)
+    after = client.get(url("wait", 1)).content.decode()
+    assert "The search for sources has taken more than 2 minutes, much longer than usual" in after
+    assert not re.search(r'id="overdue" class="failure" hidden', after)
+    assert "Set this question aside" in after and "Try again" in after
+    status = client.get(url("status", 1)).json()
+    assert status["overdue"] is True and "more than 2 minutes" in status["message"]
+
+    # Try again sends the search to the queue again and comes back to the waiting page.
+    with django_capture_on_commit_callbacks() as resent:
+        assert client.post(url("retry", 1))["Location"] == url("wait", 1)
+    assert len(resent) == 1
+
+    # Set aside: back to asking, and the question does not count.
+    assert client.post(url("discard", 1))["Location"] == url("study")
+    query.refresh_from_db()
+    assert (query.status, query.set_aside_reason) == (Query.Status.DISCARDED, "too_slow")
+    assert query.set_aside_at is not None
+    assert client.get(url("study"))["Location"] == url("ask")
+    assert "Question 1 of 8" in client.get(url("ask")).content.decode()
+
+
+def test_stopping_from_the_waiting_page_asks_first_then_always_gives_a_code(study, django_capture_on_commit_callbacks):
+    client = _annotator(study)
+    query = _ask(client, django_capture_on_commit_callbacks, run_worker=False)  # stuck in retrieving
+
+    confirm = client.get(url("stop")).content.decode()
+    assert "Stop the study?" in confirm and QUESTION[:30] in confirm
+    assert "is set aside and does not count" in confirm
+    assert 'action="/study/sleep/finish/"' in confirm and "No, continue the study" in confirm
+    assert Participation.objects.get().completed_at is None  # the confirmation page changes nothing
+
+    done = client.post(url("finish"), follow=True).content.decode()
+    assert "Thank you!" in done
+    participation = Participation.objects.get()
+    assert participation.completion_code and participation.completion_code in done
+    query.refresh_from_db()
+    assert (query.status, query.set_aside_reason) == (Query.Status.DISCARDED, "stopped")
+    # Afterwards every page leads to the code, and a worker finishing the question changes nothing.
+    assert client.get(url("wait", 1))["Location"] == url("study")
+    assert client.get(url("study"))["Location"] == url("done")
+
+
+def test_stopping_from_the_comparison_page_keeps_the_answers_given(study, django_capture_on_commit_callbacks):
+    client = _annotator(study)
+    query = _ask(client, django_capture_on_commit_callbacks, run_worker=True)
+    page = client.get(url("compare", 1)).content.decode()
+    assert 'href="/study/sleep/stop/"' in page
+    match_id = int(re.search(r'name="match_id" value="(\d+)"', page).group(1))
+    client.post(url("compare", 1), {"match_id": match_id, "choice": "left"})
+    assert "Stop the study?" in client.get(url("stop")).content.decode()
+    assert client.post(url("finish"))["Location"] == url("done")
+    query.refresh_from_db()
+    assert (query.status, query.set_aside_reason) == (Query.Status.DISCARDED, "stopped")
+    assert Judgment.objects.get().match_id == match_id
+
+
+def test_a_stale_tab_is_told_the_match_was_already_answered_and_how(study, django_capture_on_commit_callbacks):
+    client = _annotator(study)
+    _ask(client, django_capture_on_commit_callbacks, run_worker=True)
+    page = client.get(url("compare", 1)).content.decode()
+    first = int(re.search(r'name="match_id" value="(\d+)"', page).group(1))
+    assert client.post(url("compare", 1), {"match_id": first, "choice": "left"})["Location"] == url("study")
+
+    # The other tab still shows the first match and answers it differently.
+    stale = client.post(url("compare", 1), {"match_id": first, "choice": "neither"})
+    assert stale.status_code == 409
+    text = stale.content.decode()
+    assert "Your answer was not recorded" in text
+    assert "already answered, with the left summary" in text
+    assert Judgment.objects.get(match_id=first).choice == "left"
+    second = Match.objects.get(bracket__query__index=1, round=1, index=1)
+    assert not Judgment.objects.filter(match=second).exists()  # never applied to the current match
+
+    # The same answer again (a double click) is harmless and moves on.
+    assert client.post(url("compare", 1), {"match_id": first, "choice": "left"})["Location"] == url("study")
+
+
+def test_an_answer_naming_another_match_than_the_one_on_screen_is_refused(study, django_capture_on_commit_callbacks):
+    client = _annotator(study)
+    _ask(client, django_capture_on_commit_callbacks, run_worker=True)
+    client.get(url("compare", 1))
+    later = Match.objects.get(bracket__query__index=1, round=1, index=1)
+    response = client.post(url("compare", 1), {"match_id": later.pk, "choice": "right"})
+    assert response.status_code == 409
+    assert "not the one to answer now" in response.content.decode()
+    assert not Judgment.objects.exists()
+
+
+def test_time_on_every_page_of_the_journey_is_stored(study, django_capture_on_commit_callbacks):
+    client = _annotator(study)
+    query = _ask(client, django_capture_on_commit_callbacks, run_worker=True)
+    persona = Participation.objects.get().personas.get()
+    assert persona.form_shown_at is not None and persona.form_shown_at <= persona.created_at
+    query.refresh_from_db()
+    assert query.shown_at is not None and query.shown_at <= query.created_at  # the question page
+    client.get(url("wait", 1))  # already ready: it sends the annotator on
+    Query.objects.filter(pk=query.pk).update(status=Query.Status.GENERATING)
+    client.get(url("wait", 1))
+    query.refresh_from_db()
+    assert query.wait_shown_at is not None and query.wait_shown_at >= query.created_at
+    Query.objects.filter(pk=query.pk).update(status=Query.Status.READY)
+    client.get(url("compare", 1))
+    assert Match.objects.filter(shown_at__isnull=False).count() == 1
+
+
+def test_a_forged_shown_field_is_ignored(study, django_capture_on_commit_callbacks):
+    client = _annotator(study)
+    page = client.get(url("ask")).content.decode()
+    token = re.search(r'name="client_token" value="([0-9a-f]+)"', page).group(1)
+    with django_capture_on_commit_callbacks():
+        client.post(url("ask"), {"text": QUESTION, "client_token": token, "shown": "1000000000.0"})
+    assert Query.objects.get().shown_at is None
+
+
+# --- the API -------------------------------------------------------------------------------------
+
+
+def _api_annotator(study) -> tuple[APIClient, dict]:
+    invitation = invitation_create_bulk(study=study, count=1)[0]
+    body = APIClient().post(f"/api/v1/invitations/{invitation.token}/accept/", {"consent": True}, format="json").json()
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {body['token']}")
+    client.put(f"/api/v1/participations/{body['id']}/persona/", PERSONA, format="json")
+    return client, body
+
+
+def test_api_stuck_question_can_be_set_aside_or_stopped(study, django_capture_on_commit_callbacks):
+    client, me = _api_annotator(study)
+    with django_capture_on_commit_callbacks():  # no worker
+        created = client.post(f"/api/v1/participations/{me['id']}/queries/", {"text": QUESTION}, format="json")
+    assert created.status_code == 201
+    qid = created.json()["id"]
+    assert created.json()["message"] == "Searching for relevant paper abstracts…"
+    _overdue(Query.objects.get(pk=qid))
+    body = client.get(f"/api/v1/queries/{qid}/").json()
+    assert body["overdue"] is True and "more than 2 minutes" in body["message"]
+    discarded = client.post(f"/api/v1/queries/{qid}/discard/")
+    assert discarded.status_code == 200 and discarded.json()["set_aside_reason"] == "too_slow"
+
+    with django_capture_on_commit_callbacks():
+        client.post(f"/api/v1/participations/{me['id']}/queries/", {"text": QUESTION + " again"}, format="json")
+    finished = client.post(f"/api/v1/participations/{me['id']}/finish/")
+    assert finished.status_code == 200 and finished.json()["completion_code"]
+    assert set(Query.objects.values_list("set_aside_reason", flat=True)) == {"too_slow", "stopped"}
+
+
+def test_api_stale_and_out_of_turn_answers_are_409_with_what_was_recorded(study, django_capture_on_commit_callbacks):
+    client, me = _api_annotator(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        qid = client.post(f"/api/v1/participations/{me['id']}/queries/", {"text": QUESTION}, format="json").json()["id"]
+    first, second = Match.objects.filter(bracket__query_id=qid).order_by("index")
+
+    out_of_turn = client.post(f"/api/v1/matches/{second.pk}/choice/", {"choice": "left"}, format="json")
+    assert out_of_turn.status_code == 409 and "not the one to answer now" in out_of_turn.json()["message"]
+    assert not Judgment.objects.exists()
+
+    misnamed = client.post(f"/api/v1/matches/{first.pk}/choice/", {"choice": "left", "match": second.pk}, format="json")
+    assert misnamed.status_code == 409 and not Judgment.objects.exists()
+    answer = {"choice": "right", "match": first.pk}
+    assert client.post(f"/api/v1/matches/{first.pk}/choice/", answer, format="json").status_code == 200
+    again = client.post(f"/api/v1/matches/{first.pk}/choice/", {"choice": "right"}, format="json")
+    assert again.status_code == 200  # a resend is harmless
+    stale = client.post(f"/api/v1/matches/{first.pk}/choice/", {"choice": "left"}, format="json")
+    assert stale.status_code == 409
+    assert stale.json()["extra"] == {"match": first.pk, "recorded_choice": "right"}
+    assert Judgment.objects.get(match=first).choice == "right"
+
+
+def test_api_fetching_a_match_records_when_it_was_shown(study, django_capture_on_commit_callbacks):
+    client, me = _api_annotator(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        qid = client.post(f"/api/v1/participations/{me['id']}/queries/", {"text": QUESTION}, format="json").json()["id"]
+    first = Match.objects.filter(bracket__query_id=qid).order_by("index").first()
+    fetched = client.get(f"/api/v1/matches/{first.pk}/").json()
+    assert fetched["shown_at"] is not None
+    Match.objects.filter(pk=first.pk).update(shown_at=first.created_at - timedelta(seconds=5))
+    assert client.get(f"/api/v1/matches/{first.pk}/").status_code == 200  # a second fetch keeps the first time
+    judgment = client.post(f"/api/v1/matches/{first.pk}/choice/", {"choice": "left"}, format="json").json()
+    assert judgment["seconds_on_page"] >= 5

@@ -1,0 +1,68 @@
+"""With no worker running at all, the waiting page does not say "Searching…" forever: past its deadline
+(2 s here) it says what is happening and the annotator sets the question aside, asks another, then stops
+the study through its confirmation page and gets a completion code. Headless Chromium, real broker."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, expect
+
+from annotation.models import Participation, Query
+from annotation.services.participation import invitation_create_bulk
+from tests.annotation.factories import StudyFactory
+from tests.integration.worker import WorkerPool
+
+pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.timeout(90)]
+
+
+def test_with_no_worker_the_annotator_sets_a_question_aside_then_stops(
+    celery_workers: WorkerPool, live_server: Any, browser: Browser, settings: Any
+) -> None:
+    settings.ANNOTATION_WAIT_DEADLINE_S = 2  # tasks go to the broker, but no worker is started
+    study = StudyFactory(slug="no-worker")
+    token = invitation_create_bulk(study=study, count=1)[0].token
+    context = browser.new_context(base_url=live_server.url)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.goto(f"/join/{token}/")
+    page.get_by_label("I have read the information above and agree to take part.").check()
+    page.get_by_role("button", name="Start").click()
+    page.get_by_label("Your role").fill("practising nurse")
+    page.get_by_label("Your domain").fill("intensive care")
+    page.get_by_label("Intermediate: some background").check()
+    page.get_by_label("What will you use the answers for?").fill("organising night shifts")
+    page.get_by_role("button", name="Save and continue").click()
+
+    def ask(number: int, question: str, *, index: int) -> None:
+        expect(page.get_by_role("heading", level=1)).to_have_text(f"Question {number} of 8")
+        page.get_by_label("Your question").fill(question)
+        page.get_by_role("button", name="Find and summarise").click()
+        expect(page).to_have_url(re.compile(rf"/q/{index}/wait/$"))
+
+    ask(1, "How does night shift work affect sleep?", index=1)
+    overdue = page.locator("#overdue")
+    # The page updates by itself: the way out appears once the deadline has passed, without a reload.
+    expect(overdue).to_be_visible(timeout=10_000)
+    expect(page.locator("#wait-message")).to_contain_text("The search for sources has taken more than 2 seconds")
+    page.get_by_role("button", name="Set this question aside").click()
+
+    # Still question 1 of 8: the set-aside question did not count (it keeps its number in the data).
+    ask(1, "Which interventions reduce fatigue on night shifts?", index=2)
+    expect(overdue).to_be_visible(timeout=10_000)
+    page.get_by_role("link", name="Stop the study").click()
+    expect(page.get_by_role("heading", name="Stop the study?")).to_be_visible()
+    expect(page.locator("main")).to_contain_text("is set aside and does not count")
+    page.get_by_role("button", name="Yes, stop and get my code").click()
+    expect(page.get_by_role("heading", name="Thank you!")).to_be_visible()
+    code = page.locator("#completion-code").inner_text().strip()
+    context.close()
+
+    participation = Participation.objects.get(study=study)
+    assert participation.completion_code == code and participation.completed_at is not None
+    assert list(participation.queries.order_by("index").values_list("index", "status", "set_aside_reason")) == [
+        (1, Query.Status.DISCARDED, "too_slow"),
+        (2, Query.Status.DISCARDED, "stopped"),
+    ]

@@ -1,0 +1,63 @@
+"""The broker unreachable when a question is asked: the annotator gets no 500. The question is committed
+(as `retrieving`, for the stuck-query sweeper to send again) and both the page and the API say plainly
+that the search has not started yet. The Celery app really sends to a closed port."""
+
+from __future__ import annotations
+
+import re
+import socket
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from annotation.models import Query
+from annotation.services.participation import invitation_create_bulk
+from tests.annotation.factories import PERSONA, StudyFactory
+from tests.integration.worker import celery_app_sending_to
+
+pytestmark = [pytest.mark.worker, pytest.mark.timeout(60)]
+
+NOT_STARTED = "our background service cannot be reached right now, so the search has not started"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens here once the socket is closed
+
+
+def test_a_question_asked_while_the_broker_is_down_is_saved_and_explained(transactional_db: None) -> None:
+    page_invitation = invitation_create_bulk(study=StudyFactory(slug="sleep"), count=1)[0]
+    invitation = invitation_create_bulk(study=StudyFactory(slug="sleep-api"), count=1)[0]
+    client = Client()
+    assert client.post(reverse("annotation:join", args=[page_invitation.token]), {"consent": "on"}).status_code == 302
+    assert client.post(reverse("annotation:profile", args=["sleep"]), PERSONA).status_code == 302
+    ask = reverse("annotation:ask", args=["sleep"])
+    token = re.search(r'name="client_token" value="([0-9a-f]+)"', client.get(ask).content.decode()).group(1)
+
+    api = APIClient()
+    me = api.post(f"/api/v1/invitations/{invitation.token}/accept/", {"consent": True}, format="json").json()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {me['token']}")
+    api.put(f"/api/v1/participations/{me['id']}/persona/", PERSONA, format="json")
+
+    with celery_app_sending_to(f"redis://127.0.0.1:{closed_port()}/0"):
+        response = client.post(ask, {"text": "How does night shift work affect sleep?", "client_token": token})
+        created = api.post(f"/api/v1/participations/{me['id']}/queries/", {"text": "Shift work"}, format="json")
+
+    assert response.status_code == 302 and response["Location"] == reverse("annotation:wait", args=["sleep", 1])
+    query = Query.objects.get(client_token=token)
+    assert query.status == Query.Status.RETRIEVING and query.queue_failed_at is not None
+    wait = client.get(response["Location"]).content.decode()
+    assert "Your question is saved, but " + NOT_STARTED in wait
+
+    assert created.status_code == 201, created.content
+    assert NOT_STARTED in created.json()["message"]
+    assert Query.objects.get(pk=created.json()["id"]).status == Query.Status.RETRIEVING
+
+    # The broker is back (this process runs tasks eagerly again): "Try again" sends the search, and the
+    # page stops saying the service cannot be reached.
+    assert client.post(reverse("annotation:retry", args=["sleep", 1]))["Location"].endswith("/wait/")
+    query.refresh_from_db()
+    assert query.queue_failed_at is None and query.status == Query.Status.READY
