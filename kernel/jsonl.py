@@ -31,7 +31,8 @@ def parse_line(line: str | bytes, *, name: str | Path, number: int) -> dict[str,
     if not line.strip():
         return None
     try:
-        row = json.loads(line)
+        # Without the line break, an unfinished line's error points into the line, not past it.
+        row = json.loads(line.rstrip())
     except json.JSONDecodeError as exc:
         raise JsonlError(name, number, f"not valid JSON ({exc.msg}, column {exc.colno})") from exc
     except UnicodeDecodeError as exc:
