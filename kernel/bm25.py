@@ -13,6 +13,7 @@ more than half of the documents, and the constant keeps the scores those of the 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 
 import bm25s
@@ -20,6 +21,10 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = ["BM25Index"]
+
+# bm25s sets its logger to DEBUG on import, which would log a line per index built (the corpus
+# fallback builds one per question) wherever the root logger prints debug messages.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 
 class BM25Index:

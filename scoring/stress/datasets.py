@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel.jsonl import JsonlError, read_jsonl
+from kernel.text import fold_whitespace
 from scoring.stress.perturb import StressError
 
 __all__ = ["scitldr_rows", "shared_data_dir", "squality_rows"]
@@ -43,7 +44,7 @@ def scitldr_rows(n: int | None = None, *, split: str = "test") -> list[dict[str,
             {
                 "id": rec["paper_id"],
                 "summary": targets[0],
-                "source": [" ".join(s.split()) for s in rec["source"]],
+                "source": [fold_whitespace(s) for s in rec["source"]],
                 "reference": targets[1] if len(targets) > 1 else rec.get("title", ""),
                 "query": rec.get("title", ""),
             }
