@@ -23,7 +23,7 @@ from django.conf import settings
 from django.core.cache import caches
 
 from kernel.backends import BackendError, Document
-from kernel.text import content_words
+from kernel.text import content_words, fold_whitespace
 from kernel.years import YearError, year_range
 
 logger = logging.getLogger(__name__)
@@ -173,7 +173,7 @@ class OpenAlexRetrieval:
     # -- RetrievalBackend ---------------------------------------------------------------
 
     def search(self, query: str, *, k: int, filters: Mapping[str, Any] | None = None) -> list[Document]:
-        query = " ".join(query.split())
+        query = fold_whitespace(query)
         if not query:
             raise BackendError("The question is empty.", transient=False)
         if k < 1:
