@@ -5,19 +5,31 @@ the same code as `manage.py import_corpus`; each paper's first TLDR (the author'
 one relevant answer is that paper. The corpus search (PostgreSQL full-text search with ts_rank and
 with ts_rank_cd, or SQLite FTS5) runs through CorpusRetrieval, as a study would; the reference BM25 implementations (rank-bm25's
 BM25Okapi and, if installed, bm25s) rank the very same lexemes that PostgreSQL indexed, so that
-only the ranking differs. With --distractors N, N synthetic abstracts (sentences of real ones,
-shuffled across papers) are added first, to measure the search at scale.
+only the ranking differs. The offline backend (DemoCorpusRetrieval: the kernel's analyser and its
+BM25 on bm25s) ranks the same abstracts exported to JSONL, beside the hand-written Okapi BM25 it
+replaced (kept below as the reference). With --distractors N, N synthetic abstracts (sentences of
+real ones, shuffled across papers) are added first, to measure the search at scale.
 
-    DJANGO_SETTINGS_MODULE=... python bench/retrieval.py [--limit 500] [--distractors 1000000]
+--scale N (default 4000) then grows the corpus to N abstracts with distractors and times, on the
+first --scale-queries questions, the corpus search's BM25 fallback (the SQLite path without FTS5;
+its SQL is portable, so it runs here on PostgreSQL) and the offline retrieval, each before (the
+old code, kept in this file) and after (kernel.bm25). --scale 0 skips it.
+
+    DJANGO_SETTINGS_MODULE=... python bench/retrieval.py [--limit 500] [--distractors 1000000] [--scale 4000]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
+import re
 import statistics
 import sys
+import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -116,6 +128,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="evaluate only the first N queries (default: all)")
     parser.add_argument("--distractors", type=int, default=0, help="add N synthetic abstracts first (PostgreSQL)")
     parser.add_argument("--skip-reference", action="store_true", help="do not run the reference BM25")
+    parser.add_argument("--skip-offline", action="store_true", help="do not run the offline backend (old and new)")
+    parser.add_argument("--scale", type=int, default=4000, help="abstracts for the before/after timing (0: skip)")
+    parser.add_argument("--scale-queries", type=int, default=20, help="questions for the before/after timing")
     parser.add_argument("--seed", type=int, default=13)
     args = parser.parse_args()
 
@@ -165,14 +180,180 @@ def main() -> None:
 
     if not args.skip_reference and connection.vendor == "postgresql":
         rows += reference_rows(queries)
+    if not args.skip_offline:
+        rows += offline_rows(queries)
 
-    print(f"{'system':<52} {'R@10':>6} {'MRR@10':>7} {'p50 ms':>8} {'p95 ms':>8} {'queries':>8}")
+    print_table(rows)
+    print(f"\nabstracts in the corpus: {n_docs}")
+
+    if args.scale:
+        if connection.vendor != "postgresql":
+            raise SystemExit("--scale needs PostgreSQL for its distractors (or pass --scale 0)")
+        if args.scale > n_docs:
+            have = CorpusDocument.objects.filter(external_id__startswith="distractor-").count()
+            add_distractors(have + args.scale - n_docs, seed=args.seed)
+        n_docs = CorpusDocument.objects.count()
+        print(f"\nbefore/after at {n_docs} abstracts, first {args.scale_queries} questions:")
+        print_table(scale_rows(queries[: args.scale_queries]))
+
+
+def print_table(rows: Sequence[Row]) -> None:
+    print(f"{'system':<60} {'R@10':>6} {'MRR@10':>7} {'p50 ms':>9} {'p95 ms':>9} {'queries':>8}")
     for row in rows:
         print(
-            f"{row.system:<52} {row.recall_at_10:>6.3f} {row.mrr_at_10:>7.3f} {row.p50_ms:>8.2f} {row.p95_ms:>8.2f} "
+            f"{row.system:<60} {row.recall_at_10:>6.3f} {row.mrr_at_10:>7.3f} {row.p50_ms:>9.2f} {row.p95_ms:>9.2f} "
             f"{row.queries:>8}"
         )
-    print(f"\nabstracts in the corpus: {n_docs}")
+
+
+def export_corpus(path: Path) -> None:
+    """Every abstract of the database as the offline backend's JSONL (id, title, abstract)."""
+    from corpus.models import CorpusDocument
+
+    with path.open("w", encoding="utf-8") as handle:
+        for external_id, title, abstract in CorpusDocument.objects.order_by("id").values_list(
+            "external_id", "title", "abstract"
+        ):
+            handle.write(json.dumps({"id": external_id, "title": title, "abstract": abstract}) + "\n")
+
+
+def offline_rows(queries: Sequence[tuple[str, str]], *, label: str = "") -> list[Row]:
+    """DemoCorpusRetrieval (kernel analyser + bm25s) and the hand-written BM25 it replaced, same documents."""
+    from annotation.backends.offline_retrieval import DemoCorpusRetrieval
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "corpus.jsonl"
+        export_corpus(path)
+        started = time.perf_counter()
+        legacy = LegacyOfflineBM25(path)
+        print(f"old offline index ({label or 'corpus'}) built in {time.perf_counter() - started:.2f}s")
+        rows.append(evaluate(f"offline, old hand-written BM25{label}", legacy.ids, queries))
+        retrieval = DemoCorpusRetrieval(path)
+        started = time.perf_counter()
+        retrieval.index  # noqa: B018 - builds and caches the index
+        print(f"offline index ({label or 'corpus'}) built in {time.perf_counter() - started:.2f}s")
+        rows.append(evaluate(f"offline DemoCorpusRetrieval (bm25s){label}", partial(ids_of, retrieval), queries))
+    return rows
+
+
+def scale_rows(queries: Sequence[tuple[str, str]]) -> list[Row]:
+    from corpus.search import CorpusRetrieval
+
+    retrieval = CorpusRetrieval()
+    old: dict[str, list[str]] = {}
+    new: dict[str, list[str]] = {}
+
+    def old_search(q: str) -> list[str]:
+        old[q] = legacy_bm25_fallback("default", q)
+        return old[q]
+
+    def new_search(q: str) -> list[str]:
+        new[q] = [d.external_id for d in retrieval._search_bm25_fallback(q, 10, None, None)]
+        return new[q]
+
+    rows = [
+        evaluate("fallback BM25, old (quadratic)", old_search, queries),
+        evaluate("fallback BM25, new (kernel.bm25)", new_search, queries),
+    ]
+    same = sum(old[q] == new[q] for _, q in queries)
+    print(f"fallback: the new top 10 is the old one for {same} of {len(queries)} questions")
+    return rows + offline_rows(queries, label=" @scale")
+
+
+# -- the code that kernel.bm25 replaced, kept as the reference for the timings ----------------
+
+_LEGACY_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+_LEGACY_SQL_STOP_WORDS = frozenset(
+    """a an and are as at be been but by can could did do does for from had has have how i if in into is it
+    its me my no not of on or our so than that the their them then there these they this those to was we
+    were what when where which who whom why will with would you your about also any some such""".split()
+)
+
+
+def _legacy_query_terms(query: str) -> list[str]:
+    return list(
+        dict.fromkeys(t for t in (w.lower() for w in _LEGACY_TOKEN.findall(query)) if t not in _LEGACY_SQL_STOP_WORDS)
+    )
+
+
+def legacy_bm25_fallback(using: str, query: str, k: int = 10, *, max_candidates: int = 5000) -> list[str]:
+    """corpus.search's BM25 fallback before kernel.bm25 (df recounted over all candidates per term and row)."""
+    from django.db import connections
+
+    terms = _legacy_query_terms(query)
+    if not terms:
+        return []
+    probes = sorted(terms, key=len, reverse=True)[:8]
+    params: list[Any] = []
+    likes = []
+    for term in probes:
+        likes.append("(LOWER(d.title) LIKE %s OR LOWER(d.abstract) LIKE %s)")
+        params += [f"%{term}%", f"%{term}%"]
+    params.append(max_candidates)
+    sql = f"SELECT d.id, d.external_id, d.title, d.abstract FROM corpus_corpusdocument d WHERE ({' OR '.join(likes)}) LIMIT %s"  # noqa: S608
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    if not rows:
+        return []
+    docs = [Counter(_legacy_query_terms(f"{r[2]} {r[2]} {r[3]}")) for r in rows]
+    lengths = [sum(c.values()) for c in docs]
+    avg = sum(lengths) / len(lengths) or 1.0
+    n = len(docs)
+    k1, b = 1.5, 0.75
+    scores = []
+    for counts, length in zip(docs, lengths, strict=True):
+        score = 0.0
+        for term in terms:
+            tf = counts.get(term, 0)
+            if tf:
+                df = sum(1 for c in docs if term in c)
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                score += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg))
+        scores.append(score)
+    order = sorted(range(n), key=lambda i: (-scores[i], rows[i][0]))[:k]
+    return [rows[i][1] for i in order if scores[i] > 0]
+
+
+class LegacyOfflineBM25:
+    """The offline backend's hand-written Okapi BM25 (postings in dicts) with its own ASCII tokeniser."""
+
+    _token = re.compile(r"[a-z0-9]+")
+
+    def __init__(self, path: Path, k1: float = 1.2, b: float = 0.75) -> None:
+        from kernel.text import STOP_WORDS, stem
+
+        self._stop, self._stem = STOP_WORDS, stem
+        self.k1, self.b = k1, b
+        self.ids: Callable[[str], list[str]] = self._ids
+        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        self.doc_ids = [r["id"] for r in records]
+        self.term_freqs = [Counter(self.tokenize(f"{r['title']} {r['abstract']}")) for r in records]
+        self.lengths = [sum(tf.values()) for tf in self.term_freqs]
+        self.avg = (sum(self.lengths) / len(self.lengths)) or 1.0
+        self.postings: dict[str, list[int]] = {}
+        for i, tf in enumerate(self.term_freqs):
+            for term in tf:
+                self.postings.setdefault(term, []).append(i)
+
+    def tokenize(self, text: str) -> list[str]:
+        return [self._stem(t) for t in self._token.findall(text.lower()) if t not in self._stop and len(t) > 1]
+
+    def _ids(self, query: str) -> list[str]:
+        n = len(self.term_freqs)
+        scores: dict[int, float] = {}
+        for term in dict.fromkeys(self.tokenize(query)):
+            postings = self.postings.get(term, [])
+            if not postings:
+                continue
+            idf = math.log(1.0 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
+            for i in postings:
+                tf = self.term_freqs[i][term]
+                norm = self.k1 * (1.0 - self.b + self.b * self.lengths[i] / self.avg)
+                scores[i] = scores.get(i, 0.0) + idf * tf * (self.k1 + 1.0) / (tf + norm)
+        ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:10]
+        return [self.doc_ids[i] for i, _ in ranked]
 
 
 def reference_rows(queries: Sequence[tuple[str, str]]) -> list[Row]:

@@ -6,7 +6,6 @@ A re-import of the same file changes nothing but `updated_at`: rows are matched 
 from __future__ import annotations
 
 import gzip
-import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,6 +15,8 @@ from typing import IO, Any
 from django.db import connections, transaction
 
 from corpus.models import CorpusDocument, CorpusLexeme
+from kernel.jsonl import JsonlError, parse_line
+from kernel.years import parse_year
 
 FORMATS = ("auto", "jsonl", "scitldr")
 _CORE_FIELDS = ("id", "external_id", "title", "abstract", "url", "year")
@@ -46,17 +47,6 @@ class ImportResult:
     total_in_corpus: int
 
 
-def _year(value: Any) -> int | None:
-    if value in (None, ""):
-        return None
-    if isinstance(value, bool):
-        raise ValueError(f"year {value!r} is not a year")
-    year = int(str(value)[:4]) if isinstance(value, str) else int(value)
-    if not 0 < year < 10000:
-        raise ValueError(f"year {value!r} is out of range")
-    return year
-
-
 def record_from_jsonl(row: dict[str, Any]) -> CorpusRecord:
     """A generic record: id, title, abstract, url, year; every other field goes to `extra`."""
     external_id = str(row.get("id") if row.get("id") is not None else row.get("external_id") or "").strip()
@@ -71,7 +61,7 @@ def record_from_jsonl(row: dict[str, Any]) -> CorpusRecord:
         title=str(row.get("title") or "").strip(),
         abstract=abstract,
         url=str(row.get("url") or "").strip()[:2000],
-        year=_year(row.get("year")),
+        year=parse_year(row.get("year")),
         extra=extra,
     )
 
@@ -131,25 +121,22 @@ def read_records(
                 now = raw.tell()
                 on_bytes(now - position)
                 position = now
-            text = line.strip()
-            if not text:
-                continue
             try:
-                try:
-                    row = json.loads(text)
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                    raise ValueError(f"not valid JSON ({exc})") from None
-                if not isinstance(row, dict):
-                    raise ValueError(f"a JSON {type(row).__name__}, not an object")
+                row = parse_line(line, name=path, number=number)
+                if row is None:
+                    continue
                 if fmt == "auto":
                     fmt = detect_format(row)
-                record = record_from_scitldr(row, split=split) if fmt == "scitldr" else record_from_jsonl(row)
-            except (ValueError, TypeError) as exc:
+                try:
+                    record = record_from_scitldr(row, split=split) if fmt == "scitldr" else record_from_jsonl(row)
+                except (ValueError, TypeError) as exc:
+                    raise JsonlError(path, number, str(exc)) from None
+            except JsonlError as exc:
                 if skip_invalid:
                     if on_skip is not None:
-                        on_skip(number, str(exc))
+                        on_skip(number, exc.problem)
                     continue
-                raise CorpusFileError(f"{path} line {number}: {exc}") from None
+                raise CorpusFileError(str(exc)) from None
             yield fmt, record
     except (OSError, EOFError) as exc:
         raise CorpusFileError(f"{path}: cannot read ({exc})") from None

@@ -2,22 +2,23 @@
 
 PostgreSQL: the stored `search_vector` (GIN-indexed) matched with the query's lexemes joined by
 OR, so that a long natural-language question still matches, ranked with ts_rank (or ts_rank_cd). SQLite: FTS5
-with its BM25 ranking; without FTS5, BM25 over the rows that contain one of the query's words.
+with its BM25 ranking; without FTS5, the kernel's BM25 (bm25s) over the rows that contain one of the query's words.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import re
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import connections
 
+from kernel import years
 from kernel.backends import BackendError, Document
+from kernel.bm25 import BM25Index
+from kernel.text import content_words
 
 logger = logging.getLogger(__name__)
 
@@ -39,41 +40,27 @@ LEXEME_TABLE = "corpus_corpuslexeme"
 MATCH_BUDGET_ROWS = 20_000
 MATCH_BUDGET_FRACTION = 0.02
 
-_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _NEGATION = re.compile(r"(^|\s)-+(?=\S)")
-# Only function words: SQLite's FTS5 has no stop-word list of its own.
-_STOP_WORDS = frozenset(
-    """a an and are as at be been but by can could did do does for from had has have how i if in into is it
-    its me my no not of on or our so than that the their them then there these they this those to was we
-    were what when where which who whom why will with would you your about also any some such""".split()
-)
-_YEAR_KEYS = frozenset({"from_year", "to_year", "years"})
 
 
 def year_range(filters: Mapping[str, Any] | None) -> tuple[int | None, int | None]:
     """(from, to) from the study's filters; filters other search services use are ignored with a warning."""
     filters = dict(filters or {})
-    ignored = sorted(k for k in filters if k not in _YEAR_KEYS and filters[k])
+    ignored = sorted(k for k in filters if k not in years.YEAR_FILTER_KEYS and filters[k])
     if ignored:
         logger.warning("the local corpus ignores the filter(s) %s", ", ".join(ignored))
-    lo, hi = filters.get("from_year"), filters.get("to_year")
-    years = filters.get("years")
-    if years:
-        if isinstance(years, str):
-            a, _, b = years.partition("-")
-            lo, hi = a or None, b or a or None
-        else:
-            seq = list(years)
-            lo, hi = seq[0], seq[-1]
     try:
-        return (int(lo) if lo not in (None, "") else None, int(hi) if hi not in (None, "") else None)
-    except (TypeError, ValueError):
-        raise BackendError(f"Year filters must be years, not {lo!r} and {hi!r}.", transient=False) from None
+        return years.year_range(filters)
+    except years.YearError as exc:
+        raise BackendError(f"Year filter {exc.key!r} must be a year, not {exc.value!r}.", transient=False) from None
 
 
 def query_terms(query: str) -> list[str]:
-    """Distinct lower-case words of the query without function words, in order."""
-    return list(dict.fromkeys(t for t in (w.lower() for w in _TOKEN.findall(query)) if t not in _STOP_WORDS))
+    """Distinct words of the query without stop words (:func:`kernel.text.content_words`), in order.
+
+    Not stemmed: FTS5 stems with its own Porter tokeniser, so it must receive the words as written.
+    """
+    return list(dict.fromkeys(content_words(query)))
 
 
 def _document(row: Sequence[Any], score: float) -> Document:
@@ -227,7 +214,10 @@ class CorpusRetrieval:
     def _search_bm25_fallback(
         self, query: str, k: int, lo: int | None, hi: int | None, *, max_candidates: int = 5000
     ) -> list[Document]:
-        """Okapi BM25 over the rows containing one of the query's longest words (no index)."""
+        """BM25 (:mod:`kernel.bm25`, k1 = 1.5) over the rows containing one of the query's longest words (no index).
+
+        Each candidate is its title twice and its abstract, as distinct words; idf is over the candidates.
+        """
         terms = query_terms(query)
         if not terms:
             return []
@@ -245,20 +235,7 @@ class CorpusRetrieval:
             rows = cursor.fetchall()
         if not rows:
             return []
-        docs = [Counter(query_terms(f"{r[2]} {r[2]} {r[3]}")) for r in rows]
-        lengths = [sum(c.values()) for c in docs]
-        avg = sum(lengths) / len(lengths) or 1.0
-        n = len(docs)
-        k1, b = 1.5, 0.75
-        scores = []
-        for counts, length in zip(docs, lengths, strict=True):
-            score = 0.0
-            for term in terms:
-                tf = counts.get(term, 0)
-                if tf:
-                    df = sum(1 for c in docs if term in c)
-                    idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-                    score += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg))
-            scores.append(score)
-        order = sorted(range(n), key=lambda i: (-scores[i], rows[i][0]))[:k]
-        return [_document(rows[i], scores[i]) for i in order if scores[i] > 0]
+        rows.sort(key=lambda row: row[0])  # equal scores rank by row id
+        # Distinct words per document: the ranking this fallback has always had (term frequency 1).
+        index = BM25Index([query_terms(f"{r[2]} {r[2]} {r[3]}") for r in rows], k1=1.5, b=0.75)
+        return [_document(rows[i], score) for i, score in index.top(terms, k)]

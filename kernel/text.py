@@ -1,9 +1,11 @@
-"""Tokenisation and sentence splitting shared by every metric in the core.
+"""The one tokeniser, sentence splitter, stop-word list and stemmer of the platform.
 
 The default token is a maximal run of Unicode letters or digits, lower-cased
-("Don't stop-gap 2.5x" -> don, t, stop, gap, 2, 5x). Metrics that wrap a library
-(rouge-score, sacrebleu) keep that library's own tokeniser so their numbers match
-the published implementations; docs/metrics.md lists which metric uses which.
+("Don't stop-gap 2.5x" -> don, t, stop, gap, 2, 5x). Metrics use these tokens as they
+are; retrieval and the extractive summariser analyse text into :func:`index_terms`
+(tokens -> stop words and one-character tokens dropped -> :func:`stem`). Metrics that
+wrap a library (rouge-score, sacrebleu) keep that library's own tokeniser so their
+numbers match the published implementations; docs/metrics.md lists which metric uses which.
 """
 
 from __future__ import annotations
@@ -13,15 +15,43 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 __all__ = [
+    "STOP_WORDS",
     "TOKEN_PATTERN",
+    "content_words",
+    "fold_whitespace",
+    "index_terms",
+    "join_sentences",
     "ngram_counts",
     "ngrams",
+    "sentence_spans",
     "split_sentences",
+    "stem",
     "tokenize",
 ]
 
 TOKEN_PATTERN = r"[^\W_]+"  # noqa: S105 - a regular expression, not a secret
 _COMPILED: dict[str, re.Pattern[str]] = {}
+
+# Function words and the boilerplate of a question ("please tell me ..."). Deliberately small, so
+# that content words such as "care" or "model" (which carry persona signal) are never dropped.
+# Every tokeniser output that is in this set is dropped; SQLite's FTS5 has no list of its own.
+STOP_WORDS: frozenset[str] = frozenset(
+    """
+    a about above after again against all also am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    may might must shall us via per within without across among amongst upon whether whose
+    yet however thus therefore hence e g eg ie et al vs
+    want like know tell please give find show interested question questions
+    """.split()
+)
+
+# Suffixes removed after plural folding, first match wins; the stem must keep >= 4 characters.
+_SUFFIXES: tuple[str, ...] = ("ational", "ation", "ated", "ate", "ness", "ance", "ence", "ant", "ing", "ed", "ly")
 
 # Abbreviations whose trailing period does not end a sentence.
 _ABBREVIATIONS = frozenset(
@@ -56,6 +86,44 @@ def tokenize(text: str, *, lowercase: bool = True, pattern: str = TOKEN_PATTERN)
     return _pattern(pattern).findall(text)
 
 
+def content_words(text: str, *, min_length: int = 1, pattern: str = TOKEN_PATTERN) -> list[str]:
+    """:func:`tokenize` (lower-cased) without :data:`STOP_WORDS` and tokens shorter than ``min_length``."""
+    return [t for t in tokenize(text, pattern=pattern) if t not in STOP_WORDS and len(t) >= min_length]
+
+
+def stem(word: str) -> str:
+    """Light suffix stripping (not Porter): fold plurals, then one derivational/inflectional suffix.
+
+    It only has to map the forms that occur together in abstracts and queries onto one key
+    (nurse/nurses/nursing, vaccine/vaccination, evaluate/evaluated/evaluation), and it must be
+    deterministic and cheap; over-stemming a rare word is harmless for ranking.
+    """
+    if len(word) <= 3 or word.isdigit():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            word = word[: -len(suffix)]
+            break
+    if word.endswith("e") and len(word) > 4:
+        word = word[:-1]
+    return word
+
+
+def index_terms(text: str) -> list[str]:
+    """The retrieval analyser: content words of two or more characters, stemmed, in text order.
+
+    Used for BM25 over the demo corpus, the summariser's sentence vectors and the persona terms,
+    so that a query, an abstract and a persona meet on the same keys.
+    """
+    return [stem(t) for t in content_words(text, min_length=2)]
+
+
 def _ends_with_abbreviation(chunk: str) -> bool:
     words = chunk.rstrip().split()
     if not words:
@@ -67,34 +135,61 @@ def _ends_with_abbreviation(chunk: str) -> bool:
     return len(last) == 1 and last.isalpha()
 
 
-def split_sentences(text: str) -> list[str]:
-    """Split ``text`` into sentences with a rule-based splitter (no model data needed).
+def _stripped(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
 
-    Breaks at blank lines and after ``.``, ``!``, ``?`` or an ellipsis (with any
-    closing quotes or brackets) followed by whitespace and a capital letter, digit,
-    quote or bracket. Common abbreviations (Dr., e.g., et al.) and single initials
-    do not end a sentence. Whitespace inside a sentence is collapsed; empty
-    sentences are dropped.
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` offsets of the sentences of ``text``; ``text[start:end]`` is exact.
+
+    A rule-based splitter (no model data needed). It breaks at blank lines and after ``.``,
+    ``!``, ``?`` or an ellipsis (with any closing quotes or brackets) followed by whitespace
+    and a capital letter, digit, quote, bracket or dash. Common abbreviations (Dr., e.g.,
+    et al.) and single initials do not end a sentence. Spans exclude the whitespace
+    around a sentence; empty sentences are dropped.
     """
-    sentences: list[str] = []
-    for paragraph in _PARAGRAPH.split(text):
+    spans: list[tuple[int, int]] = []
+    paragraph_start = 0
+    paragraphs = [*(m.span() for m in _PARAGRAPH.finditer(text)), (len(text), len(text))]
+    for separator_start, separator_end in paragraphs:
+        paragraph = text[paragraph_start:separator_start]
         start = 0
-        pieces: list[str] = []
+        cuts: list[tuple[int, int]] = []
         for match in _BOUNDARY.finditer(paragraph):
             nxt = paragraph[match.end() : match.end() + 1]
             if not nxt or not (nxt.isupper() or nxt.isdigit() or nxt in "\"'\u201c\u2018([-"):
                 continue
-            candidate = paragraph[start : match.end(1)]
-            if _ends_with_abbreviation(candidate) and match.group(1) == ".":
+            if match.group(1) == "." and _ends_with_abbreviation(paragraph[start : match.end(1)]):
                 continue
-            pieces.append(candidate)
+            cuts.append((start, match.end(1)))
             start = match.end()
-        pieces.append(paragraph[start:])
-        for piece in pieces:
-            cleaned = " ".join(piece.split())
-            if cleaned:
-                sentences.append(cleaned)
-    return sentences
+        cuts.append((start, len(paragraph)))
+        for cut_start, cut_end in cuts:
+            span = _stripped(text, paragraph_start + cut_start, paragraph_start + cut_end)
+            if span[0] < span[1]:
+                spans.append(span)
+        paragraph_start = separator_end
+    return spans
+
+
+def fold_whitespace(text: str) -> str:
+    """``text`` with every run of whitespace replaced by one space, and no space at either end."""
+    return " ".join(text.split())
+
+
+def split_sentences(text: str, *, fold: bool = True) -> list[str]:
+    """The sentences of ``text`` (see :func:`sentence_spans` for the rules).
+
+    By default whitespace inside a sentence is folded (:func:`fold_whitespace`), which is what
+    the metrics compare. ``fold=False`` returns exact substrings of ``text``, which is what the
+    extractive summariser copies and cites verbatim.
+    """
+    sentences = [text[start:end] for start, end in sentence_spans(text)]
+    return [fold_whitespace(s) for s in sentences] if fold else sentences
 
 
 def ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:

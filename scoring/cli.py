@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from kernel.jsonl import JsonlError, iter_jsonl
+
 __all__ = ["build_parser", "format_registry", "main"]
 
 
@@ -101,17 +103,9 @@ def _open(path: str, mode: str, stdio: IO[str]) -> Iterator[IO[str]]:
 
 def _read_rows(handle: IO[str], name: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for number, line in enumerate(handle, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{name} line {number}: not JSON ({exc.msg})") from exc
-        if not isinstance(row, dict):
-            raise ValueError(f"{name} line {number}: expected a JSON object, got {type(row).__name__}")
+    for number, row in iter_jsonl(handle, name=name):
         if "summary" not in row:
-            raise ValueError(f"{name} line {number}: no 'summary' field")
+            raise JsonlError(name, number, "no 'summary' field")
         rows.append(row)
     return rows
 
@@ -142,7 +136,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _open(args.input, "r", sys.stdin) as handle:
             rows = _read_rows(handle, args.input)
-    except (OSError, ValueError) as exc:
+    except JsonlError as exc:
+        # "not JSON" is this command's wording since its first release (tests/scoring/test_api_cli.py pins it).
+        worded = JsonlError(exc.path, exc.line, exc.problem.replace("not valid JSON", "not JSON", 1))
+        print(f"error: {worded}", file=sys.stderr)
+        return 2
+    except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -23,6 +23,8 @@ from django.conf import settings
 from django.core.cache import caches
 
 from kernel.backends import BackendError, Document
+from kernel.text import content_words, fold_whitespace
+from kernel.years import YearError, year_range
 
 logger = logging.getLogger(__name__)
 
@@ -41,12 +43,6 @@ SELECT_FIELDS = (
 _BACKOFF_CAP_S = 30.0
 _FILTER_KEYS = frozenset(
     {"from_year", "to_year", "years", "concepts", "fields", "topics", "open_access_only", "types", "openalex_filter"}
-)
-# Words that carry no topic: dropped when a long question finds nothing and is retried as keywords.
-_QUESTION_WORDS = frozenset(
-    """a an and are as at be by can do does for from how i in is it me of on or the to was we
-    what when where which who why will with about my our their this that these those there you your
-    please tell know want need find any some should could would""".split()
 )
 
 
@@ -74,15 +70,6 @@ def _ids(value: Any, name: str) -> list[str]:
     return out
 
 
-def _year(value: Any, name: str) -> int | None:
-    if value in (None, ""):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise BackendError(f"OpenAlex filter {name!r} must be a year, not {value!r}.", transient=False) from None
-
-
 def build_filter(filters: Mapping[str, Any] | None) -> str:
     """The study's filters as OpenAlex's `filter` parameter (comma = AND, pipe = OR).
 
@@ -98,15 +85,10 @@ def build_filter(filters: Mapping[str, Any] | None) -> str:
             f"Unknown OpenAlex filter(s) {', '.join(unknown)}; use {', '.join(sorted(_FILTER_KEYS))}.", transient=False
         )
     parts = ["has_abstract:true"]
-    lo, hi = _year(filters.get("from_year"), "from_year"), _year(filters.get("to_year"), "to_year")
-    years = filters.get("years")
-    if years:
-        if isinstance(years, str):
-            a, _, b = years.partition("-")
-            lo, hi = _year(a, "years"), _year(b or a, "years")
-        else:
-            seq = list(years)
-            lo, hi = _year(seq[0], "years"), _year(seq[-1], "years")
+    try:
+        lo, hi = year_range(filters)
+    except YearError as exc:
+        raise BackendError(f"OpenAlex filter {exc.key!r} must be a year, not {exc.value!r}.", transient=False) from None
     if lo is not None and hi is not None and lo > hi:
         raise BackendError(f"OpenAlex year range {lo}-{hi} is empty.", transient=False)
     if lo is not None or hi is not None:
@@ -155,7 +137,8 @@ def work_to_document(work: Mapping[str, Any]) -> Document | None:
 
 
 def _keywords(query: str) -> str:
-    words = [w for w in re.findall(r"[\w-]+", query.lower()) if w not in _QUESTION_WORDS and len(w) > 1]
+    # Hyphenated terms stay whole ("covid-19", "state-of-the-art"): OpenAlex would otherwise OR their halves.
+    words = content_words(query, min_length=2, pattern=r"[\w-]+")
     return " OR ".join(dict.fromkeys(words))
 
 
@@ -190,7 +173,7 @@ class OpenAlexRetrieval:
     # -- RetrievalBackend ---------------------------------------------------------------
 
     def search(self, query: str, *, k: int, filters: Mapping[str, Any] | None = None) -> list[Document]:
-        query = " ".join(query.split())
+        query = fold_whitespace(query)
         if not query:
             raise BackendError("The question is empty.", transient=False)
         if k < 1:

@@ -14,7 +14,7 @@ GENERATION_BACKENDS = ("extractive", "openai")
 def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -> RetrievalBackend:
     options = dict(options or {})
     if name == "demo":
-        from annotation.backends.offline import DemoCorpusRetrieval
+        from annotation.backends.offline_retrieval import DemoCorpusRetrieval
 
         return DemoCorpusRetrieval(**({"path": options["corpus_path"]} if "corpus_path" in options else {}))
     if name == "corpus":
@@ -33,7 +33,7 @@ def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -
 def get_generation_backend(name: str, options: Mapping[str, Any] | None = None) -> GenerationBackend:
     options = dict(options or {})
     if name == "extractive":
-        from annotation.backends.offline import ExtractiveSummariser
+        from annotation.backends.offline_summariser import ExtractiveSummariser
 
         return ExtractiveSummariser()
     if name == "openai":

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kernel.text import split_sentences
+from kernel.text import split_sentences, tokenize
 from scoring.core.embeddings import EmbeddingModel, greedy_match, load_model
 
 __all__ = [
@@ -231,8 +231,8 @@ class SummaQAResult:
 
 
 def _answer_tokens(text: str) -> list[str]:
-    text = re.sub(r"\b(a|an|the)\b", " ", text.lower())
-    return re.findall(r"[^\W_]+", text)
+    # SQuAD's answer normalisation: lower-case, articles dropped, punctuation split off.
+    return tokenize(re.sub(r"\b(a|an|the)\b", " ", text.lower()))
 
 
 def answer_f1(prediction: str, truth: str) -> float:

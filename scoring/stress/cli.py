@@ -11,13 +11,13 @@ Each input line is a JSON object with "id" and "summary", and as the metrics nee
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kernel.jsonl import JsonlError, read_jsonl
 from modelserver import ChatConfig
 from scoring.stress.perturb import TESTS, StressError
 from scoring.stress.runner import MetricBackend, run_stress
@@ -63,19 +63,16 @@ def load_rows(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
     if not path.is_file():
         raise StressError(f"input file {path} does not exist")
     rows: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise StressError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(row, dict) or "id" not in row or "summary" not in row:
-                raise StressError(f"{path}:{number}: each line must be an object with 'id' and 'summary'")
+    try:
+        for number, row in read_jsonl(path):
+            if "id" not in row or "summary" not in row:
+                raise JsonlError(path, number, "each line must be an object with 'id' and 'summary'")
             rows.append(row)
             if limit is not None and len(rows) >= limit:
                 break
+    except JsonlError as exc:
+        # "<file>:N:" is this command's location style (tests/scoring/stress/test_runner.py pins it).
+        raise StressError(f"{exc.path}:{exc.line}: {exc.problem}" if exc.line else str(exc)) from exc
     if not rows:
         raise StressError(f"input file {path} has no rows")
     return rows

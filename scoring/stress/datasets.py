@@ -6,11 +6,12 @@ read, never copied into the project.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
+from kernel.jsonl import JsonlError, read_jsonl
+from kernel.text import fold_whitespace
 from scoring.stress.perturb import StressError
 
 __all__ = ["scitldr_rows", "shared_data_dir", "squality_rows"]
@@ -24,8 +25,10 @@ def shared_data_dir() -> Path:
 def _jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise StressError(f"data file {path} is missing (set SHARED_DATA_DIR to the shared data folder)")
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    try:
+        return [row for _number, row in read_jsonl(path)]
+    except JsonlError as exc:
+        raise StressError(str(exc)) from exc
 
 
 def scitldr_rows(n: int | None = None, *, split: str = "test") -> list[dict[str, Any]]:
@@ -41,7 +44,7 @@ def scitldr_rows(n: int | None = None, *, split: str = "test") -> list[dict[str,
             {
                 "id": rec["paper_id"],
                 "summary": targets[0],
-                "source": [" ".join(s.split()) for s in rec["source"]],
+                "source": [fold_whitespace(s) for s in rec["source"]],
                 "reference": targets[1] if len(targets) > 1 else rec.get("title", ""),
                 "query": rec.get("title", ""),
             }

@@ -132,3 +132,21 @@ def test_bad_files_give_clear_errors(tmp_path: Path) -> None:
 
     output = run_import(str(broken), "--skip-invalid")
     assert "1 records, 1 new, 0 updated, 1 skipped" in output
+
+
+def test_bm25_fallback_ranks_the_matching_rows(tmp_path: Path) -> None:
+    # The path SQLite takes without FTS5; its SQL is portable, so it runs on any database.
+    path = tmp_path / "papers.jsonl"
+    rows = [
+        {"id": "a", "title": "Nurse handover", "abstract": "Handover checklists help nurses.", "year": 2019},
+        {"id": "b", "title": "Heat in cities", "abstract": "Trees cool streets in summer.", "year": 2021},
+        {"id": "c", "title": "Shift work", "abstract": "Nurse shifts and handover errors.", "year": 2023},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    run_import(str(path))
+    retrieval = CorpusRetrieval()
+    docs = retrieval._search_bm25_fallback("What helps at nurse handover?", 5, None, None)
+    assert [d.external_id for d in docs] == ["a", "c"]
+    assert docs[0].score is not None and docs[0].score > docs[1].score > 0  # type: ignore[operator]
+    assert [d.external_id for d in retrieval._search_bm25_fallback("nurse handover", 5, 2020, None)] == ["c"]
+    assert retrieval._search_bm25_fallback("the of and", 5, None, None) == []

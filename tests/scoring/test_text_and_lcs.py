@@ -1,4 +1,4 @@
-"""Tokeniser, sentence splitter and the bit-parallel LCS against a plain dynamic programme."""
+"""The bit-parallel LCS against a plain dynamic programme and rouge-score (the text kernel is tested in tests/kernel)."""
 
 from __future__ import annotations
 
@@ -6,40 +6,8 @@ import random
 
 from rouge_score.rouge_scorer import _lcs_table
 
-from kernel.text import split_sentences, tokenize
+from kernel.text import tokenize
 from scoring.core.lcs import lcs_length, lcs_length_dp
-
-
-def test_tokenize_default_is_lowercase_alphanumeric() -> None:
-    assert tokenize("Don't stop: GPT-4 scored 2.5x (vs. BERT)!") == [
-        "don", "t", "stop", "gpt", "4", "scored", "2", "5x", "vs", "bert",
-    ]  # fmt: skip
-    assert tokenize("snake_case Ünïcode") == ["snake", "case", "ünïcode"]
-
-
-def test_tokenize_is_configurable() -> None:
-    assert tokenize("New York", lowercase=False) == ["New", "York"]
-    assert tokenize("state-of-the-art model", pattern=r"[\w-]+") == ["state-of-the-art", "model"]
-
-
-def test_split_sentences_keeps_abbreviations_and_initials_together() -> None:
-    text = (
-        "Dr. Smith et al. proposed a model, e.g. for news. It works! "
-        'J. K. Rowling wrote "Harry Potter." Then 3 more.\n\nNew paragraph without a stop'
-    )
-    assert split_sentences(text) == [
-        "Dr. Smith et al. proposed a model, e.g. for news.",
-        "It works!",
-        'J. K. Rowling wrote "Harry Potter."',
-        "Then 3 more.",
-        "New paragraph without a stop",
-    ]
-
-
-def test_split_sentences_does_not_break_decimals_or_lowercase_continuations() -> None:
-    assert split_sentences("Accuracy rose to 93.5 percent. the next one is lower-case.") == [
-        "Accuracy rose to 93.5 percent. the next one is lower-case."
-    ]
 
 
 def test_lcs_matches_dp_on_random_sequences() -> None:

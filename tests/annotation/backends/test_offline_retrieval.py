@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from annotation.backends.offline import DEFAULT_CORPUS_PATH, DemoCorpusRetrieval, split_sentences, tokenize
+from annotation.backends.offline_retrieval import DEFAULT_CORPUS_PATH, DemoCorpusRetrieval
 from kernel.backends import BackendError
+from kernel.text import index_terms, split_sentences
 from tests.conftest import SHARED_DATA, require
 
 from .conftest import CLUSTER_QUERIES
@@ -94,12 +95,12 @@ def test_scores_follow_okapi_bm25(tmp_path: Path) -> None:
     corpus = tmp_path / "tiny.jsonl"
     corpus.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
     k1, b = 1.2, 0.75
-    docs = [tokenize(f"{r['title']} {r['abstract']}") for r in rows]
+    docs = [index_terms(f"{r['title']} {r['abstract']}") for r in rows]
     avgdl = sum(map(len, docs)) / len(docs)
 
     def expected(query: str, doc: list[str]) -> float:
         total = 0.0
-        for term in set(tokenize(query)):
+        for term in set(index_terms(query)):
             df = sum(term in d for d in docs)
             if df == 0 or term not in doc:
                 continue

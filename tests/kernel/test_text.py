@@ -1,0 +1,79 @@
+"""The text kernel: the tokeniser, the sentence splitter, the stop words, the stemmer and the analyser."""
+
+from __future__ import annotations
+
+from kernel.text import (
+    STOP_WORDS,
+    content_words,
+    fold_whitespace,
+    index_terms,
+    sentence_spans,
+    split_sentences,
+    stem,
+    tokenize,
+)
+
+
+def test_tokenize_default_is_lowercase_alphanumeric() -> None:
+    assert tokenize("Don't stop: GPT-4 scored 2.5x (vs. BERT)!") == [
+        "don", "t", "stop", "gpt", "4", "scored", "2", "5x", "vs", "bert",
+    ]  # fmt: skip
+    assert tokenize("snake_case Ünïcode") == ["snake", "case", "ünïcode"]
+
+
+def test_tokenize_is_configurable() -> None:
+    assert tokenize("New York", lowercase=False) == ["New", "York"]
+    assert tokenize("state-of-the-art model", pattern=r"[\w-]+") == ["state-of-the-art", "model"]
+
+
+def test_split_sentences_keeps_abbreviations_and_initials_together() -> None:
+    text = (
+        "Dr. Smith et al. proposed a model, e.g. for news. It works! "
+        'J. K. Rowling wrote "Harry Potter." Then 3 more.\n\nNew paragraph without a stop'
+    )
+    assert split_sentences(text) == [
+        "Dr. Smith et al. proposed a model, e.g. for news.",
+        "It works!",
+        'J. K. Rowling wrote "Harry Potter."',
+        "Then 3 more.",
+        "New paragraph without a stop",
+    ]
+
+
+def test_split_sentences_does_not_break_decimals_or_lowercase_continuations() -> None:
+    assert split_sentences("Accuracy rose to 93.5 percent. the next one is lower-case.") == [
+        "Accuracy rose to 93.5 percent. the next one is lower-case."
+    ]
+
+
+def test_spans_are_exact_substrings_and_folding_is_a_separate_step() -> None:
+    text = "  First   sentence\n  spans lines.  Second one (e.g. this) ends here!\n\n\tThird  "
+    spans = sentence_spans(text)
+    exact = [text[a:b] for a, b in spans]
+    assert exact == ["First   sentence\n  spans lines.", "Second one (e.g. this) ends here!", "Third"]
+    assert split_sentences(text, fold=False) == exact
+    assert split_sentences(text) == [fold_whitespace(s) for s in exact]
+    assert split_sentences(text)[0] == "First sentence spans lines."
+    assert sentence_spans("") == [] and split_sentences(" \n\n ") == []
+
+
+def test_stop_words_are_function_words_and_question_boilerplate() -> None:
+    assert {"the", "of", "please", "tell", "et", "al"} <= STOP_WORDS
+    assert not {"care", "model", "patient", "nurse"} & STOP_WORDS
+    assert content_words("Please tell me about the care of a patient") == ["care", "patient"]
+    assert content_words("a b cd", min_length=2) == ["cd"]
+    assert content_words("COVID-19 and state-of-the-art", pattern=r"[\w-]+") == ["covid-19", "state-of-the-art"]
+
+
+def test_stem_folds_the_forms_that_meet_in_abstracts_and_queries() -> None:
+    assert {stem(w) for w in ("nurse", "nurses", "nursing")} == {"nurs"}
+    assert stem("vaccine") == stem("vaccination") == "vaccin"
+    assert stem("evaluated") == stem("evaluation") == stem("evaluate")
+    assert stem("studies") == "study" and stem("2020") == "2020" and stem("bus") == "bus"
+
+
+def test_index_terms_compose_tokenize_stop_words_and_stem() -> None:
+    text = "How do night shifts affect nurses' sleep? A 2x effect, e.g. in Zürich."
+    expected = [stem(t) for t in tokenize(text) if t not in STOP_WORDS and len(t) > 1]
+    assert index_terms(text) == expected
+    assert index_terms(text) == ["night", "shift", "affect", "nurs", "sleep", "2x", "effect", "zürich"]
