@@ -49,7 +49,7 @@ def generation_models(name: str, options: Mapping[str, Any] | None = None) -> li
     """The model names a generation backend serves, or None when that cannot be told offline (a
     model server's catalogue is only known by asking it). Raises BackendError for an unknown backend."""
     if name == "extractive":
-        from annotation.backends.offline import STRATEGIES
+        from annotation.backends.offline_summariser import STRATEGIES
 
         return list(STRATEGIES)
     if name == "openai":
