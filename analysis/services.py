@@ -16,6 +16,7 @@ from django.utils import timezone
 from analysis.models import ResearchJob
 from analysis.selectors import comparison_frame, metric_families
 from annotation.models import Candidate, Study
+from kernel import leases
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
 from kernel.tasks import enqueue_on_commit
@@ -98,13 +99,9 @@ def research_job_claim(*, job_id: int, redelivered: bool = False) -> ResearchJob
     A job whose worker died (lease expired, or the broker redelivered it) restarts from scratch, up to
     MAX_ATTEMPTS; past that it fails with the reason."""
     now = timezone.now()
-    claimable = (
-        Q(status=ResearchJob.Status.QUEUED)
-        | Q(status=ResearchJob.Status.RUNNING, lease_expires_at__lt=now)
-        | Q(status=ResearchJob.Status.RUNNING, lease_expires_at__isnull=True)
+    claimable = leases.claimable(
+        queued=ResearchJob.Status.QUEUED, running=ResearchJob.Status.RUNNING, now=now, redelivered=redelivered
     )
-    if redelivered:
-        claimable |= Q(status=ResearchJob.Status.RUNNING)
     with transaction.atomic():
         job = ResearchJob.objects.select_for_update().select_related("study").filter(claimable, pk=job_id).first()
         if job is None:

@@ -138,19 +138,8 @@ class StudyAdminForm(forms.ModelForm):
 
     class Meta:
         model = Study
-        fields = [
-            "slug",
-            "title",
-            "instructions",
-            "consent_text",
-            "status",
-            "queries_per_annotator",
-            "max_query_chars",
-            "retrieval_backend",
-            "retrieval_k",
-            "retrieval_settings",
-            "prompt_template",
-        ]
+        # The settings study_create/study_update accept, with the status after the texts as before.
+        fields = [*STUDY_FIELDS[:4], "status", *STUDY_FIELDS[4:]]
 
 
 class BulkInvitationForm(forms.Form):

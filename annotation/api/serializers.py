@@ -17,6 +17,7 @@ from annotation.models import (
     Study,
     StudySystem,
 )
+from annotation.services.study import STUDY_FIELDS
 
 
 class AcceptInvitationSerializer(serializers.Serializer):
@@ -186,22 +187,8 @@ class StudySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Study
-        fields = [
-            "id",
-            "slug",
-            "title",
-            "instructions",
-            "consent_text",
-            "status",
-            "queries_per_annotator",
-            "max_query_chars",
-            "retrieval_backend",
-            "retrieval_k",
-            "retrieval_settings",
-            "prompt_template",
-            "systems",
-            "created_at",
-        ]
+        # The settings study_create/study_update accept (annotation.services.study), in the same order.
+        fields = ["id", *STUDY_FIELDS[:4], "status", *STUDY_FIELDS[4:], "systems", "created_at"]
         read_only_fields = ["status", "created_at"]
         # Uniqueness is study_validate's to check (one message and status for the form and the API).
         extra_kwargs: dict[str, dict[str, object]] = {"slug": {"validators": []}}

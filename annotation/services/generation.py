@@ -20,6 +20,7 @@ from annotation.prompts import render_prompt
 from annotation.selectors.query import query_documents
 from annotation.services.study import prompt_template_default
 from annotation.services.tournament import bracket_create
+from kernel import leases
 from kernel.backends import BackendError, GenerationRequest
 from kernel.heartbeat import heartbeat
 from kernel.tasks import enqueue_on_commit
@@ -43,13 +44,9 @@ def candidate_claim(*, candidate_id: int, redelivered: bool = False) -> Candidat
     it is already finished, or its attempts are spent (then it is failed with the last reason).
     A redelivered task may take over at once: the broker redelivers only when the holder died."""
     now = timezone.now()
-    claimable = (
-        Q(status=Candidate.Status.QUEUED)
-        | Q(status=Candidate.Status.RUNNING, lease_expires_at__lt=now)
-        | Q(status=Candidate.Status.RUNNING, lease_expires_at__isnull=True)
+    claimable = leases.claimable(
+        queued=Candidate.Status.QUEUED, running=Candidate.Status.RUNNING, now=now, redelivered=redelivered
     )
-    if redelivered:
-        claimable |= Q(status=Candidate.Status.RUNNING)
     with transaction.atomic():
         row = Candidate.objects.select_for_update().filter(claimable, pk=candidate_id).first()
         if row is None:

@@ -26,6 +26,7 @@ from annotation.services.persona import persona_current
 from annotation.services.study import study_prompt_template, study_require_open
 from kernel.backends import BackendError
 from kernel.exceptions import ApplicationError
+from kernel.stamps import stamp_first
 from kernel.tasks import enqueue_on_commit
 
 # Retrieval's worst case is 4 attempts of at most 60 s with up to 35 s of backoff (annotation/tasks.py):
@@ -304,10 +305,5 @@ def query_retry_failed(*, query: Query) -> Query:
 
 def query_mark_wait_shown(*, query: Query) -> Query:
     """Record when the waiting page was first shown (reloads and polls keep the first time)."""
-    if query.wait_shown_at is None:
-        now = timezone.now()
-        if Query.objects.filter(pk=query.pk, wait_shown_at__isnull=True).update(wait_shown_at=now):
-            query.wait_shown_at = now
-        else:
-            query.refresh_from_db(fields=["wait_shown_at"])
+    stamp_first(query, "wait_shown_at")
     return query

@@ -14,6 +14,7 @@ from django.utils import timezone
 from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
+from kernel.stamps import stamp_first
 
 
 def _round_label(round_number: int, total_rounds: int, letters: str) -> str:
@@ -96,12 +97,7 @@ def _tournament_advance(*, bracket: Bracket, match: Match) -> None:
 
 def match_mark_shown(*, match: Match) -> Match:
     """Record when a match was first put in front of the annotator (reloads keep the first time)."""
-    if match.shown_at is None:
-        now = timezone.now()
-        if Match.objects.filter(pk=match.pk, shown_at__isnull=True).update(shown_at=now):
-            match.shown_at = now
-        else:
-            match.refresh_from_db(fields=["shown_at"])
+    stamp_first(match, "shown_at")
     return match
 
 

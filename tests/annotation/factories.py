@@ -47,3 +47,25 @@ def join(study: Study, *, user=None, persona: dict | None = None) -> Participati
     if persona is not False:
         persona_save(participation=participation, data=persona or PERSONA)
     return participation
+
+
+# The variable the `openai` system below reads its API key from; unset it to make that system fail.
+MISSING_KEY_ENV = "SATISFY_TEST_LLM_KEY"
+
+
+def study_with_a_failing_system(base_url: str, *, good: str = "good", bad: str = "bad") -> Study:
+    """A 2-system study whose second system calls the model server at `base_url` with an API key taken
+    from MISSING_KEY_ENV: while that variable is unset it fails, and an operator fixes it outside the
+    study (a design is frozen once summaries exist) by setting the variable."""
+    return StudyFactory(
+        systems=[
+            {"label": good, "model_name": "extractive-centroid", "condition": "persona"},
+            {
+                "label": bad,
+                "model_name": "standin-model",
+                "condition": "generic",
+                "generation_backend": "openai",
+                "backend_settings": {"base_url": base_url, "api_key_env": MISSING_KEY_ENV, "use_cache": False},
+            },
+        ]
+    )

@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from annotation.models import Judgment, Study
 from annotation.services.participation import invitation_create_bulk
-from tests.annotation.factories import PERSONA, StudyFactory
+from tests.annotation.factories import PERSONA, StudyFactory, study_with_a_failing_system
 from tests.support.openai_standin import openai_standin
 
 pytestmark = pytest.mark.django_db
@@ -124,22 +124,7 @@ def test_admin_retries_every_failed_generation(django_capture_on_commit_callback
     # server's API key was missing from the environment.
     monkeypatch.delenv("SATISFY_TEST_LLM_KEY", raising=False)
     with openai_standin() as server:
-        study = StudyFactory(
-            systems=[
-                {"label": "ok", "model_name": "extractive-centroid", "condition": "persona"},
-                {
-                    "label": "broken",
-                    "model_name": "standin-model",
-                    "condition": "generic",
-                    "generation_backend": "openai",
-                    "backend_settings": {
-                        "base_url": server.base_url,
-                        "api_key_env": "SATISFY_TEST_LLM_KEY",
-                        "use_cache": False,
-                    },
-                },
-            ]
-        )
+        study = study_with_a_failing_system(server.base_url, good="ok", bad="broken")
         client, me = _annotator(study)
         client.put(f"/api/v1/participations/{me['id']}/persona/", PERSONA, format="json")
         with django_capture_on_commit_callbacks(execute=True):

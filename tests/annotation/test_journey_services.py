@@ -14,7 +14,7 @@ from annotation.services.query import query_submit
 from annotation.services.study import study_set_status
 from annotation.services.tournament import judgment_record
 from kernel.exceptions import ApplicationError
-from tests.annotation.factories import StudyFactory, join
+from tests.annotation.factories import StudyFactory, join, study_with_a_failing_system
 from tests.support.openai_standin import openai_standin
 
 pytestmark = pytest.mark.django_db
@@ -213,22 +213,7 @@ def test_failed_generation_is_stored_and_can_be_retried(django_capture_on_commit
     # the study: the model server's API key is missing from the environment.
     monkeypatch.delenv("SATISFY_TEST_LLM_KEY", raising=False)
     with openai_standin() as server:
-        study = StudyFactory(
-            systems=[
-                {"label": "good", "model_name": "extractive-centroid", "condition": "persona"},
-                {
-                    "label": "bad",
-                    "model_name": "standin-model",
-                    "condition": "generic",
-                    "generation_backend": "openai",
-                    "backend_settings": {
-                        "base_url": server.base_url,
-                        "api_key_env": "SATISFY_TEST_LLM_KEY",
-                        "use_cache": False,
-                    },
-                },
-            ]
-        )
+        study = study_with_a_failing_system(server.base_url)
         participation, query = _generated(study, django_capture_on_commit_callbacks)
         bad = query.candidates.get(system__label="bad")
         assert bad.status == Candidate.Status.FAILED and "SATISFY_TEST_LLM_KEY" in bad.failure_reason

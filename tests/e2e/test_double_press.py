@@ -11,8 +11,8 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from annotation.models import Judgment
-from annotation.services.participation import invitation_create_bulk
 from tests.annotation.factories import StudyFactory
+from tests.e2e.steps import arrive_and_describe_yourself
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(90)]
 
@@ -20,18 +20,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(90)]
 def test_a_quick_double_press_answers_only_the_match_on_screen(live_server: Any, browser: Browser) -> None:
     # Offline backends, eager tasks: the summaries are ready as soon as the question is asked.
     study = StudyFactory(slug="double")
-    token = invitation_create_bulk(study=study, count=1)[0].token
-    context = browser.new_context(base_url=live_server.url)
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    page.goto(f"/join/{token}/")
-    page.get_by_label("I have read the information above and agree to take part.").check()
-    page.get_by_role("button", name="Start").click()
-    page.get_by_label("Your role").fill("practising nurse")
-    page.get_by_label("Your domain").fill("intensive care")
-    page.get_by_label("Intermediate: some background").check()
-    page.get_by_label("What will you use the answers for?").fill("organising night shifts")
-    page.get_by_role("button", name="Save and continue").click()
+    page = arrive_and_describe_yourself(browser, live_server, study)
     page.get_by_label("Your question").fill("How does night shift work affect sleep?")
     page.get_by_role("button", name="Find and summarise").click()
     expect(page).to_have_url(re.compile(r"/q/1/compare/$"))
@@ -58,4 +47,4 @@ def test_a_quick_double_press_answers_only_the_match_on_screen(live_server: Any,
         page.keyboard.press("2")
     expect(label).to_have_text(re.compile("Comparison 3 of 3"))
     assert Judgment.objects.get(match_id=second).choice == "right"
-    context.close()
+    page.context.close()

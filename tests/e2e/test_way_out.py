@@ -11,8 +11,8 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from annotation.models import Participation, Query
-from annotation.services.participation import invitation_create_bulk
 from tests.annotation.factories import StudyFactory
+from tests.e2e.steps import arrive_and_describe_yourself
 from tests.integration.worker import WorkerPool
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.timeout(90)]
@@ -23,18 +23,7 @@ def test_with_no_worker_the_annotator_sets_a_question_aside_then_stops(
 ) -> None:
     settings.ANNOTATION_WAIT_DEADLINE_S = 2  # tasks go to the broker, but no worker is started
     study = StudyFactory(slug="no-worker")
-    token = invitation_create_bulk(study=study, count=1)[0].token
-    context = browser.new_context(base_url=live_server.url)
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    page.goto(f"/join/{token}/")
-    page.get_by_label("I have read the information above and agree to take part.").check()
-    page.get_by_role("button", name="Start").click()
-    page.get_by_label("Your role").fill("practising nurse")
-    page.get_by_label("Your domain").fill("intensive care")
-    page.get_by_label("Intermediate: some background").check()
-    page.get_by_label("What will you use the answers for?").fill("organising night shifts")
-    page.get_by_role("button", name="Save and continue").click()
+    page = arrive_and_describe_yourself(browser, live_server, study)
 
     def ask(number: int, question: str, *, index: int) -> None:
         expect(page.get_by_role("heading", level=1)).to_have_text(f"Question {number} of 8")
@@ -58,7 +47,7 @@ def test_with_no_worker_the_annotator_sets_a_question_aside_then_stops(
     page.get_by_role("button", name="Yes, stop and get my code").click()
     expect(page.get_by_role("heading", name="Thank you!")).to_be_visible()
     code = page.locator("#completion-code").inner_text().strip()
-    context.close()
+    page.context.close()
 
     participation = Participation.objects.get(study=study)
     assert participation.completion_code == code and participation.completed_at is not None

@@ -1,0 +1,28 @@
+"""Steps that several browser journeys share: an annotator arriving through an invitation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playwright.sync_api import Browser, Page
+
+from annotation.models import Study
+from annotation.services.participation import invitation_create_bulk
+
+
+def arrive_and_describe_yourself(browser: Browser, live_server: Any, study: Study) -> Page:
+    """A new annotator opens a fresh invitation, consents and fills the persona form as a nurse;
+    the page is then on the study's first question."""
+    token = invitation_create_bulk(study=study, count=1)[0].token
+    context = browser.new_context(base_url=live_server.url)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.goto(f"/join/{token}/")
+    page.get_by_label("I have read the information above and agree to take part.").check()
+    page.get_by_role("button", name="Start").click()
+    page.get_by_label("Your role").fill("practising nurse")
+    page.get_by_label("Your domain").fill("intensive care")
+    page.get_by_label("Intermediate: some background").check()
+    page.get_by_label("What will you use the answers for?").fill("organising night shifts")
+    page.get_by_role("button", name="Save and continue").click()
+    return page
