@@ -204,6 +204,9 @@ class Query(models.Model):
     # again (else created_at), and when the sweeper last sent a retrieval whose message was lost.
     retrieval_queued_at = models.DateTimeField(null=True, blank=True)
     retrieval_requeued_at = models.DateTimeField(null=True, blank=True)
+    # The retrieval's lease, as on candidates: renewed by a heartbeat while the search runs and pushed past
+    # the backoff while a retry waits, so a retrieval whose worker died is sent again within seconds.
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["participation", "index"]

@@ -30,7 +30,7 @@ from annotation.services.generation import (
     candidate_mark_failed,
     candidate_retry_later,
 )
-from annotation.services.query import background_sweep, query_mark_failed, query_retrieve
+from annotation.services.query import background_sweep, query_lease_renew, query_mark_failed, query_retrieve
 from kernel.backends import BackendError
 
 logger = logging.getLogger(__name__)
@@ -73,7 +73,10 @@ def retrieve_query(self, query_id: int) -> None:  # type: ignore[no-untyped-def]
     except (BackendError, SoftTimeLimitExceeded) as error:
         reason = _transient_reason(error, RETRIEVAL_SOFT_TIME_LIMIT_S)
         if reason is not None and self.request.retries < self.max_retries:
-            raise self.retry(countdown=backoff(self.request.retries)) from error
+            countdown = backoff(self.request.retries)
+            # The lease covers the wait, so the sweeper does not take a scheduled retry for a dead worker.
+            query_lease_renew(query_id=query_id, seconds=countdown + settings.BACKGROUND_LEASE_S)
+            raise self.retry(countdown=countdown) from error
         if reason is not None:
             reason = f"Gave up after {self.request.retries + 1} attempts; the last: {reason}"
         query_mark_failed(query_id=query_id, reason=reason or unexpected_reason(error))

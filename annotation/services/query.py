@@ -8,6 +8,7 @@ import secrets
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
@@ -26,6 +27,7 @@ from annotation.services.persona import persona_current
 from annotation.services.study import study_prompt_template, study_require_open
 from kernel.backends import BackendError
 from kernel.exceptions import ApplicationError
+from kernel.heartbeat import heartbeat
 from kernel.stamps import stamp_first
 from kernel.tasks import enqueue_on_commit
 
@@ -35,6 +37,8 @@ from kernel.tasks import enqueue_on_commit
 # until the broker's visibility timeout, an hour).
 RETRIEVAL_DEADLINE = timedelta(minutes=10)
 RETRIEVAL_REQUEUE_AFTER = timedelta(minutes=5)
+# After the sweeper re-sends a retrieval whose worker died, the new message has this long to be taken.
+RETRIEVAL_RESENT_LEASE = timedelta(minutes=1)
 # A query whose last candidate just finished draws its own bracket; the sweeper only repairs older ones.
 _SETTLE = timedelta(minutes=1)
 
@@ -166,7 +170,13 @@ def query_retrieve(*, query_id: int) -> Query:
             )
         backend = get_retrieval_backend(query.retrieval_backend, study.retrieval_settings)
         filters = study.retrieval_settings.get("filters") if study.retrieval_settings else None
-        documents = backend.search(query.text, k=study.retrieval_k, filters=filters)
+        query_lease_renew(query_id=query.pk)
+        with heartbeat(
+            lambda: query_lease_renew(query_id=query.pk),
+            every=settings.BACKGROUND_HEARTBEAT_S,
+            name=f"lease of query {query.pk}",
+        ):
+            documents = backend.search(query.text, k=study.retrieval_k, filters=filters)
         if not documents:
             return query_mark_failed(query_id=query.pk, reason="No sources were found for this question.")
         RetrievedDocument.objects.bulk_create(
@@ -222,10 +232,21 @@ def query_retrieve(*, query_id: int) -> Query:
     return query
 
 
+def query_lease_renew(*, query_id: int, seconds: float | None = None) -> bool:
+    """Hold the retrieval's lease for `seconds` more (default: the background lease) while it is retrieving:
+    the heartbeat during the search, and the task while a retry waits out its backoff."""
+    duration = timedelta(seconds=settings.BACKGROUND_LEASE_S if seconds is None else seconds)
+    return bool(
+        Query.objects.filter(pk=query_id, status=Query.Status.RETRIEVING).update(
+            lease_expires_at=timezone.now() + duration
+        )
+    )
+
+
 def query_mark_failed(*, query_id: int, reason: str) -> Query:
     """The end of a retrieval that cannot succeed; the annotator may discard the question or retry it."""
     Query.objects.filter(pk=query_id, status=Query.Status.RETRIEVING).update(
-        status=Query.Status.FAILED, failure_reason=reason[:2000]
+        status=Query.Status.FAILED, failure_reason=reason[:2000], lease_expires_at=None
     )
     return Query.objects.get(pk=query_id)
 
@@ -256,6 +277,17 @@ def queries_sweep(*, now: datetime | None = None) -> dict[str, int]:
         Query.objects.filter(pk__in=lost).update(retrieval_requeued_at=now)
         for query_id in lost:
             enqueue_on_commit(retrieve_query, query_id)
+        # A retrieval whose lease lapsed lost its worker mid-search: sent again now, with a window of
+        # RETRIEVAL_RESENT_LEASE for the new message to be taken before the next sweep sends another.
+        orphaned = list(
+            retrieving.select_for_update(skip_locked=True)
+            .filter(lease_expires_at__lt=now)
+            .exclude(pk__in=[*late, *lost])
+            .values_list("pk", flat=True)
+        )
+        Query.objects.filter(pk__in=orphaned).update(lease_expires_at=now + RETRIEVAL_RESENT_LEASE)
+        for query_id in orphaned:
+            enqueue_on_commit(retrieve_query, query_id)
     # A question whose retrieval could not be sent (the broker was down when it was asked) is known to be
     # lost: every sweep tries again until a send succeeds, which clears the stamp.
     unsent = list(
@@ -275,7 +307,7 @@ def queries_sweep(*, now: datetime | None = None) -> dict[str, int]:
             query_advance_if_generated(query_id=query_id)
     return {
         "queries_failed": len(late),
-        "queries_requeued": len(lost) + len(unsent),
+        "queries_requeued": len(lost) + len(unsent) + len(orphaned),
         "queries_bracketed": len(unbracketed),
     }
 
@@ -291,7 +323,7 @@ def background_sweep() -> dict[str, int]:
 def query_retry_failed(*, query: Query) -> Query:
     if query.status == Query.Status.FAILED and not query.documents.exists():
         Query.objects.filter(pk=query.pk).update(
-            status=Query.Status.RETRIEVING, failure_reason="", retrieval_queued_at=timezone.now()
+            status=Query.Status.RETRIEVING, failure_reason="", retrieval_queued_at=timezone.now(), lease_expires_at=None
         )
         # At call time: annotation.tasks imports this module.
         from annotation.tasks import retrieve_query

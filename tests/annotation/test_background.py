@@ -83,6 +83,34 @@ def test_a_retrieval_that_never_ends_is_failed_by_the_sweeper(django_capture_on_
     assert query.failure_reason == "Retrieval did not finish within 10 minutes."
 
 
+def test_a_retrieval_whose_worker_died_is_sent_again_within_seconds(django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        query = query_submit(participation=join(StudyFactory()), text=QUESTION, client_token="")
+    now = timezone.now()
+    # A worker took the search 20 s ago and renewed its lease until 5 s ago, then died.
+    Query.objects.filter(pk=query.pk).update(lease_expires_at=now - timedelta(seconds=5))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert queries_sweep(now=now)["queries_requeued"] == 1
+    query.refresh_from_db()
+    # The re-sent search ran (eager tasks here), its summaries were written and the first match is drawn.
+    assert query.status == Query.Status.READY and query.bracket.matches.exists()
+
+
+def test_a_retrieval_under_a_live_lease_or_waiting_out_its_backoff_is_left_alone(django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        query = query_submit(participation=join(StudyFactory()), text=QUESTION, client_token="")
+    now = timezone.now()
+    Query.objects.filter(pk=query.pk).update(lease_expires_at=now + timedelta(seconds=30))
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        assert queries_sweep(now=now)["queries_requeued"] == 0
+    assert sent == []
+    # Once re-sent after its lease lapsed, the new message has a minute before another one is sent.
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        assert queries_sweep(now=now + timedelta(seconds=31))["queries_requeued"] == 1
+        assert queries_sweep(now=now + timedelta(seconds=51))["queries_requeued"] == 0
+    assert len(sent) == 1
+
+
 def test_a_scoring_chunk_delivered_twice_counts_once(django_capture_on_commit_callbacks):
     study = StudyFactory()
     generated(study, django_capture_on_commit_callbacks)
