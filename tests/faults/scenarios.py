@@ -221,7 +221,10 @@ class Annotator:
 
 
 def page_text(response: Any) -> str:
+    """The visible text of a page's main content (no header, scripts or hidden blocks)."""
     html = response.content.decode(errors="replace")
+    main = re.search(r"(?s)<main\b.*?</main>", html)
+    html = main.group(0) if main else html
     html = re.sub(r"(?s)<(script|style)\b.*?</\1>", " ", html)
     html = re.sub(r"(?s)<[^>]+\bhidden\b[^>]*>.*?</div>", " ", html)
     return re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", html))).strip()
@@ -616,8 +619,10 @@ def llm_hangs_past_soft_limit(rig: Rig, *, hangs: int = 4, soft: int = 2) -> Out
             f"{len(once)} candidates failed permanently after one hung attempt: {describe_query(query_id)}",
         )
         if hangs <= 4:
+            # The server answers again after the hangs: a summary given up on is a summary lost.
             done = sum(c.status == Candidate.Status.DONE for c in candidates)
-            outcome.expect(done == 4, f"{done} of 4 candidates done once the server answered again")
+            if not outcome.expect(done == 4, f"{done} of 4 candidates done once the server answered again"):
+                outcome.lost += sum(c.status == Candidate.Status.FAILED for c in candidates)
         outcome.notes.append(
             f"{describe_query(query_id)}; LLM calls {llm.completions}, hangs played {len(llm.script.played)}"
         )
@@ -739,11 +744,14 @@ SIDE_WORDS = {"left": ("left", "top"), "right": ("right", "bottom"), "neither": 
 
 
 def tells_how(text: str, choice: str) -> bool:
-    """A sentence of the page says the match was already answered and what the answer was."""
-    for sentence in re.split(r"(?<=[.!?])\s+", text):
-        lowered = sentence.lower()
-        if "already" in lowered and any(word in lowered for word in SIDE_WORDS[choice]):
-            return True
+    """The page says the match was already answered and what the answer was: a sentence with
+    "already", or the one after it, names the first answer."""
+    sentences = re.split(r"(?<=[.!?])\s+", text)
+    for n, sentence in enumerate(sentences):
+        if "already" in sentence.lower():
+            window = " ".join(sentences[n : n + 2]).lower()
+            if any(word in window for word in SIDE_WORDS[choice]):
+                return True
     return False
 
 
@@ -770,6 +778,8 @@ def stale_tab(rig: Rig, *, first: str = "left", second: str = "right") -> Outcom
         told, f"the stale tab is not told the match was already answered {first}; it shows: {short(text, 160)!r}"
     )
     if shown and shown != match_id and not told:
+        # The annotator believes the second answer counted; it was dropped without a word.
+        outcome.lost += 1
         outcome.problems.append("the stale tab moved on to the next match as if its answer had counted")
     api = annotator.choose(match_id, second)
     api_body = api.json() if api.status_code < 500 else {}
@@ -866,11 +876,17 @@ def exception_in_background(rig: Rig, *, kind: str = "settings-list") -> Outcome
     """A study whose retrieval settings are a JSON list (not an object), or whose prompt template has a
     stray "{": the query or its candidates must end failed with a readable reason, and the annotator
     can set the question aside and finish with a completion code."""
-    cases = {"settings-list": "retrieval settings are a list", "stray-brace": "prompt template with a stray {"}
+    cases = {
+        "settings-list": "retrieval settings are a list",
+        "settings-string": "retrieval settings are a string",
+        "stray-brace": "prompt template with a stray {",
+    }
     outcome = Outcome("exception in retrieval/generation", cases[kind])
     study = actions.study_open(slug=rig.slug(kind))
     if kind == "settings-list":
         actions.study_break_retrieval_settings(study=study, settings=[{"filters": {"from_year": 2020}}])
+    elif kind == "settings-string":
+        actions.study_break_retrieval_settings(study=study, settings="from_year=2020")
     else:
         actions.study_use_prompt(study=study, body=STRAY_BRACE_BODY, name=rig.slug("stray"))
     rig.start_worker("worker")
