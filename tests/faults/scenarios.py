@@ -12,6 +12,7 @@ import secrets
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -323,7 +324,13 @@ def see_query(outcome: Outcome, annotator: Annotator, query_id: int) -> dict[str
     """What the waiting page's poll (and, once ready, the match API) tells the annotator."""
     query = Query.objects.get(pk=query_id)
     status = annotator.status(query.index)
-    seen = f"waiting page: {status.get('status', status)}{' (failure shown)' if status.get('failed') else ''}"
+    when = f"at the {BOUND_S:.0f}s bound" if outcome.settled_s is None else f"after {outcome.settled_s:.0f}s"
+    seen = f"waiting page {when}: {status.get('status', status)}"
+    summaries = Counter(f"{c['label']} ({c['attempts']} att.)" for c in status.get("candidates") or [])
+    if summaries and status.get("status") != Query.Status.READY:
+        seen += " [" + ", ".join(f"{n}x {label}" for label, n in summaries.items()) + "]"
+    if status.get("failed"):
+        seen += ", failure shown"
     if status.get("status") == Query.Status.READY:
         code, match = annotator.current_match(query_id)
         seen += f", match API {code}{' ' + match.get('label', '') if match else ''}"
