@@ -1,0 +1,20 @@
+"""Fixtures of the fault suite: a rig of real Celery workers on Redis and pytest-django's test database,
+with a live server and headless Chromium for the cases a browser needs."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import browser  # noqa: F401
+from tests.faults.scenarios import Rig
+from tests.integration.worker import WorkerPool, celery_workers  # noqa: F401
+
+
+@pytest.fixture
+def rig(celery_workers: WorkerPool) -> Rig:  # noqa: F811
+    return Rig(pool=celery_workers)
+
+
+@pytest.fixture
+def browser_rig(celery_workers: WorkerPool, live_server, browser) -> Rig:  # type: ignore[no-untyped-def]  # noqa: F811
+    return Rig(pool=celery_workers, live_url=live_server.url, browser=browser)
