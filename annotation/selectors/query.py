@@ -48,12 +48,11 @@ def query_documents(*, query: Query) -> list[Document]:
 # How long the waiting page waits before it says, in plain words, that something is wrong and offers a
 # way out. Normal questions take seconds; four summaries with the tasks' backoff retries (at most about
 # 30 s) and a slow model fit well within two minutes, and a paid crowd worker should not sit longer than
-# that without a choice. Override with the ANNOTATION_WAIT_DEADLINE_S setting.
-WAIT_DEADLINE_S = 120
+# that without a choice. The ANNOTATION_WAIT_DEADLINE_S setting (environment, default 120 s).
 
 
 def wait_deadline_s() -> int:
-    return int(getattr(settings, "ANNOTATION_WAIT_DEADLINE_S", WAIT_DEADLINE_S))
+    return int(settings.ANNOTATION_WAIT_DEADLINE_S)
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,9 @@ BACKGROUND_LEASE_S = env.float("BACKGROUND_LEASE_S", default=15.0)
 BACKGROUND_HEARTBEAT_S = env.float("BACKGROUND_HEARTBEAT_S", default=5.0)
 SWEEP_INTERVAL_S = env.float("SWEEP_INTERVAL_S", default=10.0)
 SWEEPER_LATE_AFTER_S = env.float("SWEEPER_LATE_AFTER_S", default=120.0)
+# The waiting page's deadline: past it the annotator is told, in plain words, what is happening and may
+# try again, set the question aside or stop the study (annotation/selectors/query.py says why 120 s).
+ANNOTATION_WAIT_DEADLINE_S = env.int("ANNOTATION_WAIT_DEADLINE_S", default=120)
 CELERY_BEAT_SCHEDULE = {
     "sweep-generation": {"task": "annotation.tasks.sweep_generation", "schedule": SWEEP_INTERVAL_S},
     "sweep-scoring-runs": {"task": "scoring.tasks.sweep_scoring_runs", "schedule": SWEEP_INTERVAL_S},

@@ -1,5 +1,5 @@
 """Every direct call the fault suite makes into the platform's services, in one place, so that the
-split of annotation/services.py (or any later move) is followed here and nowhere else. Everything else
+split of the services by entity (or any later move) is followed here and nowhere else. Everything else
 in tests/faults drives the platform through HTTP, Celery task names and model reads."""
 
 from __future__ import annotations
@@ -8,27 +8,21 @@ import re
 from typing import Any
 
 from annotation.models import PromptTemplate, Study
+from annotation.services.participation import invitation_create_bulk
+from annotation.services.study import prompt_template_default, study_create
 from tests.annotation.factories import PERSONA
 
 # Task names that look like a sweeper, besides what the beat schedule runs.
 SWEEPER_NAME = re.compile(r"(sweep|stuck|requeue|reap|expire|stale|orphan|lost)", re.IGNORECASE)
 
 
-def _services() -> Any:
-    from annotation import services
-
-    return services
-
-
 def study_open(*, slug: str, systems: list[dict[str, Any]] | None = None, **fields: Any) -> Study:
     """An open study (default: the offline 2x2 design and demo retrieval)."""
-    return _services().study_create(
-        slug=slug, title=f"Fault study {slug}", status=Study.Status.OPEN, systems=systems, **fields
-    )
+    return study_create(slug=slug, title=f"Fault study {slug}", status=Study.Status.OPEN, systems=systems, **fields)
 
 
 def invitation_token(*, study: Study) -> str:
-    return _services().invitation_create_bulk(study=study, count=1)[0].token
+    return invitation_create_bulk(study=study, count=1)[0].token
 
 
 def study_break_retrieval_settings(*, study: Study, settings: Any) -> None:
@@ -37,7 +31,7 @@ def study_break_retrieval_settings(*, study: Study, settings: Any) -> None:
 
 
 def study_use_prompt(*, study: Study, body: str, name: str) -> None:
-    default = _services().prompt_template_default()
+    default = prompt_template_default()
     template = PromptTemplate.objects.create(name=name, version=1, body=body, persona_block=default.persona_block)
     Study.objects.filter(pk=study.pk).update(prompt_template=template)
 
