@@ -153,9 +153,10 @@ class MatchViewSet(viewsets.GenericViewSet):
     @extend_schema(request=s.ChoiceSerializer, responses={200: s.JudgmentSerializer, 409: dict})
     @action(detail=True, methods=["post"])
     def choice(self, request: Request, pk: int) -> Response:
-        """Answer the match named in the path: left, right or neither. Repeating the same answer is harmless;
-        a different answer to an answered match is 409 with the recorded choice; a match that is not the
-        one to answer now (an earlier one is pending) is 409 and nothing is recorded."""
+        """Answer the match named in the path: left, right or neither. Any pending match of one's own may be
+        answered (a later round's match exists only once both its entrants are known, and the matches of one
+        round are independent, so two answered at the same moment both count). Repeating the same answer is
+        harmless; a different answer to an answered match is 409 with the recorded choice."""
         body = s.ChoiceSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         named = body.validated_data.get("match")
@@ -166,13 +167,6 @@ class MatchViewSet(viewsets.GenericViewSet):
                 status=409,
             )
         match = match_own(annotator=request.user, pk=pk)
-        if match.status == Match.Status.PENDING and match.earlier_pending:  # type: ignore[attr-defined]
-            raise ApplicationError(
-                "This comparison is not the one to answer now; answer the current match first "
-                "(GET /queries/<id>/current-match/). Nothing was recorded.",
-                status=409,
-                extra={"match": match.pk},
-            )
         participation = match.bracket.query.participation
         judgment = judgment_record(match=match, choice=body.validated_data["choice"], by=participation)
         return Response(s.JudgmentSerializer(judgment).data)

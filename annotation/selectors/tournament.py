@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q
 from django.http import Http404
 
 from annotation.models import Match, Query
@@ -53,15 +52,10 @@ def match_progress(*, match: Match) -> tuple[int, int]:
 
 
 def match_own(*, annotator: Any, pk: int) -> Match:
-    """The asking annotator's own match (anyone else's is a 404), with its query and participation, and
-    `earlier_pending`: whether another match of its bracket must be answered first. One query."""
-    earlier = Match.objects.filter(bracket_id=OuterRef("bracket_id"), status=Match.Status.PENDING).filter(
-        Q(round__lt=OuterRef("round")) | Q(round=OuterRef("round"), index__lt=OuterRef("index"))
-    )
+    """The asking annotator's own match (anyone else's is a 404), with its query and participation. One query."""
     match = (
         Match.objects.filter(pk=pk, bracket__query__participation__annotator=annotator)
         .select_related("bracket__query__participation")
-        .annotate(earlier_pending=Exists(earlier))
         .first()
     )
     if match is None:
