@@ -179,6 +179,12 @@ def research_jobs_sweep(*, now: datetime | None = None) -> dict[str, int]:
     with transaction.atomic():
         due = ResearchJob.objects.select_for_update(skip_locked=True).filter(
             Q(status=ResearchJob.Status.RUNNING, lease_expires_at__lt=now)
+            # Running with no lease: a job started before leases existed, whose worker is long gone.
+            | Q(
+                status=ResearchJob.Status.RUNNING,
+                lease_expires_at__isnull=True,
+                created_at__lt=now - REQUEUE_QUEUED_AFTER,
+            )
             | Q(status=ResearchJob.Status.QUEUED, queued_at__lt=now - REQUEUE_QUEUED_AFTER)
         )
         due_ids = list(due.values_list("pk", flat=True))

@@ -15,7 +15,8 @@ from django.db.models import Q
 def claimable(*, queued: Any, running: Any, now: datetime, redelivered: bool) -> Q:
     """Rows a worker may claim: queued ones, and running ones whose lease has lapsed or was never taken.
     A redelivered message may take over any running row at once: the broker redelivers a message only
-    when the process that held it died."""
+    when the process that held it died (a pool process lost: `reject_on_worker_lost`), or, on Redis, past
+    its visibility timeout, which the settings keep longer than any task may run."""
     condition = (
         Q(status=queued)
         | Q(status=running, lease_expires_at__lt=now)

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from annotation.models import Candidate, Study
@@ -129,8 +130,10 @@ def scoring_run_chunk(*, run_id: int, candidate_ids: list[int], chunk_index: int
         run = ScoringRun.objects.select_for_update().get(pk=run_id)
         if run.status != ScoringRun.Status.RUNNING or index in run.chunks_done:
             return 0
-        fields = ["done", "lease_expires_at"]
+        # A counted chunk is progress: the restarts that fail a run count windows in a row without any.
+        fields = ["done", "lease_expires_at", "restarts"]
         run.done += len(candidate_ids)
+        run.restarts = 0
         run.lease_expires_at = timezone.now() + REQUEUE_WINDOW
         if index is not None:
             run.chunks_done = sorted([*run.chunks_done, index])
@@ -153,12 +156,14 @@ def scoring_run_mark_failed(*, run_id: int, reason: str) -> None:
 
 def scoring_runs_sweep(*, now: datetime | None = None) -> dict[str, int]:
     """The sweeper: a running run that no chunk has renewed within its lease has its unfinished chunks
-    sent again (a chunk already counted is skipped), or fails after MAX_RESTARTS restarts."""
+    sent again (a chunk already counted is skipped), or fails after MAX_RESTARTS restarts in a row with no
+    chunk counted in between. A run left running with no lease (started before leases existed) counts too."""
     now = now or timezone.now()
     restarted = failed = 0
     with transaction.atomic():
         for run in ScoringRun.objects.select_for_update(skip_locked=True).filter(
-            status=ScoringRun.Status.RUNNING, lease_expires_at__lt=now
+            Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True, created_at__lt=now - REQUEUE_WINDOW),
+            status=ScoringRun.Status.RUNNING,
         ):
             missing = [i for i in range(len(run.chunks)) if i not in run.chunks_done]
             if run.restarts >= MAX_RESTARTS or not missing:

@@ -60,6 +60,7 @@ def _own_query(request: Request, pk: int) -> Query:
 
 
 class ParticipationViewSet(viewsets.GenericViewSet):
+    lookup_value_regex = r"\d+"  # a non-numeric id in the path is a 404, never a ValueError
     serializer_class = s.ParticipationSerializer
     queryset = Participation.objects.none()  # the schema's path types; requests use get_queryset
 
@@ -101,6 +102,7 @@ class ParticipationViewSet(viewsets.GenericViewSet):
 
 
 class QueryViewSet(viewsets.GenericViewSet):
+    lookup_value_regex = r"\d+"  # a non-numeric id in the path is a 404, never a ValueError
     serializer_class = s.QuerySerializer
     queryset = Query.objects.none()
 
@@ -136,6 +138,7 @@ class QueryViewSet(viewsets.GenericViewSet):
 
 
 class MatchViewSet(viewsets.GenericViewSet):
+    lookup_value_regex = r"\d+"  # a non-numeric id in the path is a 404, never a ValueError
     serializer_class = s.MatchSerializer
     queryset = Match.objects.none()
 
@@ -177,6 +180,8 @@ class MatchViewSet(viewsets.GenericViewSet):
 
 class StudyAdminViewSet(viewsets.ModelViewSet):
     """Studies for admins and researchers (staff)."""
+
+    lookup_value_regex = r"\d+"  # a non-numeric id in the path is a 404, never a ValueError
 
     permission_classes = [permissions.IsAdminUser]
     serializer_class = s.StudySerializer
@@ -229,6 +234,8 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
 
 class FailedCandidateAdminViewSet(viewsets.ReadOnlyModelViewSet):
     """Failed generation jobs, with their reasons, and retry."""
+
+    lookup_value_regex = r"\d+"  # a non-numeric id in the path is a 404, never a ValueError
 
     permission_classes = [permissions.IsAdminUser]
     serializer_class = s.AdminCandidateSerializer

@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from kernel.backends import BackendError, Generation, GenerationRequest
-from modelserver import ChatClient, ChatConfig, LLMError
+from modelserver import ChatClient, ChatConfig, LLMError, chat_messages
 from modelserver.client import BACKOFF_CAP_S
 
 SETTING_KEYS = frozenset(
@@ -125,10 +125,7 @@ class OpenAIChatGeneration:
         return config
 
     def messages_for(self, request: GenerationRequest) -> list[dict[str, str]]:
-        system_prompt = str(self.options.get("system_prompt") or "")
-        messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-        messages.append({"role": "user", "content": request.prompt})
-        return messages
+        return chat_messages(request.prompt, system=str(self.options.get("system_prompt") or "") or None)
 
     def generate(self, request: GenerationRequest) -> Generation:
         config = self.config_for(request.model)

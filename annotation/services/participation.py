@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.models import Invitation, Participation, Query, Study
+from annotation.models import Candidate, Invitation, Participation, Query, Study
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
 
@@ -102,6 +102,16 @@ def participation_queries_used(*, participation: Participation) -> int:
     return participation.queries.exclude(status=Query.Status.DISCARDED).count()
 
 
+def candidates_cancel_set_aside(*, query_ids: Any) -> int:
+    """A question set aside or stopped needs no more summaries: its candidates not yet started end
+    failed with that reason, so no worker spends a model call on them ahead of the next question."""
+    return Candidate.objects.filter(query_id__in=query_ids, status=Candidate.Status.QUEUED).update(
+        status=Candidate.Status.FAILED,
+        failure_reason="Not written: the annotator set the question aside.",
+        finished_at=timezone.now(),
+    )
+
+
 @transaction.atomic
 def participation_finish(*, participation: Participation) -> Participation:
     """End the annotator's session, after the last question or early ("stop the study"); idempotent.
@@ -113,9 +123,12 @@ def participation_finish(*, participation: Participation) -> Participation:
     participation = Participation.objects.select_for_update().get(pk=participation.pk)
     if participation.completed_at is None:
         now = timezone.now()
-        participation.queries.filter(
+        still_open = participation.queries.filter(
             status__in=[Query.Status.RETRIEVING, Query.Status.GENERATING, Query.Status.READY, Query.Status.FAILED]
-        ).update(status=Query.Status.DISCARDED, set_aside_at=now, set_aside_reason="stopped")
+        )
+        open_ids = list(still_open.values_list("pk", flat=True))
+        still_open.update(status=Query.Status.DISCARDED, set_aside_at=now, set_aside_reason="stopped")
+        candidates_cancel_set_aside(query_ids=open_ids)
         participation.completed_at = now
         participation.completion_code = _code(10)
         participation.save(update_fields=["completed_at", "completion_code"])

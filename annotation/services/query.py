@@ -22,7 +22,7 @@ from annotation.services.generation import (
     query_advance_if_generated,
     sweeper_record_run,
 )
-from annotation.services.participation import participation_queries_used
+from annotation.services.participation import candidates_cancel_set_aside, participation_queries_used
 from annotation.services.persona import persona_current
 from annotation.services.study import study_prompt_template, study_require_open
 from kernel.backends import BackendError
@@ -135,19 +135,24 @@ def query_discard(*, query: Query) -> Query:
     query.set_aside_at = timezone.now()
     query.set_aside_reason = "failed" if failed else "too_slow"
     query.save(update_fields=["status", "set_aside_at", "set_aside_reason"])
+    candidates_cancel_set_aside(query_ids=[query.pk])
     return query
 
 
 def query_resend(*, query: Query) -> Query:
     """The annotator's "try again" on a question that is taking too long: send its stuck work to the
     queue again (the search while `retrieving`, the summaries not yet started while `generating`) and
-    retry failed ones. Sending twice is harmless: retrieval skips a query no longer `retrieving`, and a
-    generation task claims only a queued (or long-stalled) candidate."""
+    retry failed ones. A search still under a live lease (running, or waiting out a retry's backoff) is
+    not sent again; a generation task claims only a queued (or long-stalled) candidate. A question set
+    aside, stopped or already ranked is left as it is."""
     from annotation.tasks import generate_candidate, retrieve_query
 
-    query.refresh_from_db(fields=["status"])
+    query.refresh_from_db(fields=["status", "lease_expires_at"])
+    if query.status not in (Query.Status.RETRIEVING, Query.Status.GENERATING, Query.Status.FAILED):
+        return query
     if query.status == Query.Status.RETRIEVING:
-        _send_on_commit(query, retrieve_query, query.pk)
+        if query.lease_expires_at is None or query.lease_expires_at < timezone.now():
+            _send_on_commit(query, retrieve_query, query.pk)
     elif query.status == Query.Status.GENERATING:
         for candidate_id in query.candidates.filter(status=Candidate.Status.QUEUED).values_list("pk", flat=True):
             _send_on_commit(query, generate_candidate, candidate_id)
@@ -291,7 +296,9 @@ def queries_sweep(*, now: datetime | None = None) -> dict[str, int]:
     # A question whose retrieval could not be sent (the broker was down when it was asked) is known to be
     # lost: every sweep tries again until a send succeeds, which clears the stamp.
     unsent = list(
-        retrieving.filter(queue_failed_at__isnull=False).exclude(pk__in=[*late, *lost]).only("pk", "queue_failed_at")
+        retrieving.filter(queue_failed_at__isnull=False)
+        .exclude(pk__in=[*late, *lost, *orphaned])
+        .only("pk", "queue_failed_at")
     )
     for query in unsent:
         _send_on_commit(query, retrieve_query, query.pk)
@@ -321,7 +328,8 @@ def background_sweep() -> dict[str, int]:
 
 @transaction.atomic
 def query_retry_failed(*, query: Query) -> Query:
-    if query.status == Query.Status.FAILED and not query.documents.exists():
+    # Retrieval failed (before or after its sources were stored: query_retrieve skips a search it has).
+    if query.status == Query.Status.FAILED:
         Query.objects.filter(pk=query.pk).update(
             status=Query.Status.RETRIEVING, failure_reason="", retrieval_queued_at=timezone.now(), lease_expires_at=None
         )

@@ -142,11 +142,6 @@ def _validate_served(spec: Mapping[str, Any]) -> None:
         )
 
 
-def study_validate_design(*, study: Study) -> None:
-    """A study can open only with a playable bracket: a power of two of systems, at least two."""
-    _validate_design([system_spec(s) for s in study.systems.all()])
-
-
 def _validate_design(specs: Sequence[Mapping[str, Any]]) -> None:
     count = len(specs)
     if count < 2 or count & (count - 1):

@@ -156,6 +156,12 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
     }
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # Redis hands an unacknowledged message out again after its visibility timeout even when its worker is
+    # alive, and a redelivered task may take over running work (kernel.leases): so the timeout must outlast
+    # the longest task (a research job's 3,700 s hard limit). A dead worker's work does not wait for it:
+    # the sweepers send it again once its lease lapses (docs/backends.md, "Sweepers").
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("REDIS_VISIBILITY_TIMEOUT_S", default=2 * 3600)}
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True

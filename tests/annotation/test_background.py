@@ -141,6 +141,24 @@ def test_a_scoring_run_that_stops_making_progress_is_restarted_then_failed(djang
     assert "0 of 4 candidates scored" in run.error
 
 
+def test_a_busy_scoring_run_that_keeps_counting_chunks_is_never_failed_as_dead(django_capture_on_commit_callbacks):
+    study = StudyFactory()
+    generated(study, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=False):
+        run = scoring_run_start(study=study, metrics=["rouge1", "rouge2"])
+    run.refresh_from_db()
+    # Ten windows passed without a chunk counted (a long backlog; one more would fail the run), then a
+    # chunk is counted (a second chunk keeps the run unfinished).
+    ScoringRun.objects.filter(pk=run.pk).update(restarts=10, chunks=[*run.chunks, run.chunks[0]])
+    run.refresh_from_db()
+    scoring_run_chunk(run_id=run.pk, candidate_ids=run.chunks[0], chunk_index=0)
+    later = timezone.now() + timedelta(minutes=3)
+    with django_capture_on_commit_callbacks(execute=False):
+        assert scoring_runs_sweep(now=later) == {"scoring_runs_restarted": 1, "scoring_runs_failed": 0}
+    run.refresh_from_db()
+    assert run.status == ScoringRun.Status.RUNNING and run.restarts == 1
+
+
 def test_a_redelivered_research_job_restarts_and_a_dead_one_is_swept(django_capture_on_commit_callbacks):
     study = StudyFactory()
     generated(study, django_capture_on_commit_callbacks)

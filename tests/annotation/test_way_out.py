@@ -244,3 +244,47 @@ def test_api_fetching_a_match_records_when_it_was_shown(study, django_capture_on
     assert client.get(f"/api/v1/matches/{first.pk}/").status_code == 200  # a second fetch keeps the first time
     judgment = client.post(f"/api/v1/matches/{first.pk}/choice/", {"choice": "left"}, format="json").json()
     assert judgment["seconds_on_page"] >= 5
+
+
+def test_a_question_set_aside_while_generating_costs_no_more_model_calls(study, django_capture_on_commit_callbacks):
+    client = _annotator(study)
+    query = _ask(client, django_capture_on_commit_callbacks, run_worker=False)
+    # The search ran; the four summaries are queued behind a busy worker when the annotator gives up.
+    with django_capture_on_commit_callbacks(execute=False):
+        from annotation.services.query import query_retrieve
+
+        query_retrieve(query_id=query.pk)
+    _overdue(query)
+    assert client.post(url("discard", 1))["Location"] == url("study")
+    statuses = set(query.candidates.values_list("status", flat=True))
+    assert statuses == {"failed"}
+    assert set(query.candidates.values_list("failure_reason", flat=True)) == {
+        "Not written: the annotator set the question aside."
+    }
+    # "Try again" on it (a stale waiting page) sends nothing and brings nothing back.
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        client.post(url("retry", 1))
+    assert sent == []
+    assert Query.objects.get(pk=query.pk).status == Query.Status.DISCARDED
+
+
+def test_a_retrieval_that_failed_after_storing_its_sources_can_be_retried(study, django_capture_on_commit_callbacks):
+    client = _annotator(study)
+    query = _ask(client, django_capture_on_commit_callbacks, run_worker=False)
+    with django_capture_on_commit_callbacks(execute=False):
+        from annotation.services.query import query_retrieve
+
+        query_retrieve(query_id=query.pk)
+    # An error after the sources were stored (the candidates' insert failed): on_failure marks it failed.
+    query.candidates.all().delete()
+    Query.objects.filter(pk=query.pk).update(status=Query.Status.FAILED, failure_reason="Unexpected error (...)")
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(url("retry", 1))
+    query.refresh_from_db()
+    assert query.status == Query.Status.READY and query.candidates.count() == 4
+
+
+def test_a_non_numeric_id_in_an_api_path_is_a_404(study):
+    client, me = _api_annotator(study)
+    for path in ("/api/v1/matches/abc/choice/", "/api/v1/queries/1x/", "/api/v1/participations/%00/finish/"):
+        assert client.post(path, {"choice": "left"}, format="json").status_code == 404, path
