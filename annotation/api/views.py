@@ -181,8 +181,6 @@ class MatchViewSet(viewsets.GenericViewSet):
 class StudyAdminViewSet(viewsets.ModelViewSet):
     """Studies for admins and researchers (staff)."""
 
-    lookup_value_regex = r"\d+"  # a non-numeric id in the path is a 404, never a ValueError
-
     permission_classes = [permissions.IsAdminUser]
     serializer_class = s.StudySerializer
     lookup_field = "slug"

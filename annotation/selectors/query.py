@@ -68,12 +68,16 @@ def query_wait_state(*, query: Query, progress: list[dict[str, object]], now: da
     """Plain words for the waiting page and the API, from the query and its anonymous progress rows."""
     now = now or timezone.now()
     failed = query.status == Query.Status.FAILED or any(row["status"] == "failed" for row in progress)
-    overdue = (now - query.created_at).total_seconds() >= wait_deadline_s()
+    # The clock restarts when the annotator asked for it again ("try again" stamps retrieval_queued_at).
+    waiting_since = max(query.created_at, query.retrieval_queued_at or query.created_at)
+    overdue = (now - waiting_since).total_seconds() >= wait_deadline_s()
     deadline = wait_deadline_s()
     amount, unit = (round(deadline / 60), "minute") if deadline >= 60 else (deadline, "second")
     waited = f"more than {amount} {unit}{'s' if amount != 1 else ''}"
     done = sum(1 for row in progress if row["status"] == "done")
-    if failed:
+    if query.status == Query.Status.FAILED:
+        message = "Something went wrong: the search for sources did not succeed."
+    elif failed:
         message = "Something went wrong: one of the summaries could not be written."
     elif query.status == Query.Status.RETRIEVING and query.queue_failed_at is not None:
         message = (

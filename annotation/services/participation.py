@@ -123,12 +123,16 @@ def participation_finish(*, participation: Participation) -> Participation:
     participation = Participation.objects.select_for_update().get(pk=participation.pk)
     if participation.completed_at is None:
         now = timezone.now()
-        still_open = participation.queries.filter(
-            status__in=[Query.Status.RETRIEVING, Query.Status.GENERATING, Query.Status.READY, Query.Status.FAILED]
+        open_ids = list(
+            participation.queries.filter(
+                status__in=[Query.Status.RETRIEVING, Query.Status.GENERATING, Query.Status.READY, Query.Status.FAILED]
+            ).values_list("pk", flat=True)
         )
-        open_ids = list(still_open.values_list("pk", flat=True))
-        still_open.update(status=Query.Status.DISCARDED, set_aside_at=now, set_aside_reason="stopped")
-        candidates_cancel_set_aside(query_ids=open_ids)
+        if open_ids:  # a normal finish has none: one read, no writes
+            Query.objects.filter(pk__in=open_ids).update(
+                status=Query.Status.DISCARDED, set_aside_at=now, set_aside_reason="stopped"
+            )
+            candidates_cancel_set_aside(query_ids=open_ids)
         participation.completed_at = now
         participation.completion_code = _code(10)
         participation.save(update_fields=["completed_at", "completion_code"])

@@ -150,6 +150,7 @@ def query_resend(*, query: Query) -> Query:
     query.refresh_from_db(fields=["status", "lease_expires_at"])
     if query.status not in (Query.Status.RETRIEVING, Query.Status.GENERATING, Query.Status.FAILED):
         return query
+    Query.objects.filter(pk=query.pk).update(retrieval_queued_at=timezone.now())
     if query.status == Query.Status.RETRIEVING:
         if query.lease_expires_at is None or query.lease_expires_at < timezone.now():
             _send_on_commit(query, retrieve_query, query.pk)
@@ -267,13 +268,21 @@ def queries_sweep(*, now: datetime | None = None) -> dict[str, int]:
     retrieving = Query.objects.filter(status=Query.Status.RETRIEVING).alias(
         asked_at=Coalesce("retrieval_queued_at", "created_at")
     )
-    late = list(retrieving.filter(asked_at__lt=now - RETRIEVAL_DEADLINE).values_list("pk", flat=True))
+    # A question whose retrieval could not be sent waits for the broker (the waiting page says it will
+    # start by itself), so the deadline does not fail it; the annotator may set it aside meanwhile.
+    late = list(
+        retrieving.filter(asked_at__lt=now - RETRIEVAL_DEADLINE, queue_failed_at__isnull=True).values_list(
+            "pk", flat=True
+        )
+    )
     minutes = int(RETRIEVAL_DEADLINE.total_seconds() // 60)
     for query_id in late:
         query_mark_failed(query_id=query_id, reason=f"Retrieval did not finish within {minutes} minutes.")
+    # Questions whose send failed are sent below, every sweep, by the sender that clears their stamp.
+    sendable = retrieving.filter(queue_failed_at__isnull=True)
     with transaction.atomic():
         lost = list(
-            retrieving.select_for_update(skip_locked=True)
+            sendable.select_for_update(skip_locked=True)
             .filter(asked_at__lt=now - RETRIEVAL_REQUEUE_AFTER)
             .filter(Q(retrieval_requeued_at__isnull=True) | Q(retrieval_requeued_at__lt=F("asked_at")))
             .exclude(pk__in=late)
@@ -285,7 +294,7 @@ def queries_sweep(*, now: datetime | None = None) -> dict[str, int]:
         # A retrieval whose lease lapsed lost its worker mid-search: sent again now, with a window of
         # RETRIEVAL_RESENT_LEASE for the new message to be taken before the next sweep sends another.
         orphaned = list(
-            retrieving.select_for_update(skip_locked=True)
+            sendable.select_for_update(skip_locked=True)
             .filter(lease_expires_at__lt=now)
             .exclude(pk__in=[*late, *lost])
             .values_list("pk", flat=True)
@@ -295,11 +304,7 @@ def queries_sweep(*, now: datetime | None = None) -> dict[str, int]:
             enqueue_on_commit(retrieve_query, query_id)
     # A question whose retrieval could not be sent (the broker was down when it was asked) is known to be
     # lost: every sweep tries again until a send succeeds, which clears the stamp.
-    unsent = list(
-        retrieving.filter(queue_failed_at__isnull=False)
-        .exclude(pk__in=[*late, *lost, *orphaned])
-        .only("pk", "queue_failed_at")
-    )
+    unsent = list(retrieving.filter(queue_failed_at__isnull=False).only("pk", "queue_failed_at"))
     for query in unsent:
         _send_on_commit(query, retrieve_query, query.pk)
     unbracketed = list(

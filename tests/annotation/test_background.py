@@ -111,6 +111,21 @@ def test_a_retrieval_under_a_live_lease_or_waiting_out_its_backoff_is_left_alone
     assert len(sent) == 1
 
 
+def test_a_question_whose_send_failed_waits_for_the_broker_and_is_sent_when_it_is_back(
+    django_capture_on_commit_callbacks,
+):
+    with django_capture_on_commit_callbacks(execute=False):
+        query = query_submit(participation=join(StudyFactory()), text=QUESTION, client_token="")
+    # The broker was down when it was asked, and stayed down past the retrieval deadline.
+    Query.objects.filter(pk=query.pk).update(queue_failed_at=timezone.now())
+    later = timezone.now() + timedelta(minutes=11)
+    with django_capture_on_commit_callbacks(execute=True):
+        result = queries_sweep(now=later)
+    assert result["queries_failed"] == 0 and result["queries_requeued"] == 1
+    query.refresh_from_db()
+    assert query.status == Query.Status.READY and query.queue_failed_at is None
+
+
 def test_a_scoring_chunk_delivered_twice_counts_once(django_capture_on_commit_callbacks):
     study = StudyFactory()
     generated(study, django_capture_on_commit_callbacks)

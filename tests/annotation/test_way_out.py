@@ -288,3 +288,20 @@ def test_a_non_numeric_id_in_an_api_path_is_a_404(study):
     client, me = _api_annotator(study)
     for path in ("/api/v1/matches/abc/choice/", "/api/v1/queries/1x/", "/api/v1/participations/%00/finish/"):
         assert client.post(path, {"choice": "left"}, format="json").status_code == 404, path
+
+
+def test_try_again_restarts_the_waiting_clock_and_a_failed_search_is_named_as_such(
+    study, django_capture_on_commit_callbacks
+):
+    client, me = _api_annotator(study)
+    with django_capture_on_commit_callbacks():  # no worker
+        qid = client.post(f"/api/v1/participations/{me['id']}/queries/", {"text": QUESTION}, format="json").json()["id"]
+    _overdue(Query.objects.get(pk=qid))
+    assert client.get(f"/api/v1/queries/{qid}/").json()["overdue"] is True
+    with django_capture_on_commit_callbacks():
+        assert client.post(f"/api/v1/queries/{qid}/retry/").status_code == 200
+    assert client.get(f"/api/v1/queries/{qid}/").json()["overdue"] is False
+
+    Query.objects.filter(pk=qid).update(status=Query.Status.FAILED, failure_reason="No sources were found.")
+    body = client.get(f"/api/v1/queries/{qid}/").json()
+    assert body["message"] == "Something went wrong: the search for sources did not succeed."
