@@ -61,3 +61,47 @@ def test_a_question_asked_while_the_broker_is_down_is_saved_and_explained(transa
     assert client.post(reverse("annotation:retry", args=["sleep", 1]))["Location"].endswith("/wait/")
     query.refresh_from_db()
     assert query.queue_failed_at is None and query.status == Query.Status.READY
+
+
+def test_research_work_started_while_the_broker_is_down_is_kept_and_sent_when_it_is_back(
+    transactional_db: None,
+) -> None:
+    from datetime import timedelta
+
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from analysis.models import ResearchJob
+    from analysis.services import research_jobs_sweep
+    from annotation.services.query import query_submit
+    from scoring.models import ScoringRun
+    from scoring.services import scoring_runs_sweep
+    from tests.annotation.factories import join
+
+    study = StudyFactory(slug="scored-offline")
+    query_submit(participation=join(study), text="How does night shift work affect sleep?", client_token="")
+    researcher = APIClient()
+    researcher.force_authenticate(get_user_model().objects.create_user("r", is_staff=True))
+
+    with celery_app_sending_to(f"redis://127.0.0.1:{closed_port()}/0"):
+        job = researcher.post(
+            "/api/v1/research/studies/scored-offline/jobs/",
+            {"kind": "export", "options": {"format": "csv"}},
+            format="json",
+        )
+        run = researcher.post(
+            "/api/v1/research/studies/scored-offline/scoring-runs/", {"metrics": ["rouge1"]}, format="json"
+        )
+    # No 500: both are saved and say they are waiting.
+    assert job.status_code == 201, job.content
+    assert run.status_code == 201, run.content
+    assert ResearchJob.objects.get(pk=job.json()["id"]).status == ResearchJob.Status.QUEUED
+    assert ScoringRun.objects.get(pk=run.json()["id"]).status == ScoringRun.Status.RUNNING
+
+    # The broker is back (tasks run eagerly in this process again): the sweepers send what never arrived.
+    later = timezone.now() + timedelta(minutes=11)
+    assert research_jobs_sweep(now=later)["research_jobs_requeued"] == 1
+    assert scoring_runs_sweep(now=later)["scoring_runs_restarted"] == 1
+    assert ResearchJob.objects.get(pk=job.json()["id"]).status == ResearchJob.Status.DONE
+    scored = ScoringRun.objects.get(pk=run.json()["id"])
+    assert (scored.status, scored.done, scored.total) == (ScoringRun.Status.DONE, 4, 4)
