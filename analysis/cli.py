@@ -73,6 +73,7 @@ def write_tables(report: AnalysisReport, out_dir: Path) -> list[Path]:
     tables_dir = out_dir / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)
     frames: dict[str, pd.DataFrame] = {
+        "stages": pd.DataFrame([s.to_dict() for s in report.stages]),
         "win_rates": report.win_rates.to_frame(),
         "neither_rates": report.win_rates.neither_frame(),
         "annotators": pd.DataFrame([a.to_dict() for a in report.annotators]),

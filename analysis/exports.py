@@ -17,7 +17,7 @@ import pandas as pd
 
 from analysis.stats._results import ResultMixin
 from analysis.stats.provenance import code_version, now_iso, table_checksum
-from analysis.stats.table import COLUMNS, metric_names
+from analysis.stats.table import COLUMNS, is_stage, metric_names, stage_order
 
 FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
 ESCAPE = "'"
@@ -80,6 +80,7 @@ class ExportManifest(ResultMixin):
     filters: Mapping[str, Any]
     rows: int
     columns: tuple[str, ...]
+    stages: Mapping[str, int]
     table_sha256: str
     code_version: str
     seed: int | None
@@ -143,6 +144,15 @@ def _write_one(frame: pd.DataFrame, path: Path, fmt: str) -> ExportedFile:
     )
 
 
+def _stage_counts(frame: pd.DataFrame) -> dict[str, int]:
+    """Rows per stage, first round first and the final last (``{"round1": 2, "final": 1}``)."""
+    if "stage" not in frame.columns:
+        return {}
+    counts = frame["stage"].value_counts()
+    stages = [s for s in counts.index if is_stage(s)]
+    return {str(s): int(counts[s]) for s in stage_order(stages)}
+
+
 def _manifest(
     frame: pd.DataFrame,
     files: Sequence[ExportedFile],
@@ -160,6 +170,7 @@ def _manifest(
         filters=dict(filters or {}),
         rows=len(frame),
         columns=tuple(map(str, frame.columns)),
+        stages=_stage_counts(frame),
         table_sha256=table_checksum(frame),
         code_version=code_version(),
         seed=seed,

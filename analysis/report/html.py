@@ -53,6 +53,27 @@ def _figure(svg: str, caption: str) -> str:
     return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
 
 
+def _stage_section(report: AnalysisReport) -> str:
+    """The stages the table holds (round1 .. final, from the data), so a reader sees the bracket's shape."""
+    if not report.stages:
+        return ""
+    names = ", ".join(s.stage for s in report.stages)
+    return "\n".join(
+        [
+            "<h2>Stages</h2>",
+            f"<p>{len(report.stages)} stage{'s' if len(report.stages) != 1 else ''} in this table: "
+            f"{escape(names)}. A bracket of 2<sup>k</sup> systems plays round1 to round(k−1) and a final.</p>",
+            _table(
+                ["stage", "matches", "decided", "neither", "annotators"],
+                [
+                    [escape(s.stage), str(s.matches), str(s.decided), str(s.neither), str(s.n_annotators)]
+                    for s in report.stages
+                ],
+            ),
+        ]
+    )
+
+
 def _win_rate_section(report: AnalysisReport) -> str:
     wr = report.win_rates
     level = f"{wr.confidence_level:.0%}"
@@ -63,7 +84,8 @@ def _win_rate_section(report: AnalysisReport) -> str:
         "(“neither” excluded). <em>rate</em> is wins / n; <em>decided</em> is wins / (wins + losses).</p>",
     ]
     titles = {
-        "variant": "Variants (model × condition); the final is out of the variant's round-1 wins",
+        "variant": "Variants (model × condition); the first stage is out of the variant's matches, "
+        "every later stage out of its wins in the stage before",
         "model_share": "Share of decided matches won, per model (null 1/k)",
         "condition_share": "Share of decided matches won, per condition (null 1/k)",
         "head_to_head": "Cross-model head-to-head (first-named model's wins)",
@@ -330,6 +352,7 @@ def render_html(report: AnalysisReport, *, title: str = "Human evaluation analys
         "<h2>Data and settings</h2>",
         "<dl>" + "".join(f"<dt>{escape(k)}</dt><dd><code>{escape(v)}</code></dd>" for k, v in prov) + "</dl>",
         notes,
+        _stage_section(report),
         _win_rate_section(report),
         _regression_section(report),
         _agreement_section(report),

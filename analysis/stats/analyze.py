@@ -24,7 +24,7 @@ from analysis.stats.errors import AnalysisError
 from analysis.stats.provenance import Provenance, code_version, now_iso, table_checksum
 from analysis.stats.regression import LogisticRegressionResult, fit_personalization_logit
 from analysis.stats.table import metric_names, prepare_table
-from analysis.stats.win_rates import WinRateTable, win_rates
+from analysis.stats.win_rates import StageSummary, WinRateTable, stage_summaries, win_rates
 
 T = TypeVar("T")
 
@@ -35,6 +35,7 @@ class AnalysisReport(ResultMixin):
 
     provenance: Provenance
     config: AnalysisConfig
+    stages: tuple[StageSummary, ...]
     win_rates: WinRateTable
     regression: LogisticRegressionResult | None
     agreement: AgreementResult | None
@@ -56,6 +57,10 @@ class AnalysisReport(ResultMixin):
             f"Analysis of {p.n_rows} comparisons ({p.n_decided} decided, {p.n_neither} neither) from "
             f"{p.n_annotators} annotators; table sha256 {p.table_sha256[:16]}...; code {p.code_version}; "
             f"seed {p.seed}; {p.n_resamples} resamples; created {p.created_at}",
+            "Stages: "
+            + ", ".join(
+                f"{s.stage} {s.matches} matches ({s.decided} decided, {s.neither} neither)" for s in self.stages
+            ),
             self.win_rates.summary(),
         ]
         for section in (self.regression, self.agreement, self.bradley_terry):
@@ -76,6 +81,22 @@ def _section(name: str, notes: list[str], compute: Callable[[], T]) -> T | None:
         return None
 
 
+def _bracket_size_notes(frame: pd.DataFrame) -> list[str]:
+    """A table that mixes bracket sizes (a final in round 1 of a 2-system study, in round 2 of a 4-system
+    one) still analyses, but a later stage's per-variant rate then counts the wins of the stage before
+    across every bracket: say so."""
+    if "round" not in frame.columns:
+        return []
+    final_rounds = sorted({int(r) for r in pd.to_numeric(frame.loc[frame["stage"] == "final", "round"]).dropna()})
+    if len(final_rounds) < 2:
+        return []
+    sizes = ", ".join(str(2**r) for r in final_rounds)
+    return [
+        f"the table mixes bracket sizes ({sizes} systems): each stage is pooled over brackets, and a later "
+        "stage's per-variant rate is out of the variant's wins in the stage before over all brackets"
+    ]
+
+
 def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> AnalysisReport:
     """Compute the whole report for a comparison table (see ``docs/comparison-table.md``).
 
@@ -89,6 +110,7 @@ def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> Ana
         notes.append("only one annotator: clustered intervals and p-values are undefined (reported as missing)")
     if not t.decided.any():
         notes.append("no decided matches: every win rate is undefined")
+    notes.extend(_bracket_size_notes(t.frame))
     resampler = ClusterResampler.draw(t.n_annotators, n_resamples=config.n_resamples, seed=config.seed)
     persona, generic = config.persona_condition, config.generic_condition
 
@@ -169,6 +191,7 @@ def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> Ana
     return AnalysisReport(
         provenance=provenance,
         config=config,
+        stages=stage_summaries(t),
         win_rates=rates,
         regression=regression,
         agreement=agreement,

@@ -9,7 +9,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from analysis.stats._results import ResultMixin, fmt, text_table
-from analysis.stats.table import PreparedTable
+from analysis.stats.table import PreparedTable, stage_order
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -30,7 +30,7 @@ class AnnotatorSummary(ResultMixin):
 
 @dataclass(frozen=True)
 class PageTime(ResultMixin):
-    """Seconds on page for one stage ("all", "round1", "final")."""
+    """Seconds on page for one stage ("all", then each stage of the table: "round1", ..., "final")."""
 
     stage: str
     n: int
@@ -64,7 +64,7 @@ def page_times(t: PreparedTable) -> tuple[PageTime, ...]:
     """Median, quartiles and mean of seconds per page, overall and per stage (negative times dropped)."""
     secs = seconds_on_page(t)
     out = []
-    for stage in ("all", "round1", "final"):
+    for stage in ("all", *stage_order(t.stage)):
         rows = np.ones(t.n_rows, dtype=np.bool_) if stage == "all" else np.asarray(t.stage == stage, dtype=np.bool_)
         x = secs[rows & np.isfinite(secs) & (secs >= 0)]
         if x.size:

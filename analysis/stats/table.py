@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,8 +55,43 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 """What the statistics cannot do without; the rest is derived or optional."""
 
 CHOICES: tuple[str, ...] = ("left", "right", "neither")
-STAGES: tuple[str, ...] = ("round1", "final")
+FINAL_STAGE = "final"
+STAGES: tuple[str, ...] = ("round1", FINAL_STAGE)
+"""The stages of the default 4-system bracket; any ``round<k>`` (k >= 1) and ``final`` are valid."""
 BRACKET_PAIRS: tuple[str, ...] = ("AB", "CD", "final")
+"""The bracket pairs of the default 4-system bracket; larger brackets add ``EF``, ``ABCD``, ..."""
+_STAGE_RE = re.compile(r"round([1-9][0-9]*)|final")
+
+
+def is_stage(value: object) -> bool:
+    """``final`` or ``round<k>`` with k >= 1 (``round1``, ``round2``, ...)."""
+    return isinstance(value, str) and _STAGE_RE.fullmatch(value) is not None
+
+
+def stage_key(stage: str) -> tuple[int, int]:
+    """Sort key: ``round1 < round2 < ... < final``."""
+    found = _STAGE_RE.fullmatch(stage)
+    if found is None:
+        raise AnalysisError(f"unknown stage {stage!r} (expected round1, round2, ... or final)")
+    return (1, 0) if found.group(1) is None else (0, int(found.group(1)))
+
+
+def stage_order(stages: Iterable[object]) -> tuple[str, ...]:
+    """The distinct stages among ``stages`` (missing values ignored), first round first, final last."""
+    return tuple(sorted({str(s) for s in stages if s is not None}, key=stage_key))
+
+
+def stage_name(round_number: int, total_rounds: int) -> str:
+    """The stage of a bracket round: the last round is ``final``, the others ``round<k>``.
+
+    A bracket of ``n = 2**total_rounds`` systems has ``round1 .. round<total_rounds - 1>`` and ``final``:
+    2 systems only a final, 4 ``round1, final``, 8 ``round1, round2, final``, 16 up to ``round3``.
+    """
+    if not 1 <= round_number <= total_rounds:
+        raise AnalysisError(f"round {round_number} is outside a bracket of {total_rounds} rounds")
+    return FINAL_STAGE if round_number == total_rounds else f"round{round_number}"
+
+
 LEFT_PREFIX = "left__"
 RIGHT_PREFIX = "right__"
 
@@ -141,9 +178,11 @@ def prepare_table(table: pd.DataFrame) -> PreparedTable:
             f"unknown choice values: {', '.join(bad)} (expected left, right or neither)", extra={"values": bad}
         )
     stage = _as_str(frame["stage"])
-    bad = sorted({str(s) for s in stage if s not in STAGES})
+    bad = sorted({str(s) for s in stage if not is_stage(s)})
     if bad:
-        raise AnalysisError(f"unknown stage values: {', '.join(bad)} (expected round1 or final)", extra={"values": bad})
+        raise AnalysisError(
+            f"unknown stage values: {', '.join(bad)} (expected round1, round2, ... or final)", extra={"values": bad}
+        )
     annot = _as_str(frame["annotator"])
     if any(a is None for a in annot):
         raise AnalysisError("annotator is empty on some rows")
@@ -187,7 +226,13 @@ def with_derived_columns(table: pd.DataFrame) -> pd.DataFrame:
                 choice == "left", out[f"left_{attr}"], np.where(choice == "right", out[f"right_{attr}"], None)
             )
     if "round" not in out.columns and "stage" in out.columns:
-        out["round"] = np.where(out["stage"] == "final", 2, 1)
+        # round<k> is round k; the final comes after the table's last numbered round (2 for round1/final).
+        stages = out["stage"].astype(object)
+        numbered = [stage_key(str(s))[1] for s in stage_order(stages) if s != FINAL_STAGE]
+        final_round = max(numbered, default=0) + 1
+        out["round"] = [
+            final_round if s == FINAL_STAGE else stage_key(str(s))[1] if is_stage(s) else None for s in stages
+        ]
     if "seconds_on_page" not in out.columns and {"shown_at", "answered_at"} <= set(out.columns):
         delta = pd.to_datetime(out["answered_at"], utc=True) - pd.to_datetime(out["shown_at"], utc=True)
         out["seconds_on_page"] = delta.dt.total_seconds()

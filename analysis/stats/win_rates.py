@@ -16,7 +16,7 @@ import pandas as pd
 
 from analysis.stats._results import ResultMixin, fmt, fmt_p, text_table
 from analysis.stats.bootstrap import ClusterResampler, bootstrap_ratios
-from analysis.stats.table import PreparedTable
+from analysis.stats.table import PreparedTable, stage_key, stage_order
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -69,6 +69,34 @@ class Proportion(ResultMixin):
     ci_high: float
     n_annotators: int
     n_valid_resamples: int
+
+
+@dataclass(frozen=True)
+class StageSummary(ResultMixin):
+    """How many matches of one stage the table holds (a stage section of the report)."""
+
+    stage: str
+    matches: int
+    decided: int
+    neither: int
+    n_annotators: int
+
+
+def stage_summaries(t: PreparedTable) -> tuple[StageSummary, ...]:
+    """One summary per stage present, first round first, the final last."""
+    out = []
+    for stage in stage_order(t.stage):
+        rows = np.asarray(t.stage == stage, dtype=np.bool_)
+        out.append(
+            StageSummary(
+                stage=stage,
+                matches=int(rows.sum()),
+                decided=int((rows & t.decided).sum()),
+                neither=int((rows & t.neither).sum()),
+                n_annotators=int(np.unique(t.annotator_code[rows]).size),
+            )
+        )
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -175,12 +203,23 @@ def _share_cell(
 
 
 def _stage_masks(t: PreparedTable) -> dict[str, BoolArray]:
-    """Stages present in the table, plus "all" when there is more than one."""
-    masks = {s: np.asarray(t.stage == s, dtype=np.bool_) for s in ("round1", "final")}
-    masks = {s: m for s, m in masks.items() if m.any()}
+    """Stages present in the table, first round first and the final last, plus "all" when there is more
+    than one (a 2-system study has only a final; 8 systems have round1, round2 and final)."""
+    masks = {s: np.asarray(t.stage == s, dtype=np.bool_) for s in stage_order(t.stage)}
     if len(masks) > 1:
         masks["all"] = np.ones(t.n_rows, dtype=np.bool_)
     return masks
+
+
+def bracket_pair_order(t: PreparedTable) -> list[str]:
+    """Bracket pairs present, by the stage they are played in (``AB, CD, EF, GH, ABCD, EFGH, final``)."""
+    first_stage: dict[str, tuple[int, int]] = {}
+    for pair, stage in zip(t.bracket_pair, t.stage, strict=True):
+        if pair is None:
+            continue
+        key = stage_key(str(stage))
+        first_stage[str(pair)] = min(first_stage.get(str(pair), key), key)
+    return sorted(first_stage, key=lambda p: (first_stage[p], len(p), p))
 
 
 def _levels(*arrays: npt.NDArray[np.object_]) -> list[str]:
@@ -197,7 +236,9 @@ def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "g
     cells: list[_Cell] = []
     true = np.ones(t.n_rows, dtype=np.bool_)
 
-    # Variants (model x condition): round 1 out of all round-1 matches; final out of round-1 wins.
+    # Variants (model x condition): the first stage out of all its matches; every later stage out of the
+    # variant's wins in the stage before (the paper's "final out of the variant's round-1 wins").
+    played = [s for s in stages if s != "all"]
     for model in _levels(t.left_model, t.right_model):
         for condition in _levels(t.left_condition, t.right_condition):
             left_is = np.asarray((t.left_model == model) & (t.left_condition == condition), dtype=np.bool_)
@@ -205,12 +246,13 @@ def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "g
             if not (left_is | right_is).any():
                 continue
             label = variant_label(model, condition)
-            if "round1" in stages:
-                r1 = _side_cell("variant", label, "round1", left_is, right_is, t, stages["round1"], 0.5)
-                cells.append(r1)
-                if "final" in stages:
-                    fin = _side_cell("variant", label, "final", left_is, right_is, t, stages["final"], 0.5)
-                    cells.append(_Cell(fin.statistic, label, "final", fin.wins, fin.losses, fin.neither, r1.wins, 0.5))
+            previous: _Cell | None = None
+            for stage in played:
+                cell = _side_cell("variant", label, stage, left_is, right_is, t, stages[stage], 0.5)
+                if previous is not None:
+                    cell = _Cell(cell.statistic, label, stage, cell.wins, cell.losses, cell.neither, previous.wins, 0.5)
+                cells.append(cell)
+                previous = cell
 
     # Per model and per condition: share of decided matches won (null 1/k for k levels).
     for attr, left, right in (
@@ -255,7 +297,7 @@ def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "g
     mixed = np.asarray(
         (left_p & (t.right_condition == generic)) | (right_p & (t.left_condition == generic)), dtype=np.bool_
     )
-    for pair_label in _levels(t.bracket_pair):
+    for pair_label in bracket_pair_order(t):
         rows = mixed & np.asarray(t.bracket_pair == pair_label, dtype=np.bool_)
         cells.append(
             _side_cell("personalized_vs_generic", f"bracket {pair_label}", pair_label, left_p, right_p, t, rows, 0.5)
@@ -275,7 +317,7 @@ def _neither_cells(t: PreparedTable) -> list[tuple[str, str, BoolArray]]:
     out: list[tuple[str, str, BoolArray]] = []
     for stage, rows in _stage_masks(t).items():
         out.append(("all brackets", stage, rows))
-    for pair_label in _levels(t.bracket_pair):
+    for pair_label in bracket_pair_order(t):
         out.append((f"bracket {pair_label}", pair_label, np.asarray(t.bracket_pair == pair_label, dtype=np.bool_)))
     return out
 
