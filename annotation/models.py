@@ -47,6 +47,10 @@ class Study(models.Model):
     retrieval_k = models.PositiveSmallIntegerField(default=10)
     retrieval_settings = models.JSONField(default=dict, blank=True)
     prompt_template = models.ForeignKey(PromptTemplate, on_delete=models.PROTECT, null=True, blank=True)
+    constrained_first_round = models.BooleanField(
+        default=False,
+        help_text="Every first-round match pairs a persona system with a generic one (needs as many of each).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -8,7 +8,7 @@ from typing import Any
 from kernel.backends import BackendError, GenerationBackend, RetrievalBackend
 
 RETRIEVAL_BACKENDS = ("demo", "corpus", "openalex")
-GENERATION_BACKENDS = ("extractive", "openai")
+GENERATION_BACKENDS = ("extractive", "baseline", "openai")
 
 
 def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -> RetrievalBackend:
@@ -36,6 +36,10 @@ def get_generation_backend(name: str, options: Mapping[str, Any] | None = None) 
         from annotation.backends.offline_summariser import ExtractiveSummariser
 
         return ExtractiveSummariser()
+    if name == "baseline":
+        from annotation.backends.baselines import BaselineSummariser
+
+        return BaselineSummariser()
     if name == "openai":
         from annotation.backends.openai_chat import OpenAIChatGeneration
 
@@ -52,6 +56,10 @@ def generation_models(name: str, options: Mapping[str, Any] | None = None) -> li
         from annotation.backends.offline_summariser import STRATEGIES
 
         return list(STRATEGIES)
+    if name == "baseline":
+        from annotation.backends.baselines import BASELINES
+
+        return list(BASELINES)
     if name == "openai":
         return None
     raise BackendError(

@@ -32,6 +32,7 @@ STUDY_FIELDS = (
     "retrieval_k",
     "retrieval_settings",
     "prompt_template",
+    "constrained_first_round",
 )
 SYSTEM_FIELDS = ("label", "model_name", "condition", "generation_backend", "backend_settings", "order")
 # Inclusive bounds; beyond them a study cannot be run (a question longer than the API accepts, more
@@ -142,12 +143,26 @@ def _validate_served(spec: Mapping[str, Any]) -> None:
         )
 
 
-def _validate_design(specs: Sequence[Mapping[str, Any]]) -> None:
+BRACKET_SIZES = (2, 4, 8, 16)
+"""Designs a single-elimination bracket can run: a power of two, at most 16 (positions A to P)."""
+
+
+def _validate_design(specs: Sequence[Mapping[str, Any]], *, constrained_first_round: bool = False) -> None:
     count = len(specs)
-    if count < 2 or count & (count - 1):
+    if count not in BRACKET_SIZES:
         raise ApplicationError(
-            f"A single-elimination bracket needs 2, 4 or 8 systems; this study has {count}.", field="systems"
+            f"A single-elimination bracket needs 2, 4, 8 or 16 systems; this study has {count}.", field="systems"
         )
+    if constrained_first_round:
+        persona = sum(spec["condition"] == StudySystem.Condition.PERSONA for spec in specs)
+        generic = sum(spec["condition"] == StudySystem.Condition.GENERIC for spec in specs)
+        if persona != generic:
+            raise ApplicationError(
+                "A constrained first round pairs a persona system with a generic one in every first-round "
+                f"match, so it needs as many persona systems as generic ones; this design has {persona} persona "
+                f"and {generic} generic.",
+                field="constrained_first_round",
+            )
     for spec in specs:
         _validate_served(spec)
 
@@ -179,6 +194,9 @@ def study_validate(
             raise ApplicationError(f"{name.replace('_', ' ').capitalize()} must be from {low} to {high}.", field=name)
     if not isinstance(fields.get("retrieval_settings") or {}, dict):
         raise ApplicationError("Retrieval settings must be a JSON object.", field="retrieval_settings")
+    constrained = fields.get("constrained_first_round", False)
+    if not isinstance(constrained, bool):
+        raise ApplicationError("Constrained first round must be true or false.", field="constrained_first_round")
     if study is not None and study_has_candidates(study=study):
         stored = sorted((system_spec(s) for s in study.systems.all()), key=lambda s: s["id"])
         if sorted(systems, key=lambda s: s["id"] or 0) != stored:
@@ -186,9 +204,16 @@ def study_validate(
         template = fields.get("prompt_template")
         if (template.pk if template else None) != study.prompt_template_id:
             raise ApplicationError(LOCKED_MESSAGE, field="prompt_template", status=409)
+        if constrained != study.constrained_first_round:
+            raise ApplicationError(
+                "Summaries have already been generated for this study, so its first-round rule can no longer "
+                "change (its brackets were drawn under the old one). Create a new study for a new design.",
+                field="constrained_first_round",
+                status=409,
+            )
     _validate_systems(systems)
     if status == Study.Status.OPEN:
-        _validate_design(systems)
+        _validate_design(systems, constrained_first_round=constrained)
 
 
 def _save_systems(study: Study, specs: Sequence[Mapping[str, Any]]) -> None:
@@ -229,6 +254,7 @@ def study_create(
     retrieval_k: int = 10,
     retrieval_settings: Mapping[str, Any] | None = None,
     prompt_template: PromptTemplate | None = None,
+    constrained_first_round: bool = False,
     systems: Iterable[Mapping[str, Any]] | None = None,
     status: str = Study.Status.DRAFT,
 ) -> Study:
@@ -244,6 +270,7 @@ def study_create(
         "retrieval_k": retrieval_k,
         "retrieval_settings": dict(retrieval_settings or {}),
         "prompt_template": prompt_template or prompt_template_default(),
+        "constrained_first_round": constrained_first_round,
     }
     specs = _system_specs(_default_systems() if systems is None else systems, [])
     study_validate(fields=fields, systems=specs, status=status)

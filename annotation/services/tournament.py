@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query
+from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study, StudySystem
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
 from kernel.stamps import stamp_first
@@ -23,15 +23,50 @@ def _round_label(round_number: int, total_rounds: int, letters: str) -> str:
     return f"round{round_number}_{letters.lower()}"
 
 
+def _draw(candidates: Sequence[Candidate], rng: random.Random, *, constrained_first_round: bool) -> list[int]:
+    """Candidate ids in bracket order (positions A, B, C, …): a random permutation; with a constrained
+    first round, every first-round pair (A-B, C-D, …) is one persona and one generic candidate, which
+    meets which and who takes the pair's first letter drawn at random too."""
+    if not constrained_first_round:
+        ids = [c.pk for c in candidates]
+        rng.shuffle(ids)
+        return ids
+    by_condition: dict[str, list[int]] = {StudySystem.Condition.PERSONA: [], StudySystem.Condition.GENERIC: []}
+    others: list[int] = []
+    for candidate in candidates:
+        # The snapshot; the system only for rows without one (legacy imports).
+        condition = candidate.condition or candidate.system.condition
+        by_condition.get(condition, others).append(candidate.pk)
+    persona, generic = by_condition[StudySystem.Condition.PERSONA], by_condition[StudySystem.Condition.GENERIC]
+    rng.shuffle(persona)
+    rng.shuffle(generic)
+    pairs = [[p, g] for p, g in zip(persona, generic, strict=False)]
+    # A design that passed study validation has as many of each; anything left over (a design changed by
+    # hand in the database) is paired among itself rather than refusing the annotator's question.
+    rest = persona[len(pairs) :] + generic[len(pairs) :] + others
+    rng.shuffle(rest)
+    pairs += [rest[i : i + 2] for i in range(0, len(rest), 2)]
+    rng.shuffle(pairs)
+    order: list[int] = []
+    for pair in pairs:
+        rng.shuffle(pair)
+        order.extend(pair)
+    return order
+
+
 def bracket_create(*, query: Query, seed: int | None = None) -> Bracket:
-    """Randomly assign candidates to positions A, B, C, … and create the first round's matches."""
+    """Randomly assign candidates to positions A, B, C, … (respecting the study's constrained first round)
+    and create the first round's matches."""
     existing = Bracket.objects.filter(query=query).first()
     if existing is not None:
         return existing
     seed = secrets.randbits(62) if seed is None else seed
     rng = random.Random(seed)
-    candidate_ids = list(query.candidates.order_by("system__order", "pk").values_list("pk", flat=True))
-    rng.shuffle(candidate_ids)
+    candidates = list(query.candidates.select_related("system").order_by("system__order", "pk"))
+    constrained = (
+        Study.objects.filter(participations=query.participation_id).values_list("constrained_first_round", flat=True)
+    ).get()
+    candidate_ids = _draw(candidates, rng, constrained_first_round=constrained)
     for position, candidate_id in enumerate(candidate_ids):
         Candidate.objects.filter(pk=candidate_id).update(position=string.ascii_uppercase[position])
     bracket = Bracket.objects.create(query=query, seed=seed, size=len(candidate_ids))

@@ -205,7 +205,7 @@ def test_design_must_fill_a_bracket():
     )
     with pytest.raises(ApplicationError) as error:
         study_set_status(study=study, status=Study.Status.OPEN)
-    assert "2, 4 or 8 systems" in error.value.message
+    assert "2, 4, 8 or 16 systems" in error.value.message
 
 
 def test_failed_generation_is_stored_and_can_be_retried(django_capture_on_commit_callbacks, monkeypatch):

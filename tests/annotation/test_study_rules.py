@@ -101,7 +101,7 @@ def test_admin_cannot_open_a_three_system_study(admin_client):
     assert response.status_code == 200
     page = response.content.decode()
     assert "Please correct the error" in page
-    assert "2, 4 or 8 systems; this study has 3" in page
+    assert "2, 4, 8 or 16 systems; this study has 3" in page
     study.refresh_from_db()
     assert study.status == Study.Status.DRAFT and study.systems.count() == 4  # nothing half-saved
 
@@ -178,7 +178,7 @@ def test_admin_action_refuses_to_open_a_broken_design(admin_client):
     response = admin_client.post(
         "/admin/annotation/study/", {"action": "open_studies", "_selected_action": [study.pk]}, follow=True
     )
-    assert "2, 4 or 8 systems; this study has 1" in response.content.decode()
+    assert "2, 4, 8 or 16 systems; this study has 1" in response.content.decode()
     assert Study.objects.get(pk=study.pk).status == Study.Status.DRAFT
 
 
@@ -203,7 +203,7 @@ def test_patch_refuses_limits_and_a_broken_design_of_an_open_study(api):
     systems = api.get("/api/v1/admin/studies/p2/").json()["systems"]
     three = api.patch("/api/v1/admin/studies/p2/", {"systems": systems[:3]}, format="json")
     assert three.status_code == 400
-    assert "2, 4 or 8 systems; this study has 3" in three.json()["extra"]["fields"]["systems"][0]
+    assert "2, 4, 8 or 16 systems; this study has 3" in three.json()["extra"]["fields"]["systems"][0]
     misspelt = [{**systems[0], "model_name": "extractive-mmmr"}, *systems[1:]]
     bad_model = api.patch("/api/v1/admin/studies/p2/", {"systems": misspelt}, format="json")
     assert bad_model.status_code == 400 and "no model 'extractive-mmmr'" in bad_model.json()["message"]

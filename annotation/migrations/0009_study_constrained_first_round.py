@@ -1,0 +1,18 @@
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("annotation", "0006_query_retrieval_lease"),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="study",
+            name="constrained_first_round",
+            field=models.BooleanField(
+                default=False,
+                help_text="Every first-round match pairs a persona system with a generic one (needs as many of each).",
+            ),
+        ),
+    ]
