@@ -1,0 +1,161 @@
+"""Study shapes at design time: which system counts a bracket can run, the constrained first round
+(every first-round match one persona and one generic system) as a setting, and the draw that honours it."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from annotation.models import Bracket, Candidate, Match, Query, Study
+from annotation.services.query import query_submit
+from annotation.services.tournament import bracket_create
+from tests.annotation.factories import StudyFactory, join
+
+pytestmark = pytest.mark.django_db
+
+MODELS = [
+    ("extractive", "extractive-centroid"),
+    ("extractive", "extractive-mmr"),
+    ("baseline", "lead-k"),
+    ("baseline", "textrank"),
+]
+
+
+def _systems(cells: list[tuple[int, str]]) -> list[dict]:
+    """Systems for (model index, condition) cells of the offline models."""
+    return [
+        {
+            "label": f"{MODELS[m][1]}-{condition}",
+            "model_name": MODELS[m][1],
+            "generation_backend": MODELS[m][0],
+            "condition": condition,
+        }
+        for m, condition in cells
+    ]
+
+
+EIGHT = _systems([(m, c) for m in range(4) for c in ("persona", "generic")])
+
+
+@pytest.fixture
+def api():
+    client = APIClient()
+    client.force_authenticate(get_user_model().objects.create_superuser("root", "root@example.org", "pw"))
+    return client
+
+
+def _design(count: int) -> list[dict]:
+    """`count` systems: the eight offline cells first, then model-server systems (never called here)."""
+    systems = EIGHT[:count]
+    for j in range(count - len(systems)):
+        systems.append(
+            {
+                "label": f"standin-{j}",
+                "model_name": f"standin-{j // 2}",
+                "generation_backend": "openai",
+                "backend_settings": {"base_url": "http://127.0.0.1:9"},
+                "condition": ("persona", "generic")[j % 2],
+            }
+        )
+    return systems
+
+
+@pytest.mark.parametrize("count", [1, 3, 6, 12, 32])
+def test_opening_a_design_that_is_not_a_power_of_two_names_the_allowed_sizes(api, count):
+    systems = _design(count)
+    created = api.post("/api/v1/admin/studies/", {"slug": "odd", "title": "Odd", "systems": systems}, format="json")
+    assert created.status_code == 201, created.json()
+    opened = api.post("/api/v1/admin/studies/odd/status/", {"status": "open"}, format="json")
+    assert opened.status_code == 400
+    assert opened.json()["extra"]["fields"]["systems"] == [
+        f"A single-elimination bracket needs 2, 4, 8 or 16 systems; this study has {count}."
+    ]
+    assert Study.objects.get(slug="odd").status == Study.Status.DRAFT
+
+
+def test_an_eight_system_offline_design_opens(api):
+    created = api.post("/api/v1/admin/studies/", {"slug": "eight", "title": "Eight", "systems": EIGHT}, format="json")
+    assert created.status_code == 201, created.json()
+    assert created.json()["constrained_first_round"] is False
+    opened = api.post("/api/v1/admin/studies/eight/status/", {"status": "open"}, format="json")
+    assert opened.status_code == 200, opened.json()
+
+
+def test_a_constrained_first_round_needs_as_many_persona_as_generic_systems(api):
+    three_to_one = _systems([(0, "persona"), (0, "generic"), (1, "persona"), (2, "persona")])
+    body = {"slug": "lopsided", "title": "L", "systems": three_to_one, "constrained_first_round": True}
+    assert api.post("/api/v1/admin/studies/", body, format="json").status_code == 201
+    opened = api.post("/api/v1/admin/studies/lopsided/status/", {"status": "open"}, format="json")
+    assert opened.status_code == 400
+    assert opened.json()["extra"]["fields"]["constrained_first_round"] == [
+        "A constrained first round pairs a persona system with a generic one in every first-round match, so it "
+        "needs as many persona systems as generic ones; this design has 3 persona and 1 generic."
+    ]
+    # Without the constraint the same design opens.
+    unconstrained = api.patch("/api/v1/admin/studies/lopsided/", {"constrained_first_round": False}, format="json")
+    assert unconstrained.status_code == 200
+    assert api.post("/api/v1/admin/studies/lopsided/status/", {"status": "open"}, format="json").status_code == 200
+    not_bool = api.patch("/api/v1/admin/studies/lopsided/", {"constrained_first_round": "maybe"}, format="json")
+    assert not_bool.status_code == 400 and "constrained_first_round" in not_bool.json()["extra"]["fields"]
+
+
+def test_the_first_round_rule_is_frozen_once_summaries_exist(api, django_capture_on_commit_callbacks):
+    StudyFactory(slug="frozen", constrained_first_round=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        query_submit(participation=join(Study.objects.get(slug="frozen")), text="sleep", client_token="")
+    response = api.patch("/api/v1/admin/studies/frozen/", {"constrained_first_round": False}, format="json")
+    assert response.status_code == 409
+    assert "first-round rule can no longer change" in response.json()["extra"]["fields"]["constrained_first_round"][0]
+    assert Study.objects.get(slug="frozen").constrained_first_round is True
+
+
+def _redraw(query: Query, seed: int) -> list[tuple[str, str]]:
+    """Draw the query's bracket afresh with `seed`; its first-round pairs as (left condition, right condition)."""
+    Bracket.objects.filter(query=query).delete()
+    Candidate.objects.filter(query=query).update(position="")
+    Query.objects.filter(pk=query.pk).update(status=Query.Status.GENERATING)
+    bracket = bracket_create(query=query, seed=seed)
+    return [
+        (
+            m.left.condition,
+            m.right.condition,
+            m.left.position + m.right.position,
+            m.left.system_label,
+            m.right.system_label,
+        )
+        for m in Match.objects.filter(bracket=bracket, round=1).select_related("left", "right")
+    ]
+
+
+@pytest.mark.parametrize("constrained", [True, False])
+def test_every_first_round_pairing_over_many_draws(django_capture_on_commit_callbacks, constrained):
+    study = StudyFactory(systems=EIGHT, constrained_first_round=constrained)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = query_submit(participation=join(study), text="night shifts", client_token="")
+    assert Query.objects.get(pk=query.pk).status == Query.Status.READY
+    draws = 100
+    mixed = 0
+    meetings: Counter[frozenset[str]] = Counter()
+    first_letter: Counter[str] = Counter()
+    for seed in range(draws):
+        pairs = _redraw(query, seed)
+        assert len(pairs) == 4
+        assert sorted("".join(sorted(p[2])) for p in pairs) == ["AB", "CD", "EF", "GH"]
+        mixed += sum(left != right for left, right, *_ in pairs)
+        for left, right, letters, left_label, right_label in pairs:
+            meetings[frozenset((left_label, right_label))] += 1
+            first_letter[left if letters[0] < letters[1] else right] += 1
+    if constrained:
+        assert mixed == 4 * draws  # every first-round match, every draw
+        # Which persona system meets which generic one is random: all 16 pairings occur, none same-condition.
+        assert len(meetings) == 16
+        # And the persona side does not always take the pair's first letter (A, C, E, G).
+        assert 0.35 < first_letter["persona"] / (4 * draws) < 0.65
+    else:
+        # Unconstrained, a match is mixed with probability 4/7 (the partner is one of the 7 others, 4 of
+        # them of the other condition): 400 matches, expected 229; same-condition matches do occur.
+        assert 0.45 < mixed / (4 * draws) < 0.70
+        assert mixed < 4 * draws
