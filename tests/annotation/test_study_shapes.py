@@ -159,3 +159,22 @@ def test_every_first_round_pairing_over_many_draws(django_capture_on_commit_call
         # them of the other condition): 400 matches, expected 229; same-condition matches do occur.
         assert 0.45 < mixed / (4 * draws) < 0.70
         assert mixed < 4 * draws
+
+
+def test_admin_form_sets_the_constrained_first_round_and_explains_a_refusal(client):
+    from tests.annotation.test_study_rules import _change_url, _form_data
+
+    client.force_login(get_user_model().objects.create_superuser("boss", "boss@example.org", "pw"))
+    study = StudyFactory(status=Study.Status.DRAFT)  # the default 2x2 design: 2 persona, 2 generic
+    page = client.get(_change_url(study)).content.decode()
+    assert 'name="constrained_first_round"' in page
+    lead = {"condition": "persona", "model_name": "lead-k", "generation_backend": "baseline"}
+    lopsided = _form_data(study, status="open", constrained_first_round="on", systems=[{}, lead, {}, {}])
+    refused = client.post(_change_url(study), lopsided).content.decode()
+    assert "needs as many persona systems as generic ones; this design has 3 persona and 1 generic" in refused
+    study.refresh_from_db()
+    assert (study.status, study.constrained_first_round) == (Study.Status.DRAFT, False)
+    saved = client.post(_change_url(study), _form_data(study, status="open", constrained_first_round="on"))
+    assert saved.status_code == 302
+    study.refresh_from_db()
+    assert (study.status, study.constrained_first_round) == (Study.Status.OPEN, True)
