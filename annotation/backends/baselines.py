@@ -187,7 +187,7 @@ class BaselineSummariser:
         restart: dict[int, float] | None = None
         if persona is not None:
             # A little restart mass everywhere keeps sentences the profile does not mention reachable.
-            restart = {i: 0.05 + _cosine(persona.terms, s.terms) for i, s in enumerate(sentences)}
+            restart = {i: 0.01 + _cosine(persona.terms, s.terms) for i, s in enumerate(sentences)}
         rank: dict[int, float] = nx.pagerank(
             graph, alpha=settings.damping, personalization=restart, weight="weight", max_iter=200, tol=1e-10
         )

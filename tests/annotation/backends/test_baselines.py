@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 
 import pytest
@@ -13,7 +14,7 @@ from annotation.backends.registry import generation_models, get_generation_backe
 from kernel.backends import BackendError, Document, GenerationRequest
 from kernel.text import split_sentences
 
-from .conftest import NURSE
+from .conftest import NURSE, PERSONAS
 
 SUMMARISER = BaselineSummariser()
 
@@ -123,3 +124,34 @@ def test_registry_serves_the_baselines_and_refuses_bad_input():
         _generate(LEAD_DOCS, "lead-k", k=0)
     with pytest.raises(BackendError, match="empty"):
         _generate([_doc(1, "")], "textrank")
+
+
+# Words a practising nurse looks for, written out here rather than taken from the backend's lexicon.
+NURSE_WORDS = frozenset(
+    "patient patients care clinical practice staff ward wards nurse nurses hospital hospitals managers safety".split()
+)
+
+
+def _text(documents, model, persona=None) -> str:
+    request = GenerationRequest(query="q", documents=documents, prompt="p", model=model, persona=persona)
+    return SUMMARISER.generate(request).text
+
+
+def test_biased_textrank_brings_the_nurses_concerns_into_the_summary(retrieved):
+    def count(text: str) -> int:
+        return sum(word in NURSE_WORDS for word in re.findall(r"[a-z]+", text.lower()))
+
+    generic = sum(count(_text(documents, "textrank")) for documents in retrieved.values())
+    personal = sum(count(_text(documents, "textrank", NURSE)) for documents in retrieved.values())
+    assert personal > generic
+
+
+@pytest.mark.parametrize("model", BASELINES)
+def test_personalised_baselines_mostly_differ_from_generic(retrieved, model):
+    # A persona and a generic summary shown side by side should rarely be the same text.
+    pairs = [
+        (_text(documents, model), _text(documents, model, persona))
+        for documents in retrieved.values()
+        for persona in PERSONAS.values()
+    ]
+    assert sum(generic != personal for generic, personal in pairs) >= 0.75 * len(pairs)
