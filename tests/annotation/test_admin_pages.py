@@ -7,6 +7,7 @@ import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
@@ -40,6 +41,9 @@ def everything(django_capture_on_commit_callbacks):
     Group.objects.create(name="researchers")
     superuser = get_user_model().objects.create_superuser("root", "root@example.org", "pw")
     Token.objects.create(user=superuser)
+    # The login throttle's rows (axes): a failed login by an unknown name, and a good one.
+    Client().post("/admin/login/", {"username": "nobody", "password": "wrong"})
+    Client().post("/admin/login/", {"username": "root", "password": "pw"})
     return superuser
 
 
