@@ -243,10 +243,17 @@ OPENALEX_BACKOFF_S = env.float("OPENALEX_BACKOFF_S", default=1.0)
 OPENALEX_CACHE_TTL = env.int("OPENALEX_CACHE_TTL", default=7 * 24 * 3600)
 OPENALEX_CACHE_ALIAS = "default"
 
+# Invitation tokens never reach a log (kernel/logging.py): Django's request and server loggers, and the
+# console handler every other record goes through, replace a token in a URL by [redacted].
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"redact_tokens": {"()": "kernel.logging.RedactTokensFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact_tokens"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "django.request": {"filters": ["redact_tokens"]},
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False, "filters": ["redact_tokens"]},
+    },
 }
