@@ -214,7 +214,10 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
             "form": form,
             "number": used + 1,
             "limit": study_obj.queries_per_annotator,
-            "can_stop": used > 0,
+            # No question is open on this page, so every one counted in `used` is ranked: with enough, the
+            # finish button gives the code at once; with too few it leads to the stop page, which says why
+            # there will be no code before the annotator confirms.
+            "earns_code": used >= study_obj.min_ranked_questions,
             "shown": _shown_token(request),
             "persona_editable": used == 0 and not participation.queries.exists(),
         },

@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, status, viewsets
-from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -30,12 +29,12 @@ class InvitationAcceptApi(APIView):
     """Accept an invitation: creates (201) or returns (200) the caller's participation, with an API token.
     Idempotent, also for two accepts by one account at the same moment.
 
-    It never signs a browser in and ignores session cookies (token authentication only): a page on another
-    site that makes a visitor's browser post here (login CSRF) cannot replace that visitor's session, nor
-    attach their account to a participation. Browsers join through the invitation page, which has CSRF."""
+    It never signs a browser in (no login CSRF: a page on another site that makes a visitor's browser post
+    here cannot replace that visitor's session). Browsers join through the invitation page, which has CSRF;
+    a caller signed in by session must send the CSRF token like every session request to the API (else
+    403, nothing changed), and gets its participation's API token back."""
 
     permission_classes = [permissions.AllowAny]
-    authentication_classes = [TokenAuthentication]
 
     @extend_schema(
         request=s.AcceptInvitationSerializer, responses={200: s.ParticipationSerializer, 201: s.ParticipationSerializer}

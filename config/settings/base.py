@@ -214,6 +214,9 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.float("AXES_COOLOFF_MINUTES", default=
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = True  # every failed login, for the admin's audit (axes' access failure log)
+# No log of successful logins: every annotator is signed in when joining, and a pseudonymous study must not
+# keep their IP address.
+AXES_DISABLE_ACCESS_LOG = True
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 AXES_CLIENT_IP_CALLABLE = "kernel.throttling.client_ip"
 AXES_LOCKOUT_CALLABLE = "kernel.throttling.lockout_response"

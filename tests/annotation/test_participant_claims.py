@@ -230,6 +230,7 @@ def test_a_foreign_page_cannot_replace_a_signed_in_annotators_session(study):
     forged = victim.post(
         f"/api/v1/invitations/{attacker_token}/accept/", {"consent": "true"}, content_type="application/json"
     )
+    assert forged.status_code == 403 and "CSRF" in forged.json()["message"]
     assert "sessionid" not in forged.cookies  # no session was set, nor replaced
     assert victim.cookies["sessionid"].value == cookie
     assert int(victim.session[SESSION_KEY]) == victim_id
@@ -250,3 +251,21 @@ def test_the_accept_api_never_signs_a_browser_in(study):
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {accepted.json()['token']}")
     assert api.get(f"/api/v1/participations/{accepted.json()['id']}/").status_code == 200
+
+
+def test_a_browser_signed_in_by_the_invitation_page_gets_its_api_token_with_csrf(study):
+    browser = Client(enforce_csrf_checks=True)
+    join = reverse("annotation:join", args=[invitation_create_bulk(study=study, count=1)[0].token])
+    csrf = browser.get(join).context["csrf_token"]
+    browser.post(join, {"consent": "on", "csrfmiddlewaretoken": csrf})
+    own = Participation.objects.get()
+    again = invitation_create_bulk(study=study, count=1)[0]
+    accepted = browser.post(
+        f"/api/v1/invitations/{again.token}/accept/",
+        {"consent": True},
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=browser.cookies["csrftoken"].value,
+    )
+    assert accepted.status_code == 200 and accepted.json()["id"] == own.pk and accepted.json()["token"]
+    again.refresh_from_db()
+    assert again.uses == 0 and Participation.objects.count() == 1
