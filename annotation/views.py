@@ -149,6 +149,8 @@ def study(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def profile(request: HttpRequest, slug: str) -> HttpResponse:
     participation = participation_for(annotator=request.user, study_slug=slug)
+    if participation_ended(participation=participation):
+        return redirect("annotation:done", slug=slug)
     if error := _unavailable(participation):
         return _error_page(request, error, study=participation.study)
     current = persona_current(participation=participation)
@@ -350,10 +352,15 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
         return redirect("annotation:study", slug=slug)
     if unavailable := _unavailable(participation):
         return _error_page(request, unavailable, study=participation.study)
+    if participation_ended(participation=participation) or query.status != Query.Status.READY:
+        return redirect("annotation:study", slug=slug)  # a question set aside or stopped shows no more matches
     match = match_current(query=query)
     if match is None:
         return redirect("annotation:study", slug=slug)
-    match_mark_shown(match=match, participation=participation)
+    try:
+        match_mark_shown(match=match, participation=participation)
+    except ApplicationError as error:  # paused or ended since the checks above
+        return _error_page(request, error, study=participation.study)
     answered, total = match_progress(match=match)
     return render(
         request,

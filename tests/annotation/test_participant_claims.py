@@ -269,3 +269,23 @@ def test_a_browser_signed_in_by_the_invitation_page_gets_its_api_token_with_csrf
     assert accepted.status_code == 200 and accepted.json()["id"] == own.pk and accepted.json()["token"]
     again.refresh_from_db()
     assert again.uses == 0 and Participation.objects.count() == 1
+
+
+def test_after_stopping_the_pages_of_the_journey_lead_to_the_stop_page(study, django_capture_on_commit_callbacks):
+    client, pid = _api_annotator(study)
+    client.put(f"/api/v1/participations/{pid}/persona/", PERSONA, format="json")
+    with django_capture_on_commit_callbacks(execute=True):
+        qid = client.post(f"/api/v1/participations/{pid}/queries/", {"text": QUESTION}, format="json").json()["id"]
+    client.post(f"/api/v1/participations/{pid}/finish/")  # stopped part-way through the question's matches
+    browser = Client()
+    browser.force_login(Participation.objects.get(pk=pid).annotator)
+    done = reverse("annotation:done", args=["claims"])
+    assert browser.get(reverse("annotation:compare", args=["claims", 1]))["Location"] == reverse(
+        "annotation:study", args=["claims"]
+    )
+    assert browser.get(reverse("annotation:profile", args=["claims"]))["Location"] == done
+    assert browser.get(reverse("annotation:stop", args=["claims"]))["Location"] == done
+    # The API refuses to show the stopped question's matches, and records nothing.
+    shown = client.get(f"/api/v1/queries/{qid}/current-match/")
+    assert shown.status_code == 409 and "already finished" in shown.json()["message"]
+    assert not Match.objects.filter(shown_at__isnull=False).exists()
