@@ -23,7 +23,8 @@ def client_ip(request: HttpRequest) -> str | None:
     proxies = int(getattr(settings, "TRUSTED_PROXY_COUNT", 0))
     if proxies <= 0:
         return remote
-    forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
+    header: str = request.META.get("HTTP_X_FORWARDED_FOR") or ""
+    forwarded = [part.strip() for part in header.split(",") if part.strip()]
     if len(forwarded) < proxies:
         return forwarded[0] if forwarded else remote
     return forwarded[-proxies]
