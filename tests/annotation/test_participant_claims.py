@@ -289,3 +289,16 @@ def test_after_stopping_the_pages_of_the_journey_lead_to_the_stop_page(study, dj
     shown = client.get(f"/api/v1/queries/{qid}/current-match/")
     assert shown.status_code == 409 and "already finished" in shown.json()["message"]
     assert not Match.objects.filter(shown_at__isnull=False).exists()
+
+
+def test_the_admin_edits_the_minimum_under_the_same_rules(study, client):
+    from tests.annotation.test_study_rules import _change_url, _form_data
+
+    client.force_login(get_user_model().objects.create_superuser("root", "r@example.org", "pw"))
+    assert 'name="min_ranked_questions"' in client.get(_change_url(study)).content.decode()
+    refused = client.post(_change_url(study), _form_data(study, min_ranked_questions=9))
+    assert refused.status_code == 200
+    assert "from 1 to the questions per annotator (8)" in refused.content.decode()
+    assert Study.objects.get(pk=study.pk).min_ranked_questions == 1
+    assert client.post(_change_url(study), _form_data(study, min_ranked_questions=3)).status_code == 302
+    assert Study.objects.get(pk=study.pk).min_ranked_questions == 3
