@@ -16,11 +16,16 @@ REDACTED = "[redacted]"
 # Matched anywhere in a string, so a full URL in a referer or a request line is covered too; URL-encoded
 # slashes are not decoded by the router, so a token is everything up to the next '/', '?', '#' or space.
 TOKEN_IN_URL = re.compile(r"(?P<prefix>/join/|/api/v1/invitations/)(?P<token>[^/?#\s\"']+)")
+# The admin's invitation list searches by token (InvitationAdmin.search_fields): its `q` may be one.
+TOKEN_IN_ADMIN_SEARCH = re.compile(
+    r"(?P<prefix>/admin/annotation/invitation/[^\s\"'?]*\?(?:[^\s\"'#]*&)?q=)(?P<token>[^&#\s\"']+)"
+)
 
 
 def redact(text: str) -> str:
     """The text with every invitation token in a URL replaced by [redacted]."""
-    return TOKEN_IN_URL.sub(lambda m: m.group("prefix") + REDACTED, text)
+    text = TOKEN_IN_URL.sub(lambda m: m.group("prefix") + REDACTED, text)
+    return TOKEN_IN_ADMIN_SEARCH.sub(lambda m: m.group("prefix") + REDACTED, text)
 
 
 def _redact_value(value: Any) -> Any:

@@ -34,6 +34,11 @@ def test_redact_replaces_the_token_of_every_token_bearing_url():
     )
     assert redact("https://eval.example.org/join/abc?x=1") == "https://eval.example.org/join/[redacted]?x=1"
     assert redact("/study/sleep/ask/") == "/study/sleep/ask/"
+    # The admin's invitation search by token.
+    assert redact("GET /admin/annotation/invitation/?study__id__exact=2&q=tok3n HTTP/1.1") == (
+        "GET /admin/annotation/invitation/?study__id__exact=2&q=[redacted] HTTP/1.1"
+    )
+    assert redact("/admin/annotation/study/?q=sleep") == "/admin/annotation/study/?q=sleep"
 
 
 @pytest.mark.django_db
