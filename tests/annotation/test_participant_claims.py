@@ -302,3 +302,20 @@ def test_the_admin_edits_the_minimum_under_the_same_rules(study, client):
     assert Study.objects.get(pk=study.pk).min_ranked_questions == 1
     assert client.post(_change_url(study), _form_data(study, min_ranked_questions=3)).status_code == 302
     assert Study.objects.get(pk=study.pk).min_ranked_questions == 3
+
+
+@pytest.mark.parametrize("state", list(PAUSED_OR_CLOSED))
+def test_answers_and_new_questions_are_refused_unless_the_study_is_open(
+    study, state, django_capture_on_commit_callbacks
+):
+    client, pid = _api_annotator(study)
+    client.put(f"/api/v1/participations/{pid}/persona/", PERSONA, format="json")
+    with django_capture_on_commit_callbacks(execute=True):
+        qid = client.post(f"/api/v1/participations/{pid}/queries/", {"text": QUESTION}, format="json").json()["id"]
+    match_id = client.get(f"/api/v1/queries/{qid}/current-match/").json()["id"]
+    _set_status(study, state)
+    answer = client.post(f"/api/v1/matches/{match_id}/choice/", {"choice": "left"}, format="json")
+    assert answer.status_code == 403 and PAUSED_OR_CLOSED[state] in answer.json()["message"]
+    asked = client.post(f"/api/v1/participations/{pid}/queries/", {"text": "another"}, format="json")
+    assert asked.status_code == 403
+    assert not Match.objects.filter(status=Match.Status.ANSWERED).exists() and Query.objects.count() == 1
