@@ -287,10 +287,19 @@ class QueryInline(ReadOnlyInline):
 
 @admin.register(Participation)
 class ParticipationAdmin(admin.ModelAdmin):
-    list_display = ["code", "study", "consented_at", "queries_ranked", "queries_asked", "completed_at"]
+    list_display = ["code", "study", "consented_at", "queries_ranked", "queries_asked", "completed_at", "stopped_at"]
     list_filter = ["study", ("completed_at", admin.EmptyFieldListFilter)]
     search_fields = ["code", "completion_code"]
-    readonly_fields = ["study", "annotator", "invitation", "code", "consented_at", "completed_at", "completion_code"]
+    readonly_fields = [
+        "study",
+        "annotator",
+        "invitation",
+        "code",
+        "consented_at",
+        "completed_at",
+        "completion_code",
+        "stopped_at",
+    ]
     inlines = [PersonaInline, QueryInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Participation]:

@@ -42,6 +42,10 @@ class Study(models.Model):
     consent_text = models.TextField(blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
     queries_per_annotator = models.PositiveSmallIntegerField(default=8)
+    min_ranked_questions = models.PositiveSmallIntegerField(
+        default=1,
+        help_text="Questions an annotator must rank to earn the completion code (1 to the questions per annotator).",
+    )
     max_query_chars = models.PositiveIntegerField(default=1000)
     retrieval_backend = models.CharField(max_length=40, default="demo")
     retrieval_k = models.PositiveSmallIntegerField(default=10)
@@ -60,6 +64,10 @@ class Study(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(queries_per_annotator__gte=1), name="study_queries_at_least_one"),
             models.CheckConstraint(condition=Q(retrieval_k__gte=1), name="study_k_at_least_one"),
+            models.CheckConstraint(
+                condition=Q(min_ranked_questions__gte=1, min_ranked_questions__lte=models.F("queries_per_annotator")),
+                name="study_min_ranked_within_queries",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -119,6 +127,9 @@ class Participation(models.Model):
     consented_at = models.DateTimeField()
     completed_at = models.DateTimeField(null=True, blank=True)
     completion_code = models.CharField(max_length=16, blank=True)
+    # Ended early with fewer ranked questions than the study asks: no completion code; the researcher
+    # compensates by hand, looking the participation up by its `code`. `completed_at` stays empty.
+    stopped_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

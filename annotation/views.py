@@ -25,7 +25,9 @@ from annotation.services.participation import (
     invitation_accept,
     invitation_check,
     invitation_require_unused,
+    participation_ended,
     participation_finish,
+    participation_finish_refusal,
     participation_queries_used,
 )
 from annotation.services.persona import persona_current, persona_save
@@ -113,7 +115,7 @@ def join(request: HttpRequest, token: str) -> HttpResponse:
 
 def _next_url(participation: Participation) -> str:
     slug = participation.study.slug
-    if participation.completed_at is not None:
+    if participation_ended(participation=participation):
         return reverse("annotation:done", args=[slug])
     if persona_current(participation=participation) is None:
         return reverse("annotation:profile", args=[slug])
@@ -129,10 +131,11 @@ def _next_url(participation: Participation) -> str:
 def study(request: HttpRequest, slug: str) -> HttpResponse:
     """Send the annotator to wherever they are in the protocol; reloading is always safe."""
     participation = participation_for(annotator=request.user, study_slug=slug)
-    if participation.completed_at is None and (error := _unavailable(participation)):
+    ended = participation_ended(participation=participation)
+    if not ended and (error := _unavailable(participation)):
         return _error_page(request, error, study=participation.study)
     if (
-        participation.completed_at is None
+        not ended
         and query_current(participation=participation) is None
         and persona_current(participation=participation) is not None
         and participation_queries_used(participation=participation) >= participation.study.queries_per_annotator
@@ -146,6 +149,8 @@ def study(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def profile(request: HttpRequest, slug: str) -> HttpResponse:
     participation = participation_for(annotator=request.user, study_slug=slug)
+    if participation_ended(participation=participation):
+        return redirect("annotation:done", slug=slug)
     if error := _unavailable(participation):
         return _error_page(request, error, study=participation.study)
     current = persona_current(participation=participation)
@@ -181,7 +186,7 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
     study_obj = participation.study
     used = participation_queries_used(participation=participation)
     if request.method == "GET":
-        if participation.completed_at is not None or query_current(participation=participation):
+        if participation_ended(participation=participation) or query_current(participation=participation):
             return redirect("annotation:study", slug=slug)
         if persona_current(participation=participation) is None:
             return redirect("annotation:profile", slug=slug)
@@ -211,7 +216,10 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
             "form": form,
             "number": used + 1,
             "limit": study_obj.queries_per_annotator,
-            "can_stop": used > 0,
+            # No question is open on this page, so every one counted in `used` is ranked: with enough, the
+            # finish button gives the code at once; with too few it leads to the stop page, which says why
+            # there will be no code before the annotator confirms.
+            "earns_code": used >= study_obj.min_ranked_questions,
             "shown": _shown_token(request),
             "persona_editable": used == 0 and not participation.queries.exists(),
         },
@@ -225,12 +233,14 @@ def wait(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     offers a way out: try again, set the question aside, or stop the study."""
     participation = participation_for(annotator=request.user, study_slug=slug)
     query = query_for(participation=participation, index=index)
-    if participation.completed_at is not None or query.status in (
+    if participation_ended(participation=participation) or query.status in (
         Query.Status.READY,
         Query.Status.RANKED,
         Query.Status.DISCARDED,
     ):
         return redirect("annotation:study", slug=slug)
+    if error := _unavailable(participation):  # try again and set aside are refused while it is paused
+        return _error_page(request, error, study=participation.study)
     query_mark_wait_shown(query=query)
     progress = generation_progress(query=query)
     state = query_wait_state(query=query, progress=progress)
@@ -272,7 +282,10 @@ def status(request: HttpRequest, slug: str, index: int) -> JsonResponse:
 def retry(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     participation = participation_for(annotator=request.user, study_slug=slug)
     query = query_for(participation=participation, index=index)
-    query_resend(query=query)
+    try:
+        query_resend(query=query)
+    except ApplicationError as error:
+        return _error_page(request, error, study=participation.study)
     return redirect("annotation:wait", slug=slug, index=index)
 
 
@@ -339,10 +352,15 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
         return redirect("annotation:study", slug=slug)
     if unavailable := _unavailable(participation):
         return _error_page(request, unavailable, study=participation.study)
+    if participation_ended(participation=participation) or query.status != Query.Status.READY:
+        return redirect("annotation:study", slug=slug)  # a question set aside or stopped shows no more matches
     match = match_current(query=query)
     if match is None:
         return redirect("annotation:study", slug=slug)
-    match_mark_shown(match=match)
+    try:
+        match_mark_shown(match=match, participation=participation)
+    except ApplicationError as error:  # paused or ended since the checks above
+        return _error_page(request, error, study=participation.study)
     answered, total = match_progress(match=match)
     return render(
         request,
@@ -362,15 +380,25 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
 @login_required(login_url="annotation:home")
 def stop(request: HttpRequest, slug: str) -> HttpResponse:
     """The confirmation step before stopping the study early (works without JavaScript): it says what
-    stopping records, then posts to `finish`."""
+    stopping records (with too few questions ranked: no completion code, and the reference to give the
+    research team), then posts to `finish`. A paused or closed study says why it cannot be finished now."""
     participation = participation_for(annotator=request.user, study_slug=slug)
-    if participation.completed_at is not None:
+    if participation_ended(participation=participation):
         return redirect("annotation:done", slug=slug)
+    if refusal := participation_finish_refusal(participation=participation):
+        return _error_page(request, refusal, study=participation.study)
     current = query_current(participation=participation)
+    ranked = participation.queries.filter(status=Query.Status.RANKED).count()
     return render(
         request,
         "annotation/stop.html",
-        {"study": participation.study, "current": current},
+        {
+            "study": participation.study,
+            "participation": participation,
+            "current": current,
+            "ranked": ranked,
+            "earns_code": ranked >= participation.study.min_ranked_questions,
+        },
     )
 
 
@@ -388,7 +416,7 @@ def finish(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required(login_url="annotation:home")
 def done(request: HttpRequest, slug: str) -> HttpResponse:
     participation = participation_for(annotator=request.user, study_slug=slug)
-    if participation.completed_at is None:
+    if not participation_ended(participation=participation):
         return redirect("annotation:study", slug=slug)
     ranked = participation.queries.filter(status=Query.Status.RANKED).count()
     return render(

@@ -238,28 +238,34 @@ class Annotator:
 
     def _run(self) -> None:
         j = self.journey
+        headers: dict[str, str] = {}
+        if self.html:
+            # The accept API never signs a browser in (login CSRF): a browser joins through the invitation
+            # page, then asks the API, with its session and CSRF token, for the participation's API token.
+            self.browser = httpx.Client(
+                base_url=self.base_url, timeout=self.args.request_timeout, follow_redirects=False
+            )
+            join = f"/join/{self.invitation}/"
+            page = self.browser.get(join)
+            csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+            self.browser.post(join, data={"consent": "on", "csrfmiddlewaretoken": csrf.group(1) if csrf else ""})
+            headers = {"X-CSRFToken": self.browser.cookies.get("csrftoken") or ""}
         # Not retried: a second anonymous accept would use up another invitation.
         r = self.call(
             ACCEPT,
             "POST",
             f"/api/v1/invitations/{self.invitation}/accept/",
+            client=self.browser or self.api,
             json={"consent": True},
+            headers=headers,
             retry=False,
-            expect=(201,),
+            expect=(200,) if self.html else (201,),
         )
         body = r.json()
         j.participation_id = pid = body["id"]
-        session = r.cookies.get("sessionid")
-        # The API client authenticates by token only: with the session cookie DRF would demand CSRF tokens.
+        # The API client authenticates by token only: with a session cookie DRF would demand CSRF tokens.
         self.api.cookies.clear()
         self.api.headers["Authorization"] = f"Token {body['token']}"
-        if self.html and session:
-            self.browser = httpx.Client(
-                base_url=self.base_url,
-                timeout=self.args.request_timeout,
-                cookies={"sessionid": session},
-                follow_redirects=False,
-            )
         self.call(PERSONA, "PUT", f"/api/v1/participations/{pid}/persona/", json=self.rng.choice(PERSONAS))
 
         for _ in range(self.args.queries):

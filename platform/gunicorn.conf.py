@@ -16,3 +16,5 @@ max_requests_jitter = 200
 accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None
 errorlog = "-"
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+# The access log never shows an invitation token (request line, path, query, referer: kernel/logging.py).
+logger_class = "kernel.logging.RedactingGunicornLogger"

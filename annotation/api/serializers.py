@@ -35,6 +35,7 @@ class ParticipationSerializer(serializers.ModelSerializer):
     study: serializers.SlugRelatedField[Study] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     study_title = serializers.CharField(source="study.title", read_only=True)
     queries_per_annotator = serializers.IntegerField(source="study.queries_per_annotator", read_only=True)
+    min_ranked_questions = serializers.IntegerField(source="study.min_ranked_questions", read_only=True)
     persona = serializers.SerializerMethodField()
 
     class Meta:
@@ -45,9 +46,11 @@ class ParticipationSerializer(serializers.ModelSerializer):
             "study_title",
             "code",
             "queries_per_annotator",
+            "min_ranked_questions",
             "consented_at",
             "completed_at",
             "completion_code",
+            "stopped_at",
             "persona",
         ]
 
@@ -251,5 +254,13 @@ class ProgressSerializer(serializers.Serializer):
     code = serializers.CharField()
     consented_at = serializers.DateTimeField()
     completed_at = serializers.DateTimeField(allow_null=True)
+    stopped_at = serializers.DateTimeField(allow_null=True)
+    outcome = serializers.SerializerMethodField()
     queries_total = serializers.IntegerField()
     queries_ranked = serializers.IntegerField()
+
+    def get_outcome(self, obj: Participation) -> str:
+        """completed (earned a code), stopped (left with too few ranked questions, no code) or in_progress."""
+        if obj.completed_at is not None:
+            return "completed"
+        return "stopped" if obj.stopped_at is not None else "in_progress"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from django.contrib.auth import login
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, status, viewsets
+from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -26,8 +26,13 @@ from kernel.exceptions import ApplicationError
 
 
 class InvitationAcceptApi(APIView):
-    """Accept an invitation: creates (201) or returns (200) the caller's participation and signs them in.
-    Idempotent, also for two accepts by one account at the same moment."""
+    """Accept an invitation: creates (201) or returns (200) the caller's participation, with an API token.
+    Idempotent, also for two accepts by one account at the same moment.
+
+    It never signs a browser in (no login CSRF: a page on another site that makes a visitor's browser post
+    here cannot replace that visitor's session). Browsers join through the invitation page, which has CSRF;
+    a caller signed in by session must send the CSRF token like every session request to the API (else
+    403, nothing changed), and gets its participation's API token back."""
 
     permission_classes = [permissions.AllowAny]
 
@@ -39,10 +44,6 @@ class InvitationAcceptApi(APIView):
         body.is_valid(raise_exception=True)
         user = request.user if request.user.is_authenticated else None
         participation, created = invitation_join(token=token, annotator=user, consent=body.validated_data["consent"])
-        if user is None:
-            login(request._request, participation.annotator, backend="django.contrib.auth.backends.ModelBackend")
-        from rest_framework.authtoken.models import Token
-
         token_obj, _ = Token.objects.get_or_create(user=participation.annotator)
         data = s.ParticipationSerializer(participation).data
         data["token"] = token_obj.key
@@ -96,7 +97,9 @@ class ParticipationViewSet(viewsets.GenericViewSet):
     @extend_schema(request=None, responses=s.ParticipationSerializer)
     @action(detail=True, methods=["post"])
     def finish(self, request: Request, pk: int) -> Response:
-        """Finish, or stop early: an open question is set aside (see `participation_finish`)."""
+        """Finish, or stop early: an open question is set aside. With fewer ranked questions than the
+        study's `min_ranked_questions` the stop is recorded (`stopped_at`) and no completion code is issued;
+        a paused or closed study refuses with 409 (see `participation_finish`)."""
         participation = participation_finish(participation=_own_participation(request, pk))
         return Response(s.ParticipationSerializer(participation).data)
 
@@ -121,7 +124,8 @@ class QueryViewSet(viewsets.GenericViewSet):
         match = match_current(query=query)
         if match is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        match_mark_shown(match=match)
+        # Like the comparison page: refused (403, nothing recorded) while the study is not open.
+        match_mark_shown(match=match, participation=query.participation)
         return Response(s.MatchSerializer(match).data)
 
     @extend_schema(request=None, responses=s.QuerySerializer)
@@ -147,10 +151,14 @@ class MatchViewSet(viewsets.GenericViewSet):
 
     @extend_schema(responses=s.MatchSerializer)
     def retrieve(self, request: Request, pk: int) -> Response:
-        """A match; fetching a pending one records when it was shown, like the comparison page."""
-        match = get_object_or_404(self.get_queryset().select_related("left", "right", "judgment"), pk=pk)
+        """A match; fetching a pending one records when it was shown, like the comparison page, and is
+        refused like it (403, nothing recorded) while the study is paused or closed."""
+        match = get_object_or_404(
+            self.get_queryset().select_related("left", "right", "judgment", "bracket__query__participation__study"),
+            pk=pk,
+        )
         if match.status == Match.Status.PENDING:
-            match_mark_shown(match=match)
+            match_mark_shown(match=match, participation=match.bracket.query.participation)
         return Response(s.MatchSerializer(match).data)
 
     @extend_schema(request=s.ChoiceSerializer, responses={200: s.JudgmentSerializer, 409: dict})

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0006_query_retrieval_lease"),
+        ("annotation", "0008_study_min_ranked_questions"),
     ]
 
     operations = [

@@ -112,28 +112,74 @@ def candidates_cancel_set_aside(*, query_ids: Any) -> int:
     )
 
 
+def participation_ended(*, participation: Participation) -> bool:
+    """Finished with a completion code (`completed_at`) or stopped early without one (`stopped_at`)."""
+    return participation.completed_at is not None or participation.stopped_at is not None
+
+
+def participation_require_active(*, participation: Participation) -> None:
+    """Refuse annotation work (a persona edit, try again, set aside, showing a match) unless the study is
+    open and the participation has not ended: the pages and the API both go through here."""
+    study_require_open(study=participation.study)
+    if participation_ended(participation=participation):
+        raise ApplicationError("You have already finished this study. Thank you!", status=409)
+
+
+def participation_finish_refusal(*, participation: Participation) -> ApplicationError | None:
+    """Why the session cannot end now, or None. A paused or closed study issues no completion code and
+    records no stop: the annotator's answers stay saved, and they may come back while it is paused."""
+    status = participation.study.status
+    if status == Study.Status.OPEN:
+        return None
+    if status == Study.Status.PAUSED:
+        return ApplicationError(
+            "This study is paused, so it cannot be finished and no completion code can be issued now. "
+            "Your answers so far are saved: please come back when it reopens, or simply close this page.",
+            status=409,
+        )
+    return ApplicationError(
+        "This study is closed, so no completion code can be issued. Your answers so far are saved; if you "
+        f"need to be compensated, please contact the research team with your reference {participation.code}.",
+        status=409,
+    )
+
+
+OPEN_STATUSES = (Query.Status.RETRIEVING, Query.Status.GENERATING, Query.Status.READY, Query.Status.FAILED)
+
+
 @transaction.atomic
 def participation_finish(*, participation: Participation) -> Participation:
     """End the annotator's session, after the last question or early ("stop the study"); idempotent.
 
-    Stopping records: `completed_at` and a `completion_code` on the participation, exactly as a normal
-    finish; a question still open (being searched or written, failed, or part-ranked) becomes `discarded`
-    with `set_aside_reason="stopped"` and `set_aside_at`. Its judgments so far stay stored but it is not
-    `ranked`, so analyses that use ranked questions leave it out. The annotator always gets a code."""
-    participation = Participation.objects.select_for_update().get(pk=participation.pk)
-    if participation.completed_at is None:
-        now = timezone.now()
-        open_ids = list(
-            participation.queries.filter(
-                status__in=[Query.Status.RETRIEVING, Query.Status.GENERATING, Query.Status.READY, Query.Status.FAILED]
-            ).values_list("pk", flat=True)
+    The completion code is earned: with at least the study's `min_ranked_questions` ranked, the session
+    ends with `completed_at` and a `completion_code`. With fewer, the annotator may still leave: the stop
+    is recorded in `stopped_at` and no code is issued (the researcher compensates by hand, looking the
+    participation up by its `code`). Either way a question still open (being searched or written, failed,
+    or part-ranked) becomes `discarded` with `set_aside_reason="stopped"` and `set_aside_at`; its judgments
+    stay stored but it is not `ranked`, so analyses that use ranked questions leave it out. A paused or
+    closed study refuses (409, `participation_finish_refusal`) and changes nothing."""
+    participation = (
+        Participation.objects.select_for_update(of=("self",)).select_related("study").get(pk=participation.pk)
+    )
+    if participation_ended(participation=participation):
+        return participation
+    if refusal := participation_finish_refusal(participation=participation):
+        raise refusal
+    now = timezone.now()
+    # One read of every question's status serves both the open ones and the ranked count.
+    statuses = list(participation.queries.values_list("pk", "status"))
+    open_ids = [pk for pk, status in statuses if status in OPEN_STATUSES]
+    if open_ids:  # a normal finish has none: no writes
+        Query.objects.filter(pk__in=open_ids).update(
+            status=Query.Status.DISCARDED, set_aside_at=now, set_aside_reason="stopped"
         )
-        if open_ids:  # a normal finish has none: one read, no writes
-            Query.objects.filter(pk__in=open_ids).update(
-                status=Query.Status.DISCARDED, set_aside_at=now, set_aside_reason="stopped"
-            )
-            candidates_cancel_set_aside(query_ids=open_ids)
+        candidates_cancel_set_aside(query_ids=open_ids)
+    ranked = sum(1 for _, status in statuses if status == Query.Status.RANKED)
+    if ranked >= participation.study.min_ranked_questions:
         participation.completed_at = now
         participation.completion_code = _code(10)
         participation.save(update_fields=["completed_at", "completion_code"])
+    else:
+        participation.stopped_at = now
+        participation.save(update_fields=["stopped_at"])
     return participation

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.models import Participation, PersonaProfile
+from annotation.services.participation import participation_require_active
 from kernel.exceptions import ApplicationError
 
 PERSONA_FIELDS = ("role", "domain", "expertise", "research_area", "use_case")
@@ -22,8 +23,10 @@ def persona_save(
     *, participation: Participation, data: dict[str, str], shown_at: datetime | None = None
 ) -> PersonaProfile:
     """Store a new persona version; allowed until the first query is asked. `shown_at` is when the form
-    was first shown, for the time spent on it."""
-    Participation.objects.select_for_update().filter(pk=participation.pk).first()
+    was first shown, for the time spent on it. Refused while the study is paused or closed, and once the
+    participation has ended, on the page and through the API alike."""
+    locked = Participation.objects.select_for_update(of=("self",)).select_related("study").get(pk=participation.pk)
+    participation_require_active(participation=locked)
     if participation.queries.exists():
         raise ApplicationError("Your profile is fixed once you have asked your first question.", status=409)
     cleaned = {name: (data.get(name) or "").strip() for name in PERSONA_FIELDS}

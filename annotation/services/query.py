@@ -22,7 +22,12 @@ from annotation.services.generation import (
     query_advance_if_generated,
     sweeper_record_run,
 )
-from annotation.services.participation import candidates_cancel_set_aside, participation_queries_used
+from annotation.services.participation import (
+    candidates_cancel_set_aside,
+    participation_ended,
+    participation_queries_used,
+    participation_require_active,
+)
 from annotation.services.persona import persona_current
 from annotation.services.study import study_prompt_template, study_require_open
 from kernel.backends import BackendError
@@ -84,7 +89,7 @@ def query_submit(
         if existing is not None:
             return existing
     study_require_open(study=study)
-    if participation.completed_at is not None:
+    if participation_ended(participation=participation):
         raise ApplicationError("You have already finished this study. Thank you!", status=409)
     text = (text or "").strip()
     if not text:
@@ -121,10 +126,12 @@ def query_submit(
 def query_discard(*, query: Query) -> Query:
     """Set a question aside: one whose generation failed, or one still being searched or written (a stuck
     worker must never trap the annotator). It does not count toward the limit; its reason is kept.
-    A worker that finishes it later changes nothing (`bracket_create` leaves it discarded)."""
-    query = Query.objects.select_for_update().get(pk=query.pk)
+    A worker that finishes it later changes nothing (`bracket_create` leaves it discarded). Refused while
+    the study is paused or closed or the participation has ended (`participation_require_active`)."""
+    query = Query.objects.select_for_update(of=("self",)).select_related("participation__study").get(pk=query.pk)
     if query.status == Query.Status.DISCARDED:
         return query
+    participation_require_active(participation=query.participation)
     failed = query.status == Query.Status.FAILED or query.candidates.filter(status=Candidate.Status.FAILED).exists()
     if not failed and query.status not in (Query.Status.RETRIEVING, Query.Status.GENERATING):
         raise ApplicationError(
@@ -144,9 +151,11 @@ def query_resend(*, query: Query) -> Query:
     queue again (the search while `retrieving`, the summaries not yet started while `generating`) and
     retry failed ones. A search still under a live lease (running, or waiting out a retry's backoff) is
     not sent again; a generation task claims only a queued (or long-stalled) candidate. A question set
-    aside, stopped or already ranked is left as it is."""
+    aside, stopped or already ranked is left as it is. Refused while the study is paused or closed (no model
+    calls are spent for a paused study) or once the participation has ended."""
     from annotation.tasks import generate_candidate, retrieve_query
 
+    participation_require_active(participation=query.participation)
     query.refresh_from_db(fields=["status", "lease_expires_at"])
     if query.status not in (Query.Status.RETRIEVING, Query.Status.GENERATING, Query.Status.FAILED):
         return query

@@ -27,6 +27,7 @@ STUDY_FIELDS = (
     "instructions",
     "consent_text",
     "queries_per_annotator",
+    "min_ranked_questions",
     "max_query_chars",
     "retrieval_backend",
     "retrieval_k",
@@ -192,6 +193,13 @@ def study_validate(
         value = fields.get(name)
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
             raise ApplicationError(f"{name.replace('_', ' ').capitalize()} must be from {low} to {high}.", field=name)
+    # Earned completion codes: at least one ranked question, and no more than the study lets one ask.
+    least, most = fields.get("min_ranked_questions", 1), fields["queries_per_annotator"]
+    if not isinstance(least, int) or isinstance(least, bool) or not 1 <= least <= most:
+        raise ApplicationError(
+            f"Questions to rank for the completion code must be from 1 to the questions per annotator ({most}).",
+            field="min_ranked_questions",
+        )
     if not isinstance(fields.get("retrieval_settings") or {}, dict):
         raise ApplicationError("Retrieval settings must be a JSON object.", field="retrieval_settings")
     constrained = fields.get("constrained_first_round", False)
@@ -249,6 +257,7 @@ def study_create(
     instructions: str = "",
     consent_text: str = "",
     queries_per_annotator: int = 8,
+    min_ranked_questions: int = 1,
     max_query_chars: int = 1000,
     retrieval_backend: str = "demo",
     retrieval_k: int = 10,
@@ -265,6 +274,7 @@ def study_create(
         "instructions": instructions,
         "consent_text": consent_text,
         "queries_per_annotator": queries_per_annotator,
+        "min_ranked_questions": min_ranked_questions,
         "max_query_chars": max_query_chars,
         "retrieval_backend": retrieval_backend,
         "retrieval_k": retrieval_k,

@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study, StudySystem
+from annotation.services.participation import participation_require_active
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
 from kernel.stamps import stamp_first
@@ -130,8 +131,11 @@ def _tournament_advance(*, bracket: Bracket, match: Match) -> None:
         Query.objects.filter(pk=bracket.query_id, status=Query.Status.READY).update(status=Query.Status.RANKED)
 
 
-def match_mark_shown(*, match: Match) -> Match:
-    """Record when a match was first put in front of the annotator (reloads keep the first time)."""
+def match_mark_shown(*, match: Match, participation: Participation) -> Match:
+    """Record when a match was first put in front of the annotator (reloads keep the first time). Refused
+    (403/409, nothing recorded) while the study is paused or closed or once the participation has ended, as
+    the comparison page shows a notice then: a match fetched then would count the pause as reading time."""
+    participation_require_active(participation=participation)
     stamp_first(match, "shown_at")
     return match
 

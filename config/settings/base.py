@@ -5,6 +5,7 @@ kombu's filesystem transport for the Celery broker. `local.py` (management comma
 and `production.py` (gunicorn, Celery) add what differs; `test.py` is the test suite's.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -197,6 +198,30 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-research-jobs": {"task": "analysis.tasks.sweep_research_jobs", "schedule": SWEEP_INTERVAL_S},
 }
 
+# Login throttling (django-axes) for every password login: the admin's and any LoginView, since axes
+# watches django.contrib.auth's authenticate(). AXES_FAILURE_LIMIT wrong passwords in a row for one
+# username from one client address lock that pair out for AXES_COOLOFF_MINUTES (429, templates/lockout.html,
+# which says when to try again); a later attempt during the lockout, even with the right password, is refused
+# and restarts the wait; a successful login resets the count. Behind a reverse proxy set TRUSTED_PROXY_COUNT
+# to the number of trusted proxies so the client address comes from X-Forwarded-For (kernel/throttling.py;
+# off by default, when the socket's address is the client's). Unlock: `manage.py axes_reset` or the admin.
+INSTALLED_APPS += ["axes"]
+MIDDLEWARE += ["axes.middleware.AxesMiddleware"]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("AXES_COOLOFF_MINUTES", default=15.0))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True  # every failed login, for the admin's audit (axes' access failure log)
+# No log of successful logins: every annotator is signed in when joining, and a pseudonymous study must not
+# keep their IP address.
+AXES_DISABLE_ACCESS_LOG = True
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+AXES_CLIENT_IP_CALLABLE = "kernel.throttling.client_ip"
+AXES_LOCKOUT_CALLABLE = "kernel.throttling.lockout_response"
+AXES_HTTP_RESPONSE_CODE = 429
+
 # Shared cache (OpenAlex answers, etc.): set CACHE_URL=redis://host:6379/1 so web and workers share it.
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 
@@ -221,10 +246,17 @@ OPENALEX_BACKOFF_S = env.float("OPENALEX_BACKOFF_S", default=1.0)
 OPENALEX_CACHE_TTL = env.int("OPENALEX_CACHE_TTL", default=7 * 24 * 3600)
 OPENALEX_CACHE_ALIAS = "default"
 
+# Invitation tokens never reach a log (kernel/logging.py): Django's request and server loggers, and the
+# console handler every other record goes through, replace a token in a URL by [redacted].
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"redact_tokens": {"()": "kernel.logging.RedactTokensFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact_tokens"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "django.request": {"filters": ["redact_tokens"]},
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False, "filters": ["redact_tokens"]},
+    },
 }

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import pytest
+from axes.models import AccessLog
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
@@ -40,6 +42,10 @@ def everything(django_capture_on_commit_callbacks):
     Group.objects.create(name="researchers")
     superuser = get_user_model().objects.create_superuser("root", "root@example.org", "pw")
     Token.objects.create(user=superuser)
+    # The login throttle's rows (axes): a failed login by an unknown name, and an access log row (the
+    # settings keep no log of successful logins, so it is made directly).
+    Client().post("/admin/login/", {"username": "nobody", "password": "wrong"})
+    AccessLog.objects.create(username="root", ip_address="127.0.0.1", user_agent="test", path_info="/admin/login/")
     return superuser
 
 

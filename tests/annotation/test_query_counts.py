@@ -45,8 +45,10 @@ def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_o
     with django_assert_num_queries(1):
         assert client.get(join).status_code == 200
     # Consent given: invitation; accept (sp): invitation, claim a use, user insert and its unusable password,
-    # code check, participation insert; login: session key check, session insert (sp), last_login; session save (sp).
-    with django_assert_num_queries(17):
+    # code check, participation insert; login: session key check, session insert (sp), last_login; session save (sp);
+    # the login throttle (axes, added): its expired-attempt clean-up and its reset-on-success, each a lookup
+    # that finds nothing to delete. Once per annotator, and no IP address is stored (AXES_DISABLE_ACCESS_LOG).
+    with django_assert_num_queries(19):
         assert client.post(join, {"consent": "on"}).status_code == 302
 
     # Persona page: session, user, participation with study, current persona, any question asked.

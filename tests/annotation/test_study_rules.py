@@ -47,6 +47,7 @@ def _form_data(study: Study, **changes) -> dict[str, str]:
         "consent_text": study.consent_text,
         "status": study.status,
         "queries_per_annotator": str(study.queries_per_annotator),
+        "min_ranked_questions": str(study.min_ranked_questions),
         "max_query_chars": str(study.max_query_chars),
         "retrieval_backend": study.retrieval_backend,
         "retrieval_k": str(study.retrieval_k),

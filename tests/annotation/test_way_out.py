@@ -1,6 +1,6 @@
 """The annotator can always get out: a question stuck with no worker shows what is happening past the
-deadline and offers try again, set aside and stop; stopping has a confirmation step and always ends with
-a completion code; stale tabs and out-of-turn answers are told what was recorded; time on page is stored."""
+deadline and offers try again, set aside and stop; stopping has a confirmation step and ends with a
+completion code once the study's minimum is ranked (else with the stop recorded and a reference); stale tabs and out-of-turn answers are told what was recorded; time on page is stored."""
 
 from __future__ import annotations
 
@@ -86,7 +86,9 @@ def test_with_no_worker_the_waiting_page_offers_a_way_out_past_its_deadline(stud
     assert "Question 1 of 8" in client.get(url("ask")).content.decode()
 
 
-def test_stopping_from_the_waiting_page_asks_first_then_always_gives_a_code(study, django_capture_on_commit_callbacks):
+def test_stopping_before_ranking_enough_asks_first_then_records_the_stop_without_a_code(
+    study, django_capture_on_commit_callbacks
+):
     client = _annotator(study)
     query = _ask(client, django_capture_on_commit_callbacks, run_worker=False)  # stuck in retrieving
 
@@ -94,17 +96,59 @@ def test_stopping_from_the_waiting_page_asks_first_then_always_gives_a_code(stud
     assert "Stop the study?" in confirm and QUESTION[:30] in confirm
     assert "is set aside and does not count" in confirm
     assert 'action="/study/sleep/finish/"' in confirm and "No, continue the study" in confirm
-    assert Participation.objects.get().completed_at is None  # the confirmation page changes nothing
+    # Before confirming, the annotator is told there will be no code and given the reference to quote.
+    participation = Participation.objects.get()
+    assert "you get no completion code" in confirm and "at least 1 question compared" in confirm
+    assert participation.code in confirm and "Yes, stop without a code" in confirm
+    assert participation.completed_at is None and participation.stopped_at is None  # the page changes nothing
 
     done = client.post(url("finish"), follow=True).content.decode()
-    assert "Thank you!" in done
-    participation = Participation.objects.get()
-    assert participation.completion_code and participation.completion_code in done
+    assert "You have stopped the study" in done and "There is no completion code" in done
+    participation.refresh_from_db()
+    assert participation.stopped_at is not None
+    assert (participation.completed_at, participation.completion_code) == (None, "")
+    assert participation.code in done and 'id="completion-code"' not in done
     query.refresh_from_db()
     assert (query.status, query.set_aside_reason) == (Query.Status.DISCARDED, "stopped")
-    # Afterwards every page leads to the code, and a worker finishing the question changes nothing.
+    # Afterwards every page leads to that page, and a worker finishing the question changes nothing.
     assert client.get(url("wait", 1))["Location"] == url("study")
     assert client.get(url("study"))["Location"] == url("done")
+    assert client.get(url("ask"))["Location"] == url("study")
+    # Stopping again is harmless and still issues no code.
+    assert client.post(url("finish"))["Location"] == url("done")
+    participation.refresh_from_db()
+    assert participation.completion_code == ""
+
+
+def _rank_current(client: Client) -> None:
+    """Answer every comparison of the question on screen (three in a bracket of four)."""
+    index = Query.objects.latest("index").index
+    for _ in range(3):
+        page = client.get(url("compare", index)).content.decode()
+        match_id = int(re.search(r'name="match_id" value="(\d+)"', page).group(1))
+        client.post(url("compare", index), {"match_id": match_id, "choice": "left"})
+
+
+def test_stopping_after_the_minimum_is_ranked_gives_the_code(study, django_capture_on_commit_callbacks):
+    study.min_ranked_questions = 2
+    study.save(update_fields=["min_ranked_questions"])
+    client = _annotator(study)
+    _ask(client, django_capture_on_commit_callbacks, run_worker=True)
+    _rank_current(client)
+    assert Query.objects.get().status == Query.Status.RANKED
+    # One of two ranked: stopping now would give no code, and the page says so.
+    confirm = client.get(url("stop")).content.decode()
+    assert "at least 2 questions compared, and you have completed 1" in confirm
+    page = client.get(url("ask")).content.decode()
+    token = re.search(r'name="client_token" value="([0-9a-f]+)"', page).group(1)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(url("ask"), {"text": "Shift length and fatigue?", "client_token": token})
+    _rank_current(client)
+    assert "Yes, stop and get my code" in client.get(url("stop")).content.decode()
+    done = client.post(url("finish"), follow=True).content.decode()
+    participation = Participation.objects.get()
+    assert participation.completion_code and participation.completion_code in done
+    assert "You ranked summaries for 2 questions" in done and participation.stopped_at is None
 
 
 def test_stopping_from_the_comparison_page_keeps_the_answers_given(study, django_capture_on_commit_callbacks):
@@ -207,7 +251,9 @@ def test_api_stuck_question_can_be_set_aside_or_stopped(study, django_capture_on
     with django_capture_on_commit_callbacks():
         client.post(f"/api/v1/participations/{me['id']}/queries/", {"text": QUESTION + " again"}, format="json")
     finished = client.post(f"/api/v1/participations/{me['id']}/finish/")
-    assert finished.status_code == 200 and finished.json()["completion_code"]
+    # Nothing ranked: the stop is recorded, with no completion code.
+    assert finished.status_code == 200 and finished.json()["completion_code"] == ""
+    assert finished.json()["stopped_at"] and finished.json()["completed_at"] is None
     assert set(Query.objects.values_list("set_aside_reason", flat=True)) == {"too_slow", "stopped"}
 
 

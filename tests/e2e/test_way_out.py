@@ -1,6 +1,7 @@
 """With no worker running at all, the waiting page does not say "Searching…" forever: past its deadline
 (2 s here) it says what is happening and the annotator sets the question aside, asks another, then stops
-the study through its confirmation page and gets a completion code. Headless Chromium, real broker."""
+the study through its confirmation page, which warns that with nothing ranked there is no completion code,
+and leaves with the reference to give the research team. Headless Chromium, real broker."""
 
 from __future__ import annotations
 
@@ -44,13 +45,16 @@ def test_with_no_worker_the_annotator_sets_a_question_aside_then_stops(
     page.get_by_role("link", name="Stop the study").click()
     expect(page.get_by_role("heading", name="Stop the study?")).to_be_visible()
     expect(page.locator("main")).to_contain_text("is set aside and does not count")
-    page.get_by_role("button", name="Yes, stop and get my code").click()
-    expect(page.get_by_role("heading", name="Thank you!")).to_be_visible()
-    code = page.locator("#completion-code").inner_text().strip()
+    expect(page.locator("#no-code-warning")).to_contain_text("you get no completion code")
+    page.get_by_role("button", name="Yes, stop without a code").click()
+    expect(page.get_by_role("heading", name="You have stopped the study")).to_be_visible()
+    reference = page.locator("#participation-reference").inner_text().strip()
+    expect(page.locator("#completion-code")).to_have_count(0)
     page.context.close()
 
     participation = Participation.objects.get(study=study)
-    assert participation.completion_code == code and participation.completed_at is not None
+    assert reference == participation.code and participation.completion_code == ""
+    assert participation.stopped_at is not None and participation.completed_at is None
     assert list(participation.queries.order_by("index").values_list("index", "status", "set_aside_reason")) == [
         (1, Query.Status.DISCARDED, "too_slow"),
         (2, Query.Status.DISCARDED, "stopped"),

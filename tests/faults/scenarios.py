@@ -169,6 +169,8 @@ class Annotator:
         )
         assert accepted.status_code == 201, accepted.content
         body = accepted.json()
+        # The accept API never signs a browser in (login CSRF): the pages get the account's session here.
+        html.force_login(Participation.objects.get(pk=body["id"]).annotator)
         api = Client(raise_request_exception=False, HTTP_AUTHORIZATION=f"Token {body['token']}")
         persona = api.put(
             f"/api/v1/participations/{body['id']}/persona/", actions.PERSONA_DATA, content_type="application/json"
@@ -910,18 +912,21 @@ def exception_in_background(rig: Rig, *, kind: str = "settings-list") -> Outcome
     discard = annotator.html.post(f"/study/{annotator.slug}/q/{query.index}/discard/")
     finish = annotator.html.post(f"/study/{annotator.slug}/finish/", follow=True)
     annotator.participation.refresh_from_db()
-    code = annotator.participation.completion_code
+    # Nothing was ranked, so stopping issues no completion code: the stop is recorded and the page gives
+    # the participation's reference for the research team instead.
+    reference = annotator.participation.code
+    stopped = annotator.participation.stopped_at is not None and not annotator.participation.completion_code
     outcome.expect(
         discard.status_code in (302, 303),
         f"setting the question aside answered {discard.status_code}: {short(page_text(discard))!r}",
     )
     outcome.expect(
-        code and code in finish.content.decode(errors="replace"),
-        f"no completion code on finishing: {short(page_text(finish))!r}",
+        stopped and reference in finish.content.decode(errors="replace"),
+        f"the stop was not recorded with its reference on the page: {short(page_text(finish))!r}",
     )
     outcome.see(
         f"waiting page {'shows the failure' if failure_shown else 'keeps waiting'}; set aside {discard.status_code}; "
-        f"finish {'gives code ' + code if code else 'refused: ' + short(page_text(finish), 60)}"
+        f"finish {'records the stop, reference ' + reference if stopped else 'refused: ' + short(page_text(finish), 60)}"
     )
     outcome.notes.append(describe_query(query_id))
     annotator.close()

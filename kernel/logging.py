@@ -1,0 +1,54 @@
+"""Invitation tokens out of the logs: an invitation link is a password to a study, so a path, query string
+or referer that carries one is logged with the token replaced. `RedactTokensFilter` is attached to Django's
+request and server loggers and to the console handler (config/settings/base.py); `RedactingGunicornLogger`
+does the same for gunicorn's access log (platform/gunicorn.conf.py)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from gunicorn.glogging import Logger as GunicornLogger
+
+REDACTED = "[redacted]"
+# Every URL that carries an invitation token (annotation/urls.py: join; annotation/api/urls.py: accept).
+# Matched anywhere in a string, so a full URL in a referer or a request line is covered too; URL-encoded
+# slashes are not decoded by the router, so a token is everything up to the next '/', '?', '#' or space.
+TOKEN_IN_URL = re.compile(r"(?P<prefix>/join/|/api/v1/invitations/)(?P<token>[^/?#\s\"']+)")
+# The admin's invitation list searches by token (InvitationAdmin.search_fields): its `q` may be one.
+TOKEN_IN_ADMIN_SEARCH = re.compile(
+    r"(?P<prefix>/admin/annotation/invitation/[^\s\"'?]*\?(?:[^\s\"'#]*&)?q=)(?P<token>[^&#\s\"']+)"
+)
+
+
+def redact(text: str) -> str:
+    """The text with every invitation token in a URL replaced by [redacted]."""
+    text = TOKEN_IN_URL.sub(lambda m: m.group("prefix") + REDACTED, text)
+    return TOKEN_IN_ADMIN_SEARCH.sub(lambda m: m.group("prefix") + REDACTED, text)
+
+
+def _redact_value(value: Any) -> Any:
+    return redact(value) if isinstance(value, str) else value
+
+
+class RedactTokensFilter(logging.Filter):
+    """Redacts tokens in the message and its arguments, keeping their shape so formatters still work."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = redact(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(_redact_value(arg) for arg in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {key: _redact_value(value) for key, value in record.args.items()}
+        return True
+
+
+class RedactingGunicornLogger(GunicornLogger):  # type: ignore[misc]
+    """gunicorn's logger with the access-log atoms redacted: request line, path, query string, referer and
+    every request header atom, whatever `access_log_format` uses."""
+
+    def atoms(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> dict[str, Any]:
+        atoms: dict[str, Any] = super().atoms(resp, req, environ, request_time)
+        return {key: _redact_value(value) for key, value in atoms.items()}
