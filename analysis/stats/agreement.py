@@ -299,13 +299,14 @@ def metric_agreement(
                 )
             )
             continue
-        if both.any() and np.array_equal(left[both], right[both]):
+        is_vote = facts is not None and facts.is_vote
+        if not is_vote and both.any() and np.array_equal(left[both], right[both]):
             excluded.append(ExcludedMetric(name, family, "equal on both sides of every match in this table"))
             continue
         sd = pooled_sd(t, name)
         if name in thresholds:
             thr, rule = float(thresholds[name]), "configured"
-        elif facts is not None and facts.is_vote:
+        elif is_vote:
             thr, rule = DEFAULT_THRESHOLD, "vote"
         elif default_threshold is not None:
             thr, rule = float(default_threshold), "configured"
