@@ -130,3 +130,19 @@ def test_default_threshold_is_a_fifth_of_the_pooled_sd():
     assert fixed is not None and fixed.get("rouge1").metric_neither == 0.0
     half = analyze(frame, config=AnalysisConfig(threshold_sd_fraction=0.5, n_resamples=10)).agreement
     assert half is not None and half.get("rouge1").threshold == pytest.approx(0.5 * sd)
+
+
+def test_report_shows_thresholds_used_and_the_sweep_plot():
+    from analysis.report import render_html
+
+    report = analyze(_abstractiveness_table(), config=AnalysisConfig(n_resamples=50))
+    html = render_html(report)
+    section = html[html.index("Metric-human agreement") :]
+    assert "0.2 x pooled SD" in section and "95% CI" in section
+    assert "Left out of agreement: ra_2 (depends only on inputs both sides of a match share" in section
+    sweep = section[section.index("Alpha across similarity thresholds") :]
+    assert "<svg" in sweep and "pooled standard deviations" in sweep
+    # One line per swept metric, 11 points each from 0 to 1 SD (RA is not swept: it is left out).
+    assert {s.metric for s in report.threshold_sweeps} == {"ar_2", "ar_risk", "rouge1", "mystery"}
+    assert len(report.threshold_sweeps) == 4 * 11
+    assert max(s.sd_multiple for s in report.threshold_sweeps) == pytest.approx(1.0)
