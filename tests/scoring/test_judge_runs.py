@@ -6,12 +6,15 @@ judge stores, and how much it agrees with the annotators, is known by constructi
 
 from __future__ import annotations
 
+import io
 import re
 from typing import Any
 
 import krippendorff
 import numpy as np
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from analysis.selectors import comparison_frame, comparison_rows
 from analysis.services import analysis_config_for
@@ -166,3 +169,25 @@ def test_pairwise_judge_over_real_matches_in_both_orders(played_study, django_ca
     assert biased.raw_agreement == pytest.approx(np.mean(np.asarray(human) == 2.0))
     # Judge votes are not swept: they have no threshold to choose.
     assert not any(s.metric.startswith("judge:") for s in report.threshold_sweeps)
+
+
+def test_score_study_command_runs_the_pairwise_judge(played_study, django_capture_on_commit_callbacks):  # noqa: F811
+    out = io.StringIO()
+    with openai_standin(prefer_longer) as server, django_capture_on_commit_callbacks(execute=True):
+        call_command(
+            "score_study",
+            "--study",
+            played_study.slug,
+            "--pairwise",
+            "--judge-model",
+            "standin-model",
+            "--judge-base-url",
+            server.base_url,
+            "--judge-name",
+            "cli-judge",
+            stdout=out,
+        )
+    assert set(PairwiseVote.objects.values_list("judge_server", flat=True)) == {"cli-judge"}
+    assert PairwiseVote.objects.count() == 2 * Judgment.objects.count()
+    with pytest.raises(CommandError, match="--metrics"):
+        call_command("score_study", "--study", played_study.slug)
