@@ -20,7 +20,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from analysis.stats._results import ResultMixin, fmt, text_table
-from analysis.stats.alpha import clustered_alpha, krippendorff_alpha
+from analysis.stats.alpha import alpha_from_coincidences, clustered_alpha, krippendorff_alpha
 from analysis.stats.bootstrap import ClusterResampler
 from analysis.stats.errors import AnalysisError
 from analysis.stats.metric_info import UNASSIGNED_FAMILY, MetricInfo
@@ -73,6 +73,9 @@ def human_votes(t: PreparedTable) -> FloatArray:
     return np.where(t.left_won, VOTE_LEFT, np.where(t.right_won, VOTE_RIGHT, VOTE_NEITHER)).astype(np.float64)
 
 
+_CODES = np.asarray([VOTE_LEFT, VOTE_RIGHT, VOTE_NEITHER])
+
+
 def nominal_alpha(a: FloatArray, b: FloatArray) -> float:
     """Krippendorff's alpha (nominal) of two coders over the same units (``analysis.stats.alpha``).
 
@@ -83,6 +86,11 @@ def nominal_alpha(a: FloatArray, b: FloatArray) -> float:
     both = np.isfinite(a) & np.isfinite(b)
     if both.sum() < 2:
         return float("nan")
+    if np.isin(a[both], _CODES).all() and np.isin(b[both], _CODES).all():
+        # Vote codes: the 3 x 3 coincidence matrix directly (each pairable unit adds (a, b) and (b, a)).
+        x, y = a[both].astype(np.int64), b[both].astype(np.int64)
+        o = (np.bincount(x * 3 + y, minlength=9) + np.bincount(y * 3 + x, minlength=9)).reshape(3, 3)
+        return float(alpha_from_coincidences(o.astype(np.float64), "nominal", _CODES))
     return krippendorff_alpha(np.vstack([a[both], b[both]]), "nominal")
 
 
@@ -214,18 +222,28 @@ def _scores(t: PreparedTable, metric: str) -> tuple[FloatArray, FloatArray]:
     return left, right
 
 
-def pooled_sd(t: PreparedTable, metric: str) -> float:
-    """Standard deviation of the metric over the table's candidates (each candidate once when the table
-    names them in ``left_candidate``/``right_candidate``, else every left and right score)."""
-    left, right = _scores(t, metric)
+def candidate_index(t: PreparedTable) -> npt.NDArray[np.int64] | None:
+    """Positions, in the left-then-right scores of every row, of each candidate's first appearance; None
+    when the table does not name its candidates (``left_candidate``/``right_candidate``)."""
     frame = t.frame
+    if "left_candidate" not in frame.columns or "right_candidate" not in frame.columns:
+        return None
+    ids = pd.concat([frame["left_candidate"], frame["right_candidate"]], ignore_index=True)
+    codes, _ = pd.factorize(ids, use_na_sentinel=True)
+    named = np.flatnonzero(codes >= 0)
+    _, first = np.unique(codes[named], return_index=True)
+    return np.asarray(named[first], dtype=np.int64)
+
+
+def pooled_sd(t: PreparedTable, metric: str, *, candidates: npt.NDArray[np.int64] | None = None) -> float:
+    """Standard deviation of the metric over the table's candidates (each candidate once when the table
+    names them in ``left_candidate``/``right_candidate``, else every left and right score).
+    ``candidates``: ``candidate_index(t)``, computed once for many metrics."""
+    left, right = _scores(t, metric)
     values = np.concatenate([left, right])
-    if "left_candidate" in frame.columns and "right_candidate" in frame.columns:
-        ids = pd.concat([frame["left_candidate"], frame["right_candidate"]], ignore_index=True).astype("string")
-        keep = ~ids.isna().to_numpy() & np.isfinite(values)
-        if keep.any():
-            per = pd.Series(values[keep]).groupby(ids[keep].to_numpy()).first()
-            values = per.to_numpy(dtype=np.float64)
+    index = candidate_index(t) if candidates is None else candidates
+    if index is not None and index.size:
+        values = values[index]  # a candidate has one score, whichever row it appears in
     values = values[np.isfinite(values)]
     return float(np.std(values, ddof=1)) if values.size >= 2 else float("nan")
 
@@ -284,6 +302,7 @@ def metric_agreement(
     thresholds = thresholds or {}
     higher_is_better = higher_is_better or {}
     human = human_votes(t)
+    candidates = candidate_index(t)
     out: list[MetricAgreement] = []
     excluded: list[ExcludedMetric] = []
     votes_of: dict[str, FloatArray] = {}
@@ -303,7 +322,7 @@ def metric_agreement(
         if not is_vote and both.any() and np.array_equal(left[both], right[both]):
             excluded.append(ExcludedMetric(name, family, "equal on both sides of every match in this table"))
             continue
-        sd = pooled_sd(t, name)
+        sd = pooled_sd(t, name, candidates=candidates)
         if name in thresholds:
             thr, rule = float(thresholds[name]), "configured"
         elif is_vote:
@@ -325,6 +344,7 @@ def metric_agreement(
                 resampler=resampler,
                 level="nominal",
                 confidence_level=confidence_level,
+                domain=_CODES,
             )
             alpha, low, high = estimate.alpha, estimate.ci_low, estimate.ci_high
         else:
@@ -392,12 +412,17 @@ def _position_consistency(
 
 
 def alpha_threshold_sweep(
-    t: PreparedTable, metric: str, thresholds: Sequence[float], *, higher_is_better: bool = True
+    t: PreparedTable,
+    metric: str,
+    thresholds: Sequence[float],
+    *,
+    higher_is_better: bool = True,
+    sd: float | None = None,
 ) -> tuple[ThresholdAlpha, ...]:
     """Alpha of one metric at each candidate threshold (to choose or report the threshold)."""
     left, right = _scores(t, metric)
     human = human_votes(t)
-    sd = pooled_sd(t, metric)
+    sd = pooled_sd(t, metric) if sd is None else sd
     out = []
     for thr in thresholds:
         votes = metric_votes(left, right, threshold=float(thr), higher_is_better=higher_is_better)
@@ -413,8 +438,10 @@ def alpha_threshold_sweep(
     return tuple(out)
 
 
-def default_sweep_thresholds(t: PreparedTable, metric: str, n: int = 11) -> tuple[float, ...]:
+def default_sweep_thresholds(
+    t: PreparedTable, metric: str, n: int = 11, *, sd: float | None = None
+) -> tuple[float, ...]:
     """``n`` thresholds evenly spaced from 0 to ``SWEEP_MAX_SD`` pooled standard deviations of the metric."""
-    sd = pooled_sd(t, metric)
+    sd = pooled_sd(t, metric) if sd is None else sd
     top = SWEEP_MAX_SD * sd if np.isfinite(sd) else 0.0
     return tuple(float(x) for x in np.linspace(0.0, top, max(n, 1)))

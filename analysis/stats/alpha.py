@@ -47,27 +47,38 @@ def value_domain(data: npt.ArrayLike) -> FloatArray:
     return np.unique(arr[np.isfinite(arr)])
 
 
-def unit_coincidences(data: npt.ArrayLike, domain: FloatArray) -> FloatArray:
-    """Each unit's contribution to the coincidence matrix: ``(units, values, values)``.
+def cluster_coincidences(
+    data: npt.ArrayLike, domain: FloatArray, clusters: npt.ArrayLike | None = None, n_clusters: int = 1
+) -> FloatArray:
+    """Coincidence matrices summed within clusters of units: ``(clusters, values, values)``.
 
-    A unit coded ``m_u >= 2`` times adds ``n_uc n_uk / (m_u - 1)`` to cell (c, k), minus its diagonal
-    self-pairs ``n_uc / (m_u - 1)``; a unit coded once is not pairable and adds nothing.
+    ``o_ck = sum_u sum_{i != j} [v_ui = c][v_uj = k] / (m_u - 1)`` over ordered pairs of distinct coders
+    who both coded unit u (``m_u`` coders); a unit coded once is not pairable and adds nothing. Built
+    from coder pairs with ``bincount``, so the cost is units x coders^2 whatever the number of values.
     """
     arr = _reliability(data)
-    units = arr.shape[1]
-    counts = np.zeros((units, domain.size), dtype=np.float64)
+    coders, units = arr.shape
+    size = domain.size
+    codes = np.zeros(units, dtype=np.int64) if clusters is None else np.asarray(clusters, dtype=np.int64)
     coded = np.isfinite(arr)
-    if domain.size:
-        idx = np.searchsorted(domain, np.where(coded, arr, domain[0]))
-        for coder in range(arr.shape[0]):
-            rows = np.flatnonzero(coded[coder])
-            np.add.at(counts, (rows, idx[coder, rows]), 1.0)
-    m = counts.sum(axis=1)
-    scale = np.where(m >= 2, 1.0 / np.where(m >= 2, m - 1.0, 1.0), 0.0)
-    pairs = counts[:, :, None] * counts[:, None, :]
-    diag = np.arange(domain.size)
-    pairs[:, diag, diag] -= counts
-    return pairs * scale[:, None, None]
+    idx = np.searchsorted(domain, np.where(coded, arr, domain[0] if size else 0.0)) if size else coded.astype(int)
+    m = coded.sum(axis=0)
+    weight = np.where(m >= 2, 1.0 / np.maximum(m - 1, 1), 0.0)
+    out = np.zeros(n_clusters * size * size, dtype=np.float64)
+    for i in range(coders):
+        for j in range(coders):
+            if i == j:
+                continue
+            both = coded[i] & coded[j] & (m >= 2)
+            flat = (codes[both] * size + idx[i, both]) * size + idx[j, both]
+            out += np.bincount(flat, weights=weight[both], minlength=out.size)
+    return out.reshape(n_clusters, size, size)
+
+
+def unit_coincidences(data: npt.ArrayLike, domain: FloatArray) -> FloatArray:
+    """Each unit's contribution to the coincidence matrix: ``(units, values, values)``."""
+    arr = _reliability(data)
+    return cluster_coincidences(arr, domain, np.arange(arr.shape[1]), arr.shape[1])
 
 
 def distance_matrix(level: Level, domain: FloatArray, margins: FloatArray) -> FloatArray:
@@ -115,7 +126,7 @@ def krippendorff_alpha(data: npt.ArrayLike, level: str = "nominal") -> float:
         raise ValueError("ratio alpha needs non-negative values")
     if domain.size < 2:
         return float("nan")
-    o = unit_coincidences(arr, domain).sum(axis=0)
+    o = cluster_coincidences(arr, domain)[0]
     return float(alpha_from_coincidences(o, lvl, domain))
 
 
@@ -138,24 +149,24 @@ def clustered_alpha(
     resampler: ClusterResampler,
     level: str = "nominal",
     confidence_level: float = 0.95,
+    domain: FloatArray | None = None,
 ) -> AlphaEstimate:
     """Alpha and a percentile interval from resampling clusters of units (annotators) with replacement.
 
     ``clusters[u]`` is the cluster (annotator index, ``0 .. resampler.n_clusters - 1``) of unit ``u``.
-    With one cluster the interval is NaN: every resample is the data itself.
+    With one cluster the interval is NaN: every resample is the data itself. ``domain``: the sorted
+    possible values when known (e.g. vote codes), instead of the values present.
     """
     lvl = _check_level(level)
     arr = _reliability(data)
     codes = np.asarray(clusters, dtype=np.int64)
     if codes.shape != (arr.shape[1],):
         raise ValueError("clusters must give one cluster per unit")
-    domain = value_domain(arr)
+    domain = value_domain(arr) if domain is None else np.asarray(domain, dtype=np.float64)
     if domain.size < 2:
         nan = float("nan")
         return AlphaEstimate(nan, nan, nan, lvl, resampler.n_resamples, 0)
-    per_unit = unit_coincidences(arr, domain)
-    per_cluster = np.zeros((resampler.n_clusters, domain.size * domain.size), dtype=np.float64)
-    np.add.at(per_cluster, codes, per_unit.reshape(per_unit.shape[0], -1))
+    per_cluster = cluster_coincidences(arr, domain, codes, resampler.n_clusters).reshape(resampler.n_clusters, -1)
     estimate = float(alpha_from_coincidences(per_cluster.sum(axis=0).reshape(domain.size, domain.size), lvl, domain))
     boot = resampler.resample_sums(per_cluster).reshape(-1, domain.size, domain.size)
     replicates = alpha_from_coincidences(boot, lvl, domain)

@@ -143,8 +143,9 @@ def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> Ana
                     alpha_threshold_sweep(
                         t,
                         m.metric,
-                        default_sweep_thresholds(t, m.metric, config.threshold_sweep_points),
+                        default_sweep_thresholds(t, m.metric, config.threshold_sweep_points, sd=m.pooled_sd),
                         higher_is_better=m.higher_is_better,
+                        sd=m.pooled_sd,
                     )
                 )
     bt = _section(
