@@ -230,7 +230,7 @@ def _score_candidates(run: ScoringRun, candidate_ids: list[int], score_rows: Any
             for metric in run.metrics:
                 value = result.get(metric)
                 spec = specs[metric]
-                key: dict[str, str] = {"version": spec.version}
+                key: dict[str, Any] = {"version": spec.version}
                 if spec.family == "llm_judge" and judge:
                     # The judge is part of the score's identity: a second judge adds rows, never overwrites.
                     key = {

@@ -85,7 +85,7 @@ def distance_matrix(level: Level, domain: FloatArray, margins: FloatArray) -> Fl
     """Squared differences ``d2[..., c, k]`` for the level; ``margins`` are n_c (for ordinal), any leading shape."""
     c, k = domain[:, None], domain[None, :]
     if level == "nominal":
-        return (c != k).astype(np.float64) * np.ones_like(margins)[..., :, None]
+        return np.asarray((c != k).astype(np.float64) * np.ones_like(margins)[..., :, None], dtype=np.float64)
     if level == "interval":
         return np.broadcast_to((c - k) ** 2, (*margins.shape[:-1], domain.size, domain.size)).copy()
     if level == "ratio":
