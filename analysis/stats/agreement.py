@@ -421,17 +421,30 @@ def alpha_threshold_sweep(
 ) -> tuple[ThresholdAlpha, ...]:
     """Alpha of one metric at each candidate threshold (to choose or report the threshold)."""
     left, right = _scores(t, metric)
-    human = human_votes(t)
     sd = pooled_sd(t, metric) if sd is None else sd
+    # The differences and the human codes once; per threshold only the votes change (3 x 3 coincidences).
+    diff = left - right if higher_is_better else right - left
+    ok = np.isfinite(diff)
+    magnitude = np.abs(diff[ok])
+    side = np.where(diff[ok] > 0, int(VOTE_LEFT), int(VOTE_RIGHT))
+    human = human_votes(t)[ok].astype(np.int64)
     out = []
     for thr in thresholds:
-        votes = metric_votes(left, right, threshold=float(thr), higher_is_better=higher_is_better)
+        if thr < 0:
+            raise ValueError("threshold must be non-negative")
+        votes = np.where(magnitude <= float(thr), int(VOTE_NEITHER), side)
+        o = np.bincount(votes * 3 + human, minlength=9) + np.bincount(human * 3 + votes, minlength=9)
+        alpha = (
+            float(alpha_from_coincidences(o.reshape(3, 3).astype(np.float64), "nominal", _CODES))
+            if votes.size >= 2
+            else float("nan")
+        )
         out.append(
             ThresholdAlpha(
                 metric=metric,
                 threshold=float(thr),
-                alpha=nominal_alpha(votes, human),
-                metric_neither=_share(votes, VOTE_NEITHER),
+                alpha=alpha,
+                metric_neither=float(np.mean(votes == int(VOTE_NEITHER))) if votes.size else float("nan"),
                 sd_multiple=float(thr) / sd if np.isfinite(sd) and sd > 0 else float("nan"),
             )
         )

@@ -178,3 +178,14 @@ def test_threshold_sweep_changes_neither_share():
     assert sweep[-1].metric_neither == 1.0
     # A metric that always says "neither" only agrees on the one human "neither": worse than chance.
     assert sweep[-1].alpha < 0
+
+
+def test_threshold_sweep_alpha_is_the_package_value_at_each_threshold():
+    t = prepare_table(_agreement_table())
+    human = human_votes(t)
+    for s in alpha_threshold_sweep(t, "random", [0.0, 0.5, 1.0], higher_is_better=False):
+        votes = metric_votes(
+            t.frame["left__random"], t.frame["right__random"], threshold=s.threshold, higher_is_better=False
+        )
+        expected = krippendorff.alpha(reliability_data=[votes, human], level_of_measurement="nominal")
+        assert s.alpha == pytest.approx(expected)
