@@ -66,6 +66,9 @@ def _judge_option(judge: Mapping[str, Any] | None) -> dict[str, str] | None:
         identity = JudgeIdentity.of(model=model, base_url=base_url, name=str(judge.get("name") or ""))
     except ValueError as error:
         raise ApplicationError(str(error), field="judge") from error
+    if len(identity.model) > 100 or len(identity.server) > 100:
+        # Both go into the score's version (255 characters with the metric's own version).
+        raise ApplicationError("A judge's model and server names must be at most 100 characters.", field="judge")
     return {"model": identity.model, "base_url": base_url, "server": identity.server}
 
 

@@ -109,6 +109,10 @@ def test_judge_settings_are_checked(played_study):  # noqa: F811
     assert error.value.field == "judge" and "http" in error.value.message
     with pytest.raises(ApplicationError, match="JUDGE_API_KEY"):
         pairwise_run_start(study=played_study, judge={"model": "m", "base_url": "http://user:secret@host/v1"})
+    with pytest.raises(ApplicationError, match="at most 100 characters"):
+        pairwise_run_start(study=played_study, judge={"model": "m" * 101, "base_url": "http://host/v1"})
+    with pytest.raises(ApplicationError, match="Unknown judge settings: api_key"):
+        pairwise_run_start(study=played_study, judge={"model": "m", "base_url": "http://host/v1", "api_key": "k"})
     with pytest.raises(ApplicationError, match="Configure a judge"):
         pairwise_run_start(study=played_study)
     assert not ScoringRun.objects.exists()
