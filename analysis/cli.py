@@ -84,6 +84,12 @@ def write_tables(report: AnalysisReport, out_dir: Path) -> list[Path]:
     if report.agreement is not None:
         frames["agreement"] = report.agreement.to_frame()
         frames["agreement_families"] = pd.DataFrame([f.to_dict() for f in report.agreement.families])
+        if report.agreement.excluded:
+            frames["agreement_excluded"] = pd.DataFrame([e.to_dict() for e in report.agreement.excluded])
+        if report.agreement.position_consistency:
+            frames["judge_position_consistency"] = pd.DataFrame(
+                [c.to_dict() for c in report.agreement.position_consistency]
+            )
     if report.threshold_sweeps:
         frames["threshold_sweeps"] = pd.DataFrame([s.to_dict() for s in report.threshold_sweeps])
     if report.bradley_terry is not None:

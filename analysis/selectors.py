@@ -8,7 +8,8 @@ from typing import Any
 from django.db.models import QuerySet
 
 from annotation.models import Candidate, Judgment, Study
-from scoring.models import CandidateScore
+from scoring.core.judges import JudgeIdentity, judge_column
+from scoring.models import CandidateScore, PairwiseVote
 
 BRACKET_PAIRS = {"round1_ab": "AB", "round1_cd": "CD", "final": "final"}
 
@@ -37,14 +38,47 @@ def candidate_design(candidate: Candidate) -> tuple[str, str, str]:
     return system.label, system.model_name, system.condition
 
 
+def _score_column(metric: str, judge_model: str, judge_server: str, prompt_version: str) -> str:
+    """A score's column name: the metric, or for a judge's score ``judge:<model>@<server>:<prompt>:<metric>``."""
+    if not judge_model:
+        return metric
+    return judge_column(metric, JudgeIdentity(model=judge_model, server=judge_server), prompt_version or None)
+
+
 def _scores(candidate_ids: set[int], metrics: list[str] | None) -> dict[int, dict[str, float | None]]:
-    """Each candidate's newest score per metric (a newer metric version supersedes an older one)."""
+    """Each candidate's newest score per metric column (a newer metric version supersedes an older one;
+    each judge's scores have their own columns, so a second judge never hides the first)."""
     rows = CandidateScore.objects.filter(candidate_id__in=candidate_ids)
     if metrics:
         rows = rows.filter(metric__in=metrics)
     out: dict[int, dict[str, float | None]] = defaultdict(dict)
-    for candidate_id, metric, value in rows.order_by("computed_at").values_list("candidate_id", "metric", "value"):
-        out[candidate_id][metric] = value
+    for candidate_id, metric, model, server, prompt, value in rows.order_by("computed_at", "pk").values_list(
+        "candidate_id", "metric", "judge_model", "judge_server", "prompt_version", "value"
+    ):
+        out[candidate_id][_score_column(metric, model, server, prompt)] = value
+    return out
+
+
+# A pairwise judge's vote as a score pair: the chosen side 1 and the other 0, "neither" 0.5 on both, so
+# that it votes like any metric (the agreement statistics give it threshold 0).
+_VOTE_SCORES: dict[str, tuple[float, float]] = {"left": (1.0, 0.0), "right": (0.0, 1.0), "neither": (0.5, 0.5)}
+
+
+def _pairwise_votes(match_ids: set[int]) -> dict[int, dict[str, tuple[float, float] | None]]:
+    """Per match, each judge's votes as score pairs: as shown, swapped, and combined (agree, else neither)."""
+    by_match: dict[int, dict[tuple[str, str, str], dict[str, str]]] = defaultdict(lambda: defaultdict(dict))
+    for vote in PairwiseVote.objects.filter(match_id__in=match_ids).only(
+        "match_id", "judge_model", "judge_server", "prompt_version", "order", "choice"
+    ):
+        key = (vote.judge_model, vote.judge_server, vote.prompt_version)
+        by_match[vote.match_id][key][vote.order] = vote.choice
+    out: dict[int, dict[str, tuple[float, float] | None]] = defaultdict(dict)
+    for match_id, judges in by_match.items():
+        for (model, server, prompt), orders in judges.items():
+            first, swapped = orders.get("first") or None, orders.get("swapped") or None
+            combined = (first if first == swapped else "neither") if first and swapped else None
+            for metric, choice in (("pairwise_first", first), ("pairwise_swapped", swapped), ("pairwise", combined)):
+                out[match_id][_score_column(metric, model, server, prompt)] = _VOTE_SCORES[choice] if choice else None
     return out
 
 
@@ -55,7 +89,9 @@ def comparison_rows(
     judgments = list(_judgments(study))
     candidate_ids = {i for j in judgments for i in (j.match.left_id, j.match.right_id) if i}
     scores = _scores(candidate_ids, metrics) if with_scores else {}
+    votes = _pairwise_votes({j.match_id for j in judgments}) if with_scores else {}
     metric_names = sorted({m for per in scores.values() for m in per})
+    vote_names = sorted({m for per in votes.values() for m in per})
     rows = []
     for judgment in judgments:
         match = judgment.match
@@ -97,6 +133,9 @@ def comparison_rows(
         for metric in metric_names:
             row[f"left__{metric}"] = scores.get(left.pk, {}).get(metric)
             row[f"right__{metric}"] = scores.get(right.pk, {}).get(metric)
+        for metric in vote_names:
+            pair = votes.get(match.pk, {}).get(metric)
+            row[f"left__{metric}"], row[f"right__{metric}"] = pair if pair else (None, None)
         rows.append(row)
     return rows
 
@@ -109,17 +148,3 @@ def comparison_frame(*, study: Study, metrics: list[str] | None = None) -> Any:
 
     rows = comparison_rows(study=study, metrics=metrics)
     return pd.DataFrame(rows, columns=None if rows else list(COLUMNS))
-
-
-def metric_families(metric_names: list[str]) -> tuple[dict[str, str], dict[str, bool]]:
-    """Family and direction of each metric from the suite's registry (unknown names: 'other', higher better)."""
-    try:
-        # Deferred: the metric suite (rouge-score, nltk, scipy) is heavy and optional here.
-        from scoring.core.api import metric_specs
-
-        specs = {s.name: s for s in metric_specs(None)}
-    except Exception:  # the registry is optional for analysing an imported table
-        specs = {}
-    families = {m: (specs[m].family if m in specs else "other") for m in metric_names}
-    higher = {m: (specs[m].higher_is_better if m in specs else True) for m in metric_names}
-    return families, higher

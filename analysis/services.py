@@ -14,7 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from analysis.models import ResearchJob
-from analysis.selectors import comparison_frame, metric_families
+from analysis.selectors import comparison_frame
 from annotation.models import Candidate, Study
 from kernel import leases
 from kernel.exceptions import ApplicationError
@@ -212,15 +212,11 @@ def _run_export(job: ResearchJob, out: Path) -> dict[str, Any]:
 
 
 def analysis_config_for(frame: Any, *, seed: int, n_resamples: int, extra: dict[str, Any] | None = None) -> Any:
-    # The statistics package loads pandas and scipy: in the worker, not the web process.
+    # The statistics package loads pandas and scipy: in the worker, not the web process. Families and
+    # directions come from the metric registry inside analyze(), the same lookup as the file-based path.
     from analysis.stats.config import AnalysisConfig
-    from analysis.stats.table import metric_names
 
-    names = list(metric_names(frame))
-    families, higher = metric_families(names)
-    return AnalysisConfig(
-        seed=seed, n_resamples=n_resamples, metric_families=families, higher_is_better=higher, **(extra or {})
-    )
+    return AnalysisConfig(seed=seed, n_resamples=n_resamples, **(extra or {}))
 
 
 def _run_report(job: ResearchJob, out: Path) -> dict[str, Any]:

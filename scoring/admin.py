@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from scoring.models import CandidateScore, ScoringRun
+from scoring.models import CandidateScore, PairwiseVote, ScoringRun
 
 
 @admin.register(ScoringRun)
@@ -15,10 +15,20 @@ class ScoringRunAdmin(admin.ModelAdmin):
 
 @admin.register(CandidateScore)
 class CandidateScoreAdmin(admin.ModelAdmin):
-    list_display = ["candidate", "metric", "value", "version", "reason", "computed_at"]
-    list_filter = ["metric"]
+    list_display = ["candidate", "metric", "judge_model", "judge_server", "value", "version", "reason", "computed_at"]
+    list_filter = ["metric", "judge_model", "judge_server"]
     search_fields = ["metric", "reason"]
     readonly_fields = [f.name for f in CandidateScore._meta.fields]
+
+    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(PairwiseVote)
+class PairwiseVoteAdmin(admin.ModelAdmin):
+    list_display = ["match", "judge_model", "judge_server", "prompt_version", "order", "choice", "computed_at"]
+    list_filter = ["judge_model", "judge_server", "order", "choice"]
+    readonly_fields = [f.name for f in PairwiseVote._meta.fields]
 
     def has_add_permission(self, request):  # type: ignore[no-untyped-def]
         return False

@@ -48,9 +48,21 @@ class ScoringRun(models.Model):
 
 
 class CandidateScore(models.Model):
+    """One candidate's value of one metric at one version; for a judge's metric, of one judge too.
+
+    A judge's identity (its model, its server's name or host, the prompt version) is part of the key and
+    of ``version``, so two judges' scores of one study are both kept. Rows of non-judge metrics (and of
+    judges scored before judges were recorded) have empty judge fields.
+    """
+
     candidate = models.ForeignKey("annotation.Candidate", on_delete=models.CASCADE, related_name="scores")
     metric = models.CharField(max_length=80)
     version = models.CharField(max_length=255)
+    judge_model = models.CharField(max_length=200, blank=True, default="")
+    judge_server = models.CharField(
+        max_length=200, blank=True, default="", help_text="The server's configured name or host:port; never a key."
+    )
+    prompt_version = models.CharField(max_length=120, blank=True, default="")
     value = models.FloatField(null=True, blank=True)
     reason = models.TextField(blank=True, help_text="Why the metric could not be computed, when value is empty.")
     computed_at = models.DateTimeField(auto_now=True)
@@ -58,9 +70,52 @@ class CandidateScore(models.Model):
     class Meta:
         ordering = ["candidate", "metric"]
         constraints = [
-            models.UniqueConstraint(fields=["candidate", "metric", "version"], name="unique_score_per_metric_version")
+            models.UniqueConstraint(
+                fields=["candidate", "metric", "judge_model", "judge_server", "prompt_version", "version"],
+                name="unique_score_per_metric_judge_version",
+            )
         ]
         indexes = [models.Index(fields=["metric", "version"])]
 
     def __str__(self) -> str:
         return f"{self.metric}={self.value} for candidate {self.candidate_id}"
+
+
+class PairwiseVote(models.Model):
+    """The annotator-style pairwise judge's answer on one answered match, in one order.
+
+    ``order`` "first" asks with the match's left side as summary A (as the annotator saw it), "swapped"
+    with A and B exchanged; ``choice`` is always relative to the match (left, right, neither), empty when
+    the judge gave no usable answer (``reason`` says why).
+    """
+
+    class Order(models.TextChoices):
+        FIRST = "first", "As shown (left = A)"
+        SWAPPED = "swapped", "Swapped (left = B)"
+
+    class Choice(models.TextChoices):
+        LEFT = "left", "Left"
+        RIGHT = "right", "Right"
+        NEITHER = "neither", "Neither"
+
+    match = models.ForeignKey("annotation.Match", on_delete=models.CASCADE, related_name="judge_votes")
+    judge_model = models.CharField(max_length=200)
+    judge_server = models.CharField(max_length=200)
+    prompt_version = models.CharField(max_length=120)
+    order = models.CharField(max_length=8, choices=Order.choices)
+    choice = models.CharField(max_length=8, choices=Choice.choices, blank=True)
+    reply = models.TextField(blank=True)
+    reason = models.TextField(blank=True)
+    computed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["match", "judge_model", "judge_server", "order"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["match", "judge_model", "judge_server", "prompt_version", "order"],
+                name="unique_pairwise_vote_per_judge_order",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.judge_model}@{self.judge_server} {self.order}: {self.choice or 'no answer'} on {self.match_id}"

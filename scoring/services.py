@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,12 +13,13 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from annotation.models import Candidate, Study
+from annotation.models import Candidate, Judgment, Study
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
 from kernel.tasks import enqueue_on_commit
-from scoring.inputs import REFERENCE_CHOICES, SOURCE_CHOICES, candidate_rows
-from scoring.models import CandidateScore, ScoringRun
+from scoring.core.judges import PROMPT_VERSIONS, JudgeIdentity, judge_config_from_env, metric_prompt_version
+from scoring.inputs import REFERENCE_CHOICES, SOURCE_CHOICES, candidate_rows, persona_text
+from scoring.models import CandidateScore, PairwiseVote, ScoringRun
 
 logger = logging.getLogger(__name__)
 CHUNK_SIZE = 50
@@ -41,27 +44,107 @@ def _specs(metrics: list[str]) -> dict[str, Any]:
         raise ApplicationError(str(error), field="metrics") from error
 
 
+PAIRWISE = "pairwise"
+"""The metric name of a pairwise run: the annotator-style judge over a study's answered matches."""
+
+
+def _judge_option(judge: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """The judge a run records: ``{"model", "base_url", "server"}`` from ``judge`` or JUDGE_BASE_URL /
+    JUDGE_MODEL (and JUDGE_NAME); the API key stays in the environment (JUDGE_API_KEY), never in the run."""
+    if judge is None:
+        config = judge_config_from_env()
+        if config is None:
+            return None
+        judge = {"model": config.model, "base_url": config.base_url, "name": os.environ.get("JUDGE_NAME", "")}
+    unknown = sorted(set(judge) - {"model", "base_url", "name"})
+    if unknown:
+        raise ApplicationError(f"Unknown judge settings: {', '.join(unknown)}.", field="judge")
+    model, base_url = str(judge.get("model") or "").strip(), str(judge.get("base_url") or "").strip()
+    if not model or not base_url:
+        raise ApplicationError("A judge needs a model and a base URL.", field="judge")
+    try:
+        identity = JudgeIdentity.of(model=model, base_url=base_url, name=str(judge.get("name") or ""))
+    except ValueError as error:
+        raise ApplicationError(str(error), field="judge") from error
+    if len(identity.model) > 100 or len(identity.server) > 100:
+        # Both go into the score's version (255 characters with the metric's own version).
+        raise ApplicationError("A judge's model and server names must be at most 100 characters.", field="judge")
+    return {"model": identity.model, "base_url": base_url, "server": identity.server}
+
+
+def _judge_runner(options: Mapping[str, Any]) -> Any:
+    from modelserver import ChatConfig
+    from scoring.core.judges import JudgeRunner
+
+    judge = options.get("judge")
+    if not judge:
+        return None
+    api_key = os.environ.get("JUDGE_API_KEY", "") or "EMPTY"
+    return JudgeRunner(ChatConfig(base_url=judge["base_url"], model=judge["model"], api_key=api_key))
+
+
+def _answered_match_ids(study: Study) -> list[int]:
+    return list(
+        Judgment.objects.filter(match__bracket__query__participation__study=study)
+        .order_by("match_id")
+        .values_list("match_id", flat=True)
+    )
+
+
+@transaction.atomic
+def pairwise_run_start(*, study: Study, judge: Mapping[str, Any] | None = None, by: Any = None) -> ScoringRun:
+    """Queue the annotator-style pairwise judge over every answered match of a study, in both orders."""
+    option = _judge_option(judge)
+    if option is None:
+        raise ApplicationError("Configure a judge (model and base URL) for the pairwise judge.", field="judge")
+    return _run_create(
+        study=study,
+        metrics=[PAIRWISE],
+        options={"unit": "match", "judge": option},
+        by=by,
+        ids=_answered_match_ids(study),
+    )
+
+
 @transaction.atomic
 def scoring_run_start(
-    *, study: Study, metrics: list[str], by: Any = None, reference: str = "titles", source: str = "abstracts"
+    *,
+    study: Study,
+    metrics: list[str],
+    by: Any = None,
+    reference: str = "titles",
+    source: str = "abstracts",
+    judge: Mapping[str, Any] | None = None,
 ) -> ScoringRun:
-    """Queue the scoring of every generated candidate of a study; chunks run in parallel on workers."""
+    """Queue the scoring of every generated candidate of a study; chunks run in parallel on workers.
+
+    Judge metrics are scored by ``judge`` (``{"model", "base_url", "name"}``; default: the JUDGE_*
+    environment), whose identity is stored with every score."""
     if not metrics:
         raise ApplicationError("Choose at least one metric.", field="metrics")
     if reference not in REFERENCE_CHOICES:
         raise ApplicationError(f"Reference must be one of {', '.join(REFERENCE_CHOICES)}.", field="reference")
     if source not in SOURCE_CHOICES:
         raise ApplicationError(f"Source must be one of {', '.join(SOURCE_CHOICES)}.", field="source")
-    _specs(metrics)
+    specs = _specs(metrics)
+    options: dict[str, Any] = {"reference": reference, "source": source}
+    if any(spec.family == "llm_judge" for spec in specs.values()):
+        option = _judge_option(judge)
+        if option is not None:
+            options["judge"] = option
     ids = list(
         Candidate.objects.filter(query__participation__study=study, status=Candidate.Status.DONE)
         .order_by("pk")
         .values_list("pk", flat=True)
     )
+    return _run_create(study=study, metrics=metrics, options=options, by=by, ids=ids)
+
+
+def _run_create(*, study: Study, metrics: list[str], options: dict[str, Any], by: Any, ids: list[int]) -> ScoringRun:
     run = ScoringRun.objects.create(
         study=study,
         metrics=metrics,
-        options={"reference": reference, "source": source},
+        options=options,
         total=len(ids),
         created_by=by if by is not None and getattr(by, "is_authenticated", False) else None,
         status=ScoringRun.Status.RUNNING if ids else ScoringRun.Status.DONE,
@@ -101,32 +184,16 @@ def scoring_run_chunk(*, run_id: int, candidate_ids: list[int], chunk_index: int
     index = _chunk_index(run, candidate_ids, chunk_index)
     if run.status != ScoringRun.Status.RUNNING or index in run.chunks_done:
         return 0
-    specs = _specs(list(run.metrics))
-    candidates = (
-        Candidate.objects.filter(pk__in=candidate_ids)
-        .select_related("query__persona")
-        .prefetch_related("query__documents")
-    )
     with heartbeat(
         lambda: scoring_run_lease_renew(run_id=run_id), every=settings.BACKGROUND_HEARTBEAT_S, name=f"run {run_id}"
     ):
         scoring_run_lease_renew(run_id=run_id)
-        rows = candidate_rows(candidates, **run.options)
-        results = score_rows(rows, list(run.metrics))
+        if run.options.get("unit") == "match":
+            store = _judge_matches(run, candidate_ids)
+        else:
+            store = _score_candidates(run, candidate_ids, score_rows)
     with transaction.atomic():
-        for result in results:
-            errors = result.get("errors") or {}
-            for metric in run.metrics:
-                value = result.get(metric)
-                CandidateScore.objects.update_or_create(
-                    candidate_id=result["id"],
-                    metric=metric,
-                    version=specs[metric].version,
-                    defaults={
-                        "value": float(value) if isinstance(value, int | float) else None,
-                        "reason": "" if isinstance(value, int | float) else str(errors.get(metric, "not computed")),
-                    },
-                )
+        count = store()
         run = ScoringRun.objects.select_for_update().get(pk=run_id)
         if run.status != ScoringRun.Status.RUNNING or index in run.chunks_done:
             return 0
@@ -145,7 +212,103 @@ def scoring_run_chunk(*, run_id: int, candidate_ids: list[int], chunk_index: int
             run.lease_expires_at = None
             fields += ["status", "finished_at"]
         run.save(update_fields=fields)
-    return len(results)
+    return count
+
+
+def _score_candidates(run: ScoringRun, candidate_ids: list[int], score_rows: Any) -> Any:
+    """Score a chunk of candidates (outside a transaction); returns the function that stores the scores."""
+    specs = _specs(list(run.metrics))
+    candidates = (
+        Candidate.objects.filter(pk__in=candidate_ids)
+        .select_related("query__persona")
+        .prefetch_related("query__documents")
+    )
+    judge = run.options.get("judge") or None
+    inputs = {k: v for k, v in run.options.items() if k in ("reference", "source")}
+    results = score_rows(candidate_rows(candidates, **inputs), list(run.metrics), judge=_judge_runner(run.options))
+
+    def store() -> int:
+        for result in results:
+            errors = result.get("errors") or {}
+            for metric in run.metrics:
+                value = result.get(metric)
+                spec = specs[metric]
+                key: dict[str, Any] = {"version": spec.version}
+                if spec.family == "llm_judge" and judge:
+                    # The judge is part of the score's identity: a second judge adds rows, never overwrites.
+                    key = {
+                        "judge_model": judge["model"],
+                        "judge_server": judge["server"],
+                        "prompt_version": metric_prompt_version(metric),
+                        "version": f"{spec.version}; judge {judge['model']}@{judge['server']}",
+                    }
+                CandidateScore.objects.update_or_create(
+                    candidate_id=result["id"],
+                    metric=metric,
+                    **key,
+                    defaults={
+                        "value": float(value) if isinstance(value, int | float) else None,
+                        "reason": "" if isinstance(value, int | float) else str(errors.get(metric, "not computed")),
+                    },
+                )
+        return len(results)
+
+    return store
+
+
+_SIDE = {"A": "left", "B": "right", "Neither": "neither"}
+
+
+def _judge_matches(run: ScoringRun, match_ids: list[int]) -> Any:
+    """Ask the pairwise judge about a chunk of answered matches in both orders (outside a transaction)."""
+    from modelserver import map_concurrently
+    from scoring.core.judges import JudgeError
+
+    judge = run.options["judge"]
+    runner = _judge_runner(run.options)
+    judgments = list(
+        Judgment.objects.filter(match_id__in=match_ids).select_related(
+            "match__left", "match__right", "match__bracket__query__persona"
+        )
+    )
+
+    def ask(judgment: Judgment) -> tuple[int, dict[str, tuple[str, str, str]]]:
+        match = judgment.match
+        query = match.bracket.query
+        assert match.left is not None and match.right is not None  # answered matches have both sides
+        try:
+            verdict = runner.pairwise(
+                query=query.text,
+                persona=persona_text(query.persona.as_dict()),
+                summary_a=match.left.text,
+                summary_b=match.right.text,
+                both_orders=True,
+            )
+        except JudgeError as error:
+            return match.pk, {order: ("", "", str(error)) for order in ("first", "swapped")}
+        replies = (*verdict.replies, "", "")
+        assert verdict.swapped is not None
+        return match.pk, {
+            "first": (_SIDE[verdict.first], replies[0], ""),
+            "swapped": (_SIDE[verdict.swapped], replies[1], ""),
+        }
+
+    answers = map_concurrently(ask, judgments, concurrency=runner.concurrency)
+
+    def store() -> int:
+        for match_id, orders in answers:
+            for order, (choice, reply, reason) in orders.items():
+                PairwiseVote.objects.update_or_create(
+                    match_id=match_id,
+                    judge_model=judge["model"],
+                    judge_server=judge["server"],
+                    prompt_version=PROMPT_VERSIONS["pairwise"],
+                    order=order,
+                    defaults={"choice": choice, "reply": reply[:4000], "reason": reason[:4000]},
+                )
+        return len(answers)
+
+    return store
 
 
 def scoring_run_mark_failed(*, run_id: int, reason: str) -> None:

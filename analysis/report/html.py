@@ -6,7 +6,14 @@ import math
 from collections.abc import Sequence
 from html import escape
 
-from analysis.report.plots import alpha_plot, forest_plot, interval_plot, strength_plot, win_rate_plot
+from analysis.report.plots import (
+    alpha_plot,
+    forest_plot,
+    interval_plot,
+    strength_plot,
+    threshold_sweep_plot,
+    win_rate_plot,
+)
 from analysis.stats.analyze import AnalysisReport
 
 CSS = """
@@ -198,11 +205,15 @@ def _agreement_section(report: AnalysisReport) -> str:
     ag = report.agreement
     if ag is None:
         return "<h2>Metric-human agreement</h2><p>No metric columns in the table.</p>"
+    level = f"{ag.confidence_level:.0%}"
     parts = [
         "<h2>Metric-human agreement (Krippendorff's alpha, nominal)</h2>",
-        "<p>Each metric votes for the side it scores better, or “neither” when the scores differ by no more "
-        f"than its threshold. Human choices: left {ag.human_left:.1%}, right {ag.human_right:.1%}, neither "
-        f"{ag.human_neither:.1%} of {ag.n_comparisons} comparisons.</p>",
+        "<p>Each metric votes for the side it scores better (direction from the metric registry), or “neither” "
+        "when the scores differ by no more than its threshold: by default 0.2 pooled standard deviations of the "
+        "metric over the candidates; a pairwise judge's own vote uses 0. Each judge (model, server, prompt "
+        "version) is its own family. "
+        f"Intervals: {level}, resampling annotators. Human choices: left {ag.human_left:.1%}, right "
+        f"{ag.human_right:.1%}, neither {ag.human_neither:.1%} of {ag.n_comparisons} comparisons.</p>",
         _figure(alpha_plot(ag), "Alpha per metric, coloured by family"),
         _table(
             ["family", "metrics", "mean α", "min α", "max α"],
@@ -212,13 +223,24 @@ def _agreement_section(report: AnalysisReport) -> str:
             ],
         ),
         _table(
-            ["family", "metric", "α", "threshold", "better", "units", "raw agreement", "votes L/R/N"],
+            [
+                "family",
+                "metric",
+                "α",
+                f"{level} CI",
+                "threshold used",
+                "better",
+                "units",
+                "raw agreement",
+                "votes L/R/N",
+            ],  # fmt: skip
             [
                 [
                     escape(m.family),
                     escape(m.metric),
                     _num(m.alpha),
-                    _num(m.threshold, 4),
+                    f"[{_num(m.ci_low)}, {_num(m.ci_high)}]",
+                    f"{_num(m.threshold, 4)} ({escape(m.threshold_rule)})",
                     "higher" if m.higher_is_better else "lower",
                     str(m.n_units),
                     _num(m.raw_agreement),
@@ -229,13 +251,39 @@ def _agreement_section(report: AnalysisReport) -> str:
             left=2,
         ),
     ]
+    if ag.position_consistency:
+        parts.append("<h3>Pairwise judges: position consistency</h3>")
+        parts.append(
+            _table(
+                ["judge", "matches asked in both orders", "same side in both orders"],
+                [[escape(c.judge), str(c.n_units), _num(c.rate)] for c in ag.position_consistency],
+            )
+        )
+    if ag.excluded:
+        parts.append(
+            "<p class='note'>Left out of agreement: "
+            + "; ".join(f"{escape(e.metric)} ({escape(e.reason)})" for e in ag.excluded)
+            + ".</p>"
+        )
     if report.threshold_sweeps:
         parts.append("<h3>Alpha across similarity thresholds</h3>")
         parts.append(
+            _figure(
+                threshold_sweep_plot(report.threshold_sweeps, ag),
+                "Alpha per metric from threshold 0 to one pooled SD; the dot is the threshold used",
+            )
+        )
+        parts.append(
             _table(
-                ["metric", "threshold", "α", "metric says neither"],
+                ["metric", "threshold", "in pooled SDs", "α", "metric says neither"],
                 [
-                    [escape(s.metric), _num(s.threshold, 4), _num(s.alpha), _num(s.metric_neither)]
+                    [
+                        escape(s.metric),
+                        _num(s.threshold, 4),
+                        _num(s.sd_multiple, 2),
+                        _num(s.alpha),
+                        _num(s.metric_neither),
+                    ]
                     for s in report.threshold_sweeps
                 ],
             )

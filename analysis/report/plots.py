@@ -12,7 +12,7 @@ from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from analysis.stats.agreement import AgreementResult
+from analysis.stats.agreement import AgreementResult, ThresholdAlpha
 from analysis.stats.bradley_terry import BradleyTerryResult
 from analysis.stats.regression import LogisticRegressionResult
 from analysis.stats.win_rates import WinRate
@@ -101,6 +101,44 @@ def alpha_plot(result: AgreementResult) -> str:
     handles = [Patch(color=colour[f], label=f) for f in families]
     ax.legend(handles=handles, fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def threshold_sweep_plot(sweeps: Sequence[ThresholdAlpha], result: AgreementResult) -> str:
+    """Alpha against the "neither" threshold (in pooled SDs of each metric), one line per metric, one panel
+    per family; a marker shows the threshold each metric actually used."""
+    used = {m.metric: m for m in result.metrics}
+    by_metric: dict[str, list[ThresholdAlpha]] = {}
+    for s in sweeps:
+        if s.metric in used and _finite(s.sd_multiple):
+            by_metric.setdefault(s.metric, []).append(s)
+    families = sorted({used[m].family for m in by_metric})
+    fig = Figure(figsize=(7.0, 2.4 * max(len(families), 1) + 0.6))
+    if not families:
+        ax = fig.add_subplot()
+        ax.text(0.5, 0.5, "no metric with a threshold to sweep", ha="center", va="center")
+        ax.set_axis_off()
+        return _svg(fig)
+    axes = fig.subplots(len(families), 1, squeeze=False, sharex=True)[:, 0]
+    for ax, family in zip(axes, families, strict=True):
+        names = [m for m in by_metric if used[m].family == family]
+        for i, name in enumerate(names):
+            points = sorted(by_metric[name], key=lambda s: s.threshold)
+            xs = [p.sd_multiple for p in points]
+            ys = [p.alpha if _finite(p.alpha) else math.nan for p in points]
+            colour = PALETTE[i % len(PALETTE)]
+            ax.plot(xs, ys, "-", color=colour, linewidth=1.5, label=name)
+            chosen = used[name]
+            if _finite(chosen.pooled_sd) and chosen.pooled_sd > 0 and _finite(chosen.alpha):
+                ax.plot([chosen.threshold / chosen.pooled_sd], [chosen.alpha], "o", color=colour, markersize=6)
+        ax.axhline(0.0, color="#333333", linewidth=0.8)
+        ax.set_title(family, fontsize=9)
+        ax.set_ylabel("alpha", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    axes[-1].set_xlabel('threshold for "neither" (pooled standard deviations of the metric)')
+    fig.suptitle("Agreement against the similarity threshold (dot: threshold used)", fontsize=11)
     fig.tight_layout()
     return _svg(fig)
 

@@ -13,6 +13,7 @@ from analysis.stats.agreement import (
     metric_votes,
     nominal_alpha,
 )
+from analysis.stats.alpha import AlphaEstimate, clustered_alpha, krippendorff_alpha
 from analysis.stats.analyze import AnalysisReport, analyze
 from analysis.stats.annotators import AnnotatorSummary, PageTime, annotator_breakdown, page_times
 from analysis.stats.bootstrap import ClusterResampler, bootstrap_ratios
@@ -32,6 +33,7 @@ from analysis.stats.win_rates import Proportion, WinRate, WinRateTable, win_rate
 __all__ = [
     "COLUMNS",
     "AgreementResult",
+    "AlphaEstimate",
     "AnalysisConfig",
     "AnalysisError",
     "AnalysisReport",
@@ -54,8 +56,10 @@ __all__ = [
     "annotator_breakdown",
     "bootstrap_ratios",
     "bradley_terry",
+    "clustered_alpha",
     "code_version",
     "fit_personalization_logit",
+    "krippendorff_alpha",
     "metric_agreement",
     "metric_names",
     "metric_votes",

@@ -21,6 +21,7 @@ from analysis.stats.bootstrap import ClusterResampler
 from analysis.stats.bradley_terry import BradleyTerryResult, bradley_terry
 from analysis.stats.config import AnalysisConfig
 from analysis.stats.errors import AnalysisError
+from analysis.stats.metric_info import describe_metrics
 from analysis.stats.provenance import Provenance, code_version, now_iso, table_checksum
 from analysis.stats.regression import LogisticRegressionResult, fit_personalization_logit
 from analysis.stats.table import metric_names, prepare_table
@@ -130,6 +131,8 @@ def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> Ana
         ),
     )
     metrics = metric_names(t.frame)
+    # Family, direction and comparability from the metric registry, on every path (file, database, notebook).
+    info = describe_metrics(metrics) if config.use_metric_registry else {}
     agreement = (
         _section(
             "metric agreement",
@@ -137,26 +140,36 @@ def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> Ana
             lambda: metric_agreement(
                 t,
                 metrics=metrics,
+                info=info,
                 families=config.metric_families,
                 thresholds=config.metric_thresholds,
                 higher_is_better=config.higher_is_better,
                 default_threshold=config.default_metric_threshold,
+                threshold_sd_fraction=config.threshold_sd_fraction,
+                resampler=resampler,
+                confidence_level=config.confidence_level,
             ),
         )
         if metrics
         else None
     )
     sweeps: list[ThresholdAlpha] = []
-    if metrics and config.threshold_sweep_points > 0:
-        for m in metrics:
-            sweeps.extend(
-                alpha_threshold_sweep(
-                    t,
-                    m,
-                    default_sweep_thresholds(t, m, config.threshold_sweep_points),
-                    higher_is_better=bool(config.higher_is_better.get(m, True)),
+    if agreement is not None:
+        notes.extend(agreement.notes)
+        notes.extend(f"metric agreement: {e.metric} left out: {e.reason}" for e in agreement.excluded)
+        if config.threshold_sweep_points > 0:
+            for m in agreement.metrics:
+                if m.threshold_rule == "vote":
+                    continue  # a judge's vote has no threshold to choose
+                sweeps.extend(
+                    alpha_threshold_sweep(
+                        t,
+                        m.metric,
+                        default_sweep_thresholds(t, m.metric, config.threshold_sweep_points, sd=m.pooled_sd),
+                        higher_is_better=m.higher_is_better,
+                        sd=m.pooled_sd,
+                    )
                 )
-            )
     bt = _section(
         "Bradley-Terry",
         notes,

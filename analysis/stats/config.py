@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from analysis.stats._results import json_safe
-from analysis.stats.agreement import DEFAULT_THRESHOLD
+from analysis.stats.agreement import DEFAULT_SD_FRACTION
 
 DEFAULT_SEED = 20_251_130
 DEFAULT_RESAMPLES = 2_000
@@ -25,8 +25,10 @@ class AnalysisConfig:
     ``reference_levels`` keys: ``model_personalized``, ``model_generic``, ``round_stage`` (unset ones
     default to the model that wins most and the final round). ``regression_formula`` is a patsy formula
     or a ``str.format`` template over those keys. ``metric_thresholds`` maps metric -> similarity
-    threshold (others use ``default_metric_threshold``); ``metric_families`` metric -> family name;
-    ``higher_is_better`` metric -> bool (default True).
+    threshold; the others use ``default_metric_threshold`` when set, else ``threshold_sd_fraction`` x
+    the metric's pooled standard deviation over the candidates. Family and direction come from the
+    metric registry (``use_metric_registry``); ``metric_families`` (metric -> family name) and
+    ``higher_is_better`` (metric -> bool) override it.
     """
 
     seed: int = DEFAULT_SEED
@@ -37,12 +39,14 @@ class AnalysisConfig:
     reference_levels: Mapping[str, str] = field(default_factory=dict)
     regression_formula: str | None = None
     metric_thresholds: Mapping[str, float] = field(default_factory=dict)
-    default_metric_threshold: float = DEFAULT_THRESHOLD
+    default_metric_threshold: float | None = None
+    threshold_sd_fraction: float = DEFAULT_SD_FRACTION
+    use_metric_registry: bool = True
     metric_families: Mapping[str, str] = field(default_factory=dict)
     higher_is_better: Mapping[str, bool] = field(default_factory=dict)
     bradley_terry_pseudo_wins: float = 0.0
-    threshold_sweep_points: int = 0
-    """Alpha at this many thresholds per metric (0 = off; see ``alpha_threshold_sweep``)."""
+    threshold_sweep_points: int = 11
+    """Alpha at this many thresholds per metric, 0 to 1 pooled SD (0 = off; see ``alpha_threshold_sweep``)."""
 
     def __post_init__(self) -> None:
         for name in ("reference_levels", "metric_thresholds", "metric_families", "higher_is_better"):
@@ -51,8 +55,14 @@ class AnalysisConfig:
             raise ValueError("n_resamples must be at least 1")
         if not 0.5 <= self.confidence_level < 1.0:
             raise ValueError("confidence_level must be in [0.5, 1)")
-        if self.default_metric_threshold < 0 or any(v < 0 for v in self.metric_thresholds.values()):
+        if (self.default_metric_threshold is not None and self.default_metric_threshold < 0) or any(
+            v < 0 for v in self.metric_thresholds.values()
+        ):
             raise ValueError("metric thresholds must be non-negative")
+        if self.threshold_sd_fraction < 0:
+            raise ValueError("threshold_sd_fraction must be non-negative")
+        if self.threshold_sweep_points < 0:
+            raise ValueError("threshold_sweep_points must be non-negative")
 
     def to_dict(self) -> dict[str, Any]:
         out = json_safe({f.name: getattr(self, f.name) for f in fields(self)})

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from modelserver import ChatClient, ChatConfig, ChatResult, LLMError, chat_messages
 
@@ -32,17 +33,22 @@ __all__ = [
     "RUBRICS",
     "RUBRIC_METRICS",
     "FactScoreResult",
+    "JudgeColumn",
     "JudgeError",
+    "JudgeIdentity",
     "JudgeOutcome",
     "JudgeRunner",
     "JudgeUsage",
     "NuggetResult",
     "PairwiseVerdict",
+    "judge_column",
     "judge_config_from_env",
+    "parse_judge_column",
     "parse_choice",
     "parse_list",
     "parse_rating",
     "NO_JUDGE_REASON",
+    "PAIRWISE_METRICS",
 ]
 
 NO_JUDGE_REASON = (
@@ -92,6 +98,92 @@ PROMPT_VERSIONS: dict[str, str] = {
     "needs": "persona-needs/1",
     "coverage": "need-coverage/1",
 }
+
+
+# The pairwise judge's votes per match: in the order the annotator saw (A = the match's left side), with
+# A and B swapped (translated back to left/right), and combined (both orders agree, else neither).
+PAIRWISE_METRICS: tuple[str, ...] = ("pairwise", "pairwise_first", "pairwise_swapped")
+
+
+@dataclass(frozen=True)
+class JudgeIdentity:
+    """Which judge produced a score: the model and its server, part of every judge score's identity.
+
+    ``server`` is a configured name, or the base URL's host and port; never credentials (a base URL
+    with a user or password in it is refused) and never the API key.
+    """
+
+    model: str
+    server: str
+
+    def __post_init__(self) -> None:
+        if not self.model.strip() or not self.server.strip():
+            raise ValueError("a judge needs a model name and a server")
+        if any(c in self.model + self.server for c in "\n\r\t"):
+            raise ValueError("judge model and server names must be one line")
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}@{self.server}"
+
+    @classmethod
+    def of(cls, *, model: str, base_url: str, name: str | None = None) -> JudgeIdentity:
+        return cls(model=model.strip(), server=(name or "").strip() or server_label(base_url))
+
+
+def server_label(base_url: str) -> str:
+    """The host[:port] of a server's base URL (what a judge's identity records when it has no name)."""
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"judge base URL must be an http(s) URL, not {base_url!r}")
+    if parts.username or parts.password:
+        raise ValueError("put the judge's credentials in JUDGE_API_KEY, not in its base URL")
+    return parts.hostname + (f":{parts.port}" if parts.port else "")
+
+
+def metric_prompt_version(metric: str) -> str:
+    """The prompt version(s) a judge metric's value depends on (``rubric/1``, ``atomic-facts/1+fact-support/1``)."""
+    if metric in RUBRIC_METRICS:
+        return PROMPT_VERSIONS["rubric"]
+    if metric in PERSONA_RUBRIC_METRICS:
+        return PROMPT_VERSIONS["persona_rubric"]
+    if metric in PAIRWISE_METRICS:
+        return PROMPT_VERSIONS["pairwise"]
+    pairs = {
+        "factscore": ("facts", "support"),
+        "persona_precision": ("facts", "persona_relevance"),
+        "persona_recall": ("needs", "coverage"),
+    }
+    if metric in pairs:
+        return "+".join(PROMPT_VERSIONS[p] for p in pairs[metric])
+    raise ValueError(f"{metric!r} is not a judge metric")
+
+
+JUDGE_COLUMN_PREFIX = "judge:"
+
+
+@dataclass(frozen=True)
+class JudgeColumn:
+    metric: str
+    judge: str
+    prompt_version: str
+
+
+def judge_column(metric: str, judge: JudgeIdentity | str, prompt_version: str | None = None) -> str:
+    """The comparison-table name of a judge's metric: ``judge:<model>@<server>:<prompt version>:<metric>``."""
+    label = judge.label if isinstance(judge, JudgeIdentity) else judge
+    return f"{JUDGE_COLUMN_PREFIX}{label}:{prompt_version or metric_prompt_version(metric)}:{metric}"
+
+
+def parse_judge_column(column: str) -> JudgeColumn | None:
+    """The parts of a :func:`judge_column` name, or None for a plain metric name."""
+    if not column.startswith(JUDGE_COLUMN_PREFIX):
+        return None
+    rest, _, metric = column[len(JUDGE_COLUMN_PREFIX) :].rpartition(":")
+    label, _, prompt = rest.rpartition(":")
+    if not metric or not prompt or "@" not in label:
+        return None
+    return JudgeColumn(metric=metric, judge=label, prompt_version=prompt)
 
 
 class JudgeError(Exception):
@@ -236,6 +328,10 @@ class PairwiseVerdict:
     usage: JudgeUsage
     prompt_version: str
     model: str
+    first: Literal["A", "B", "Neither"] = "Neither"
+    """The answer in the order given (A = summary_a)."""
+    swapped: Literal["A", "B", "Neither"] | None = None
+    """The answer with A and B swapped, translated back to the order given (None without both_orders)."""
 
 
 @dataclass(frozen=True)
@@ -508,6 +604,7 @@ class JudgeRunner:
         )
         first = parse_choice(self._ask(messages, ledger), _PAIRWISE)
         choice, consistent = first, True
+        unswapped: str | None = None
         if both_orders:
             _, swapped_messages = _pairwise_messages(
                 query=query, persona=persona, summary_a=summary_b, summary_b=summary_a, source=source
@@ -523,6 +620,8 @@ class JudgeRunner:
             usage=ledger.usage,
             prompt_version=version,
             model=self.config.model,
+            first=_pair_choice(first),
+            swapped=_pair_choice(unswapped) if unswapped is not None else None,
         )
 
     # fact-based judges

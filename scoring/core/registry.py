@@ -45,7 +45,14 @@ INPUTS: frozenset[str] = frozenset({"source", "reference", "query", "persona"})
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """What a metric is: its name, family, required inputs besides the summary, direction and version."""
+    """What a metric is: its name, family, required inputs besides the summary, direction and version.
+
+    ``higher_is_better`` is the side a metric votes for in a pairwise comparison (for descriptive
+    statistics such as AR and its risk band: the larger value, i.e. more abstraction, not better quality).
+    ``varies_by_side`` is False for a metric of the inputs two candidates of one query share (RA depends
+    only on the reference and the source): it cannot tell the two sides of a match apart, so agreement
+    statistics leave it out.
+    """
 
     name: str
     family: str
@@ -53,6 +60,7 @@ class MetricSpec:
     higher_is_better: bool
     version: str
     description: str
+    varies_by_side: bool = True
 
 
 @dataclass
@@ -127,7 +135,14 @@ def _version(package: str) -> str:
 
 
 def _spec(
-    name: str, family: Family, needs: Sequence[str], version: str, description: str, *, higher: bool = True
+    name: str,
+    family: Family,
+    needs: Sequence[str],
+    version: str,
+    description: str,
+    *,
+    higher: bool = True,
+    varies_by_side: bool = True,
 ) -> MetricSpec:
     return MetricSpec(
         name=name,
@@ -136,6 +151,7 @@ def _spec(
         higher_is_better=higher,
         version=version,
         description=description,
+        varies_by_side=varies_by_side,
     )
 
 
@@ -472,7 +488,9 @@ def groups() -> tuple[MetricGroup, ...]:
                             "abstractiveness",
                             ["source", "reference"],
                             core_v,
-                            f"Reference Abstraction at {unit} level: HM(R, O) (1 - c_R)^3.",
+                            f"Reference Abstraction at {unit} level: HM(R, O) (1 - c_R)^3. Depends only on the "
+                            "reference and the source, which both sides of a match share.",
+                            varies_by_side=False,
                         ),
                         _spec(
                             f"sa_{suffix}",
@@ -496,8 +514,8 @@ def groups() -> tuple[MetricGroup, ...]:
                     ["source", "reference"],
                     core_v,
                     "Hallucination risk band on bigram AR as an ordinal code: 0 extractive (AR < 0.8), "
-                    "1 balanced (0.8-1.2), 2 moderate (1.2-2.0], 3 high (> 2.0).",
-                    higher=False,
+                    "1 balanced (0.8-1.2), 2 moderate (1.2-2.0], 3 high (> 2.0). Votes like ar_2, of which it "
+                    "is a step function: for the more abstractive side.",
                 ),
             ],
             _abstractiveness_row,

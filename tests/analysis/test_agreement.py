@@ -14,6 +14,8 @@ from analysis.stats import (
     prepare_table,
 )
 from analysis.stats.agreement import VOTE_LEFT, VOTE_NEITHER, VOTE_RIGHT, human_votes
+from analysis.stats.alpha import clustered_alpha, krippendorff_alpha, unit_coincidences, value_domain
+from analysis.stats.bootstrap import ClusterResampler
 from tests.analysis.helpers import row, table
 
 NAN = np.nan
@@ -27,13 +29,76 @@ KRIPPENDORFF_2011 = [
 ]
 
 
+LEVELS = ("nominal", "ordinal", "interval", "ratio")
+
+
 @pytest.mark.parametrize(
     ("level", "published"), [("nominal", 0.743), ("ordinal", 0.815), ("interval", 0.849), ("ratio", 0.797)]
 )
 def test_krippendorff_2011_worked_example(level, published):
-    assert krippendorff.alpha(reliability_data=KRIPPENDORFF_2011, level_of_measurement=level) == pytest.approx(
-        published, abs=5e-4
+    # The project's own implementation, to the paper's three decimals.
+    assert round(krippendorff_alpha(KRIPPENDORFF_2011, level), 3) == published
+
+
+def test_worked_example_coincidences_by_hand():
+    # Krippendorff (2011) p. 3: n = 40 pairable values, value 1 coded 9 times, value 3 coded 10 times.
+    data = np.asarray(KRIPPENDORFF_2011, dtype=float)
+    domain = value_domain(data)
+    o = unit_coincidences(data, domain).sum(axis=0)
+    assert domain.tolist() == [1, 2, 3, 4, 5]
+    assert o.sum() == pytest.approx(40)
+    assert o.sum(axis=1).tolist() == pytest.approx([9, 13, 10, 5, 3])
+    assert o[0, 0] == pytest.approx(7) and o[1, 2] == pytest.approx(4 / 3)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_own_alpha_matches_the_package_on_random_data(level):
+    rng = np.random.default_rng(level.__len__())
+    for _ in range(30):
+        coders, units, values = int(rng.integers(2, 7)), int(rng.integers(5, 60)), int(rng.integers(3, 9))
+        data = rng.integers(1, values + 1, size=(coders, units)).astype(float)
+        data[rng.random(data.shape) < 0.25] = np.nan
+        expected = krippendorff.alpha(reliability_data=data, level_of_measurement=level)
+        assert abs(krippendorff_alpha(data, level) - expected) < 1e-9
+
+
+def test_codes_beyond_two_and_undefined_cases():
+    # Codes >= 3 (e.g. a 1-5 rubric or the 0-3 risk band) are ordinary values, not an IndexError.
+    a = np.asarray([0, 1, 2, 3, 3, 4, 2, 1], dtype=float)
+    b = np.asarray([0, 1, 2, 3, 4, 4, 2, 0], dtype=float)
+    assert krippendorff_alpha([a, b], "nominal") == pytest.approx(
+        krippendorff.alpha(reliability_data=[a, b], level_of_measurement="nominal")
     )
+    assert np.isnan(krippendorff_alpha([[1, 1, 1], [1, 1, np.nan]], "interval"))
+    with pytest.raises(ValueError, match="level of measurement"):
+        krippendorff_alpha([a, b], "cardinal")
+
+
+def test_annotator_clustered_interval_resamples_annotators():
+    rng = np.random.default_rng(3)
+    units, annotators = 90, 9
+    clusters = np.repeat(np.arange(annotators), units // annotators)
+    human = rng.integers(0, 3, units).astype(float)
+    metric = np.where(rng.random(units) < 0.6, human, rng.integers(0, 3, units)).astype(float)
+    resampler = ClusterResampler.draw(annotators, n_resamples=400, seed=11)
+    est = clustered_alpha([metric, human], clusters, resampler=resampler, confidence_level=0.9)
+    assert est.alpha == pytest.approx(
+        krippendorff.alpha(reliability_data=[metric, human], level_of_measurement="nominal")
+    )
+    # Reference loop: keep every unit of each drawn annotator, recompute with the package.
+    replicates = []
+    for draw in resampler.indices():
+        keep = np.concatenate([np.flatnonzero(clusters == a) for a in draw])
+        replicates.append(
+            krippendorff.alpha(reliability_data=[metric[keep], human[keep]], level_of_measurement="nominal")
+        )
+    low, high = np.percentile(replicates, [5, 95])
+    assert est.ci_low == pytest.approx(low) and est.ci_high == pytest.approx(high)
+    assert est.ci_low < est.alpha < est.ci_high
+    one = clustered_alpha(
+        [metric, human], np.zeros(units, dtype=int), resampler=ClusterResampler.draw(1, n_resamples=5, seed=1)
+    )
+    assert np.isnan(one.ci_low) and np.isnan(one.ci_high)
 
 
 def test_votes_threshold_and_direction():
@@ -113,3 +178,14 @@ def test_threshold_sweep_changes_neither_share():
     assert sweep[-1].metric_neither == 1.0
     # A metric that always says "neither" only agrees on the one human "neither": worse than chance.
     assert sweep[-1].alpha < 0
+
+
+def test_threshold_sweep_alpha_is_the_package_value_at_each_threshold():
+    t = prepare_table(_agreement_table())
+    human = human_votes(t)
+    for s in alpha_threshold_sweep(t, "random", [0.0, 0.5, 1.0], higher_is_better=False):
+        votes = metric_votes(
+            t.frame["left__random"], t.frame["right__random"], threshold=s.threshold, higher_is_better=False
+        )
+        expected = krippendorff.alpha(reliability_data=[votes, human], level_of_measurement="nominal")
+        assert s.alpha == pytest.approx(expected)

@@ -50,7 +50,11 @@ def test_report_has_every_section(report):
     assert r.agreement.get("metric_03").higher_is_better is False
     assert {m.family for m in r.agreement.metrics} == {"lexical", "judge", "unassigned"}
     assert len(r.threshold_sweeps) == 4 * 3
-    assert r.notes == ()
+    # metric_03's direction is configured, its family is not: the report says what it assumed.
+    assert r.notes == (
+        "metric 'metric_03' is not in the metric registry: family 'unassigned' assumed "
+        "(set metric_families / higher_is_better in the analysis settings to say otherwise)",
+    )
 
 
 def test_variant_final_is_out_of_round1_wins(report):

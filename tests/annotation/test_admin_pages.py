@@ -17,7 +17,7 @@ from annotation.models import Candidate, Participation
 from annotation.selectors.tournament import match_current
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
-from scoring.models import CandidateScore, ScoringRun
+from scoring.models import CandidateScore, PairwiseVote, ScoringRun
 from tests.annotation.factories import StudyFactory, join
 
 pytestmark = pytest.mark.django_db
@@ -37,6 +37,10 @@ def everything(django_capture_on_commit_callbacks):
     candidate = Candidate.objects.filter(query=query).first()
     ScoringRun.objects.create(study=study, metrics=["rouge1"])
     CandidateScore.objects.create(candidate=candidate, metric="rouge1", value=0.5, version="1")
+    PairwiseVote.objects.create(
+        match=query.bracket.matches.first(), judge_model="m", judge_server="s", prompt_version="pairwise/1",
+        order="first", choice="left",
+    )  # fmt: skip
     ResearchJob.objects.create(study=study, kind="report")
     CorpusDocument.objects.create(external_id="W1", title="A paper", abstract="An abstract.")
     Group.objects.create(name="researchers")

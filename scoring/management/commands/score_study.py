@@ -19,32 +19,64 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--study", required=True, help="study slug")
         parser.add_argument(
-            "--metrics", required=True, help="comma-separated metric names (see python -m scoring.cli --list)"
+            "--metrics", default="", help="comma-separated metric names (see python -m scoring.cli --list)"
         )
         parser.add_argument("--reference", default="titles", choices=["titles", "abstracts"])
         parser.add_argument("--source", default="abstracts", choices=["abstracts", "titles_and_abstracts"])
         parser.add_argument("--now", action="store_true", help="score in this process instead of queueing tasks")
+        parser.add_argument("--judge-model", help="the LLM judge's model (default JUDGE_MODEL)")
+        parser.add_argument("--judge-base-url", help="the judge server's base URL (default JUDGE_BASE_URL)")
+        parser.add_argument(
+            "--judge-name", default="", help="a short name for the judge's server (default: its host:port)"
+        )
+        parser.add_argument(
+            "--pairwise",
+            action="store_true",
+            help="run the annotator-style pairwise judge over the study's answered matches (both orders) "
+            "instead of scoring candidates; --metrics is then not needed",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         study = Study.objects.filter(slug=options["study"]).first()
         if study is None:
             raise CommandError(f"No study with the slug {options['study']!r}.")
         metrics = [m.strip() for m in options["metrics"].split(",") if m.strip()]
+        judge = None
+        if options["judge_model"] or options["judge_base_url"]:
+            judge = {
+                "model": options["judge_model"] or "",
+                "base_url": options["judge_base_url"] or "",
+                "name": options["judge_name"],
+            }
+        if not options["pairwise"] and not metrics:
+            raise CommandError("Give --metrics (or --pairwise for the pairwise judge).")
         try:
             if options["now"]:
                 # Run the chunks in this process: the project's Celery app (config.celery) is the current one.
                 current_app.conf.task_always_eager = True
-            run = services.scoring_run_start(
-                study=study, metrics=metrics, reference=options["reference"], source=options["source"]
-            )
+            if options["pairwise"]:
+                run = services.pairwise_run_start(study=study, judge=judge)
+                metrics = ["pairwise judge"]
+            else:
+                run = services.scoring_run_start(
+                    study=study,
+                    metrics=metrics,
+                    reference=options["reference"],
+                    source=options["source"],
+                    judge=judge,
+                )
         except ApplicationError as error:
             raise CommandError(error.message) from error
         run.refresh_from_db()
         if run.status == ScoringRun.Status.DONE or options["now"]:
             self.stdout.write(
-                self.style.SUCCESS(f"Scored {run.done} of {run.total} candidates with {', '.join(metrics)}.")
+                self.style.SUCCESS(
+                    f"Scored {run.done} of {run.total} {'matches' if options['pairwise'] else 'candidates'} "
+                    f"with {', '.join(metrics)}."
+                )
             )
         else:
             self.stdout.write(
-                f"Queued scoring run {run.pk}: {run.total} candidates in chunks; progress on the research page."
+                f"Queued scoring run {run.pk}: {run.total} {'matches' if options['pairwise'] else 'candidates'} in "
+                "chunks; progress on the research page."
             )

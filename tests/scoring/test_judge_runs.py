@@ -1,0 +1,197 @@
+"""Judges as part of a score's identity, and the pairwise judge over a study's real matches.
+
+Two OpenAI-compatible stand-in servers play two judges with scripted answer policies, so what each
+judge stores, and how much it agrees with the annotators, is known by construction.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+import krippendorff
+import numpy as np
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from analysis.selectors import comparison_frame, comparison_rows
+from analysis.services import analysis_config_for
+from analysis.stats import analyze
+from annotation.models import Candidate, Judgment
+from kernel.exceptions import ApplicationError
+from scoring.core.judges import judge_column
+from scoring.models import CandidateScore, PairwiseVote, ScoringRun
+from scoring.services import pairwise_run_start, scoring_run_start
+from tests.analysis.conftest import played_study  # noqa: F401 - the fixture: a study with real answers
+from tests.support.openai_standin import openai_standin
+
+pytestmark = pytest.mark.django_db
+
+PAIR = re.compile(r"Summary A:\n(.*?)\n\nSummary B:\n(.*?)\n\nWhich summary", re.S)
+ONE = re.compile(r"Summary:\n(.*?)\n\nEvaluation criterion", re.S)
+
+
+def _user(body: dict[str, Any]) -> str:
+    return str(body["messages"][-1]["content"])
+
+
+def rate_by_length(body: dict[str, Any]) -> str:
+    """Judge A: 1-5 by the summary's length in words (longer is better)."""
+    match = ONE.search(_user(body))
+    assert match is not None
+    return str(min(5, 1 + len(match.group(1).split()) // 25))
+
+
+def rate_by_letters(body: dict[str, Any]) -> str:
+    """Judge B: 1-5 by the count of the letter e, a rating unrelated to judge A's."""
+    match = ONE.search(_user(body))
+    assert match is not None
+    return str(1 + match.group(1).count("e") % 5)
+
+
+def prefer_longer(body: dict[str, Any]) -> str:
+    match = PAIR.search(_user(body))
+    assert match is not None
+    a, b = len(match.group(1).split()), len(match.group(2).split())
+    return "A" if a > b else "B" if b > a else "Neither"
+
+
+def always_a(body: dict[str, Any]) -> str:
+    return "A"
+
+
+@pytest.fixture(autouse=True)
+def _judge_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUDGE_CACHE_DIR", str(tmp_path / "judge-cache"))
+    for name in ("JUDGE_BASE_URL", "JUDGE_MODEL", "JUDGE_NAME"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_two_judges_scores_coexist_and_each_is_a_family(played_study, django_capture_on_commit_callbacks):  # noqa: F811
+    with openai_standin(rate_by_length) as a, openai_standin(rate_by_letters) as b:
+        for server, name in ((a, "judge-a"), (b, "")):
+            with django_capture_on_commit_callbacks(execute=True):
+                run = scoring_run_start(
+                    study=played_study,
+                    metrics=["geval_fluency"],
+                    judge={"model": "standin-model", "base_url": server.base_url, "name": name},
+                )
+            run.refresh_from_db()
+            assert run.status == ScoringRun.Status.DONE, run.error
+    server_b = b.base_url.split("//")[1].split("/")[0]  # host:port, the server's label without a name
+    candidates = Candidate.objects.filter(query__participation__study=played_study, status="done")
+    scores = CandidateScore.objects.filter(metric="geval_fluency")
+    assert scores.count() == 2 * candidates.count()
+    assert set(scores.values_list("judge_server", flat=True)) == {"judge-a", server_b}
+    assert set(scores.values_list("prompt_version", flat=True)) == {"rubric/1"}
+    # Each judge's scores are its own policy's ratings of the candidate's text.
+    for score in scores.select_related("candidate"):
+        words, es = len(score.candidate.text.split()), score.candidate.text.count("e")
+        expected = min(5, 1 + words // 25) if score.judge_server == "judge-a" else 1 + es % 5
+        assert score.value == expected
+    col_a = judge_column("geval_fluency", "standin-model@judge-a")
+    col_b = judge_column("geval_fluency", f"standin-model@{server_b}")
+    assert col_a == "judge:standin-model@judge-a:rubric/1:geval_fluency"
+    frame = comparison_frame(study=played_study)
+    assert {f"left__{col_a}", f"right__{col_b}"} <= set(frame.columns)
+    report = analyze(frame, config=analysis_config_for(frame, seed=1, n_resamples=50))
+    assert report.agreement is not None
+    families = {m.metric: m.family for m in report.agreement.metrics}
+    assert families == {col_a: "llm_judge:standin-model@judge-a", col_b: f"llm_judge:standin-model@{server_b}"}
+    assert len(report.agreement.families) == 2
+
+
+def test_judge_settings_are_checked(played_study):  # noqa: F811
+    with pytest.raises(ApplicationError) as error:
+        scoring_run_start(study=played_study, metrics=["geval_fluency"], judge={"model": "m", "base_url": "ftp://x"})
+    assert error.value.field == "judge" and "http" in error.value.message
+    with pytest.raises(ApplicationError, match="JUDGE_API_KEY"):
+        pairwise_run_start(study=played_study, judge={"model": "m", "base_url": "http://user:secret@host/v1"})
+    with pytest.raises(ApplicationError, match="at most 100 characters"):
+        pairwise_run_start(study=played_study, judge={"model": "m" * 101, "base_url": "http://host/v1"})
+    with pytest.raises(ApplicationError, match="Unknown judge settings: api_key"):
+        pairwise_run_start(study=played_study, judge={"model": "m", "base_url": "http://host/v1", "api_key": "k"})
+    with pytest.raises(ApplicationError, match="Configure a judge"):
+        pairwise_run_start(study=played_study)
+    assert not ScoringRun.objects.exists()
+
+
+def _human_codes(rows: list[dict[str, Any]]) -> list[float]:
+    return [{"left": 0.0, "right": 1.0, "neither": 2.0}[r["choice"]] for r in rows]
+
+
+def test_pairwise_judge_over_real_matches_in_both_orders(played_study, django_capture_on_commit_callbacks):  # noqa: F811
+    with openai_standin(prefer_longer) as fair, openai_standin(always_a) as biased:
+        for server, name in ((fair, "fair"), (biased, "biased")):
+            with django_capture_on_commit_callbacks(execute=True):
+                run = pairwise_run_start(
+                    study=played_study, judge={"model": "standin-model", "base_url": server.base_url, "name": name}
+                )
+            run.refresh_from_db()
+            assert run.status == ScoringRun.Status.DONE and run.done == Judgment.objects.count(), run.error
+        # Every match asked in the order shown and swapped (a prompt already answered may come from the
+        # judge's cache, so the pairs asked are compared, not the number of calls).
+        pairs = {
+            pair
+            for j in Judgment.objects.select_related("match__left", "match__right")
+            for pair in ((j.match.left.text, j.match.right.text), (j.match.right.text, j.match.left.text))
+        }
+        for server in (fair, biased):
+            asked = {m.groups() for m in (PAIR.search(_user(b)) for b in server.requests) if m}
+            assert asked == {(a.strip(), b.strip()) for a, b in pairs}
+    assert PairwiseVote.objects.count() == 2 * 2 * Judgment.objects.count()
+    # The position-biased judge says A every time: left as shown, right when swapped.
+    biased_votes = PairwiseVote.objects.filter(judge_server="biased")
+    assert set(biased_votes.filter(order="first").values_list("choice", flat=True)) == {"left"}
+    assert set(biased_votes.filter(order="swapped").values_list("choice", flat=True)) == {"right"}
+
+    rows = comparison_rows(study=played_study)
+    human = _human_codes(rows)
+    longer = []
+    for r in rows:
+        left = len(Candidate.objects.get(pk=r["left_candidate"]).text.split())
+        right = len(Candidate.objects.get(pk=r["right_candidate"]).text.split())
+        longer.append(0.0 if left > right else 1.0 if right > left else 2.0)
+    expected = krippendorff.alpha(reliability_data=[longer, human], level_of_measurement="nominal")
+
+    frame = comparison_frame(study=played_study)
+    report = analyze(frame, config=analysis_config_for(frame, seed=3, n_resamples=200))
+    agreement = report.agreement
+    assert agreement is not None
+    fair_vote = agreement.get(judge_column("pairwise", "standin-model@fair"))
+    assert fair_vote.alpha == pytest.approx(expected)
+    assert fair_vote.threshold == 0.0 and fair_vote.threshold_rule == "vote"
+    assert fair_vote.n_units == len(rows) and np.isfinite(fair_vote.ci_low)
+    assert fair_vote.family == "llm_judge:standin-model@fair"
+    consistency = {c.judge: c.rate for c in agreement.position_consistency}
+    assert consistency == {"standin-model@fair": 1.0, "standin-model@biased": 0.0}
+    # Combined, the biased judge always says neither: it agrees only where the annotators said neither.
+    biased = agreement.get(judge_column("pairwise", "standin-model@biased"))
+    assert biased.metric_neither == 1.0
+    assert biased.raw_agreement == pytest.approx(np.mean(np.asarray(human) == 2.0))
+    # Judge votes are not swept: they have no threshold to choose.
+    assert not any(s.metric.startswith("judge:") for s in report.threshold_sweeps)
+
+
+def test_score_study_command_runs_the_pairwise_judge(played_study, django_capture_on_commit_callbacks):  # noqa: F811
+    out = io.StringIO()
+    with openai_standin(prefer_longer) as server, django_capture_on_commit_callbacks(execute=True):
+        call_command(
+            "score_study",
+            "--study",
+            played_study.slug,
+            "--pairwise",
+            "--judge-model",
+            "standin-model",
+            "--judge-base-url",
+            server.base_url,
+            "--judge-name",
+            "cli-judge",
+            stdout=out,
+        )
+    assert set(PairwiseVote.objects.values_list("judge_server", flat=True)) == {"cli-judge"}
+    assert PairwiseVote.objects.count() == 2 * Judgment.objects.count()
+    with pytest.raises(CommandError, match="--metrics"):
+        call_command("score_study", "--study", played_study.slug)
