@@ -100,7 +100,9 @@ def test_annotators_never_see_statistics(played_study, client):
     participation = played_study.participations.first()
     annotator = Client()
     annotator.force_login(participation.annotator)
-    assert annotator.get(f"/research/studies/{played_study.slug}/").status_code == 302  # to the login page
+    refused = annotator.get(f"/research/studies/{played_study.slug}/")
+    assert refused.status_code == 403 and "not a researcher account" in refused.content.decode()
+    assert Client().get(f"/research/studies/{played_study.slug}/")["Location"].startswith("/accounts/login/")
     assert annotator.get(f"/api/v1/research/studies/{played_study.slug}/comparisons/").status_code == 403
     assert client.get(f"/api/v1/research/studies/{played_study.slug}/comparisons/").status_code in (401, 403)
 
