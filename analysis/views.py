@@ -6,12 +6,14 @@ from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import urlencode
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.views import redirect_to_login
+from django.db import transaction
 from django.db.models import Count, Q
-from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
+from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
@@ -34,20 +36,22 @@ from kernel.exceptions import ApplicationError
 from scoring.models import ScoringRun
 from scoring.services import scoring_run_start
 
+View = TypeVar("View", bound=Callable[..., HttpResponseBase])
 
-def researcher_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+
+def researcher_required(view: View) -> View:
     """Signed out: to the sign-in page. Signed in without being a researcher (an annotator, staff outside the
     researchers group): 403 with a page saying so, not the sign-in form again."""
 
     @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
         if not is_researcher(request.user):
             return render(request, "analysis/not_researcher.html", status=403)
         return view(request, *args, **kwargs)
 
-    return wrapped
+    return cast(View, wrapped)
 
 
 def _offline_metrics() -> list[str]:
@@ -180,10 +184,12 @@ def latest_report(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def api_token(request: HttpRequest) -> HttpResponse:
     """The researcher's API token: shown, created on request, replaced (the old one stops working)."""
-    token = Token.objects.filter(user=request.user).first()
+    user = cast(Any, request.user)  # signed in: researcher_required let only researchers through
+    token = Token.objects.filter(user=user).first()
     if request.method == "POST":
-        if token is not None:
-            token.delete()
-        token = Token.objects.create(user=request.user)
+        with transaction.atomic():  # two presses at once: the user's row lock makes them one after the other
+            get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+            Token.objects.filter(user=user).delete()
+            Token.objects.create(user=user)
         return redirect("analysis:token")
     return render(request, "analysis/token.html", {"token": token})
