@@ -175,7 +175,32 @@ SYSTEM_INLINE_FIELDS: list[str] = [
 ]
 
 
-class StudySystemInline(admin.TabularInline):
+class StudyPartInline(admin.TabularInline):
+    """Rows that are part of a study (its systems, its members): they follow the study's permissions, since
+    the study's service saves them with it. Whoever may add the study, or change it as its owner, edits
+    them; whoever may view it sees them."""
+
+    def _edits(self, request: HttpRequest, obj: Study | None) -> bool:
+        if obj is None:
+            return request.user.has_perm("annotation.add_study")
+        return request.user.has_perm("annotation.change_study") and study_allows(
+            user=request.user, study=obj, action=StudyAction.MANAGE
+        )
+
+    def has_view_permission(self, request: HttpRequest, obj: Study | None = None) -> bool:  # type: ignore[override]
+        return request.user.has_perm("annotation.view_study") or self._edits(request, obj)
+
+    def has_add_permission(self, request: HttpRequest, obj: Study | None) -> bool:  # type: ignore[override]
+        return self._edits(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Study | None = None) -> bool:  # type: ignore[override]
+        return self._edits(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Study | None = None) -> bool:  # type: ignore[override]
+        return self._edits(request, obj)
+
+
+class StudySystemInline(StudyPartInline):
     model = StudySystem
     formset = StudySystemFormSet
     extra = 0
@@ -187,37 +212,19 @@ class StudySystemInline(admin.TabularInline):
     def get_readonly_fields(self, request: HttpRequest, obj: Study | None = None) -> list[str]:  # type: ignore[override]
         return list(SYSTEM_INLINE_FIELDS) if self._locked(obj) else []
 
-    def _manages(self, request: HttpRequest, obj: Study | None) -> bool:
-        return obj is None or study_allows(user=request.user, study=obj, action=StudyAction.MANAGE)
-
     def has_add_permission(self, request: HttpRequest, obj: Study | None) -> bool:  # type: ignore[override]
-        return not self._locked(obj) and self._manages(request, obj) and super().has_add_permission(request, obj)
-
-    def has_change_permission(self, request: HttpRequest, obj: Study | None = None) -> bool:  # type: ignore[override]
-        return self._manages(request, obj) and super().has_change_permission(request, obj)
+        return not self._locked(obj) and self._edits(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Study | None = None) -> bool:  # type: ignore[override]
-        return not self._locked(obj) and self._manages(request, obj) and super().has_delete_permission(request, obj)
+        return not self._locked(obj) and self._edits(request, obj)
 
 
-class StudyMembershipInline(admin.TabularInline):
+class StudyMembershipInline(StudyPartInline):
     """The study's members and their roles; owners (and superusers) change them."""
 
     model = StudyMembership
     extra = 0
     fields = ["user", "role"]
-
-    def _manages(self, request: HttpRequest, obj: Study | None) -> bool:
-        return obj is None or study_allows(user=request.user, study=obj, action=StudyAction.MANAGE)
-
-    def has_add_permission(self, request: HttpRequest, obj: Study | None) -> bool:  # type: ignore[override]
-        return self._manages(request, obj) and super().has_add_permission(request, obj)
-
-    def has_change_permission(self, request: HttpRequest, obj: Study | None = None) -> bool:  # type: ignore[override]
-        return self._manages(request, obj) and super().has_change_permission(request, obj)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Study | None = None) -> bool:  # type: ignore[override]
-        return self._manages(request, obj) and super().has_delete_permission(request, obj)
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "user":  # researchers and staff, not every annotator account

@@ -219,3 +219,47 @@ def test_the_admin_form_refuses_a_disallowed_model_server(admin_client, settings
     assert response.status_code == 200
     assert "the model server host &#x27;evil.example&#x27; is not allowed" in response.content.decode()
     assert not StudySystem.objects.filter(backend_settings__base_url="http://evil.example/v1").exists()
+
+
+# --- the admin's study page ------------------------------------------------------------------------------
+
+
+def _member_rows(*rows: dict) -> dict[str, str]:
+    data = {"memberships-TOTAL_FORMS": str(len(rows)), "memberships-INITIAL_FORMS": "0"}
+    for i, row in enumerate(rows):
+        data |= {f"memberships-{i}-{k}": str(v) for k, v in row.items()}
+    return data
+
+
+def test_an_owner_edits_the_study_and_its_members_in_the_admin(world):
+    owner = _client(world.users["owner_member"])
+    study = world.study
+    colleague = world.users["researcher_non_member"]
+    data = _form_data(study, title="Renamed by its owner") | _member_rows({"user": colleague.pk, "role": "viewer"})
+    response = owner.post(_change_url(study), data)
+    assert response.status_code == 302, response.content.decode()
+    assert Study.objects.get(pk=study.pk).title == "Renamed by its owner"
+    assert StudyMembership.objects.get(study=study, user=colleague).role == "viewer"
+    # A model server address is the superuser's to set, on the admin page too.
+    other = StudyFactory(slug="owned-draft", status=Study.Status.DRAFT)
+    StudyMembership.objects.create(study=other, user=world.users["owner_member"], role="owner")
+    rows = [
+        {"generation_backend": "openai", "backend_settings": json.dumps({"base_url": "http://127.0.0.1:1/v1"})},
+        {},
+        {},
+        {},
+    ]
+    refused = owner.post(_change_url(other), _form_data(other, systems=rows))
+    assert refused.status_code == 200
+    assert "only an administrator (superuser) may set base_url" in refused.content.decode()
+    assert not StudySystem.objects.filter(study=other, generation_backend="openai").exists()
+
+
+def test_a_viewer_with_the_change_permission_cannot_save_the_study(world):
+    viewer = world.users["viewer_member"]
+    viewer.is_staff = True
+    viewer.save(update_fields=["is_staff"])
+    viewer.user_permissions.add(*world.users["owner_member"].user_permissions.all())
+    response = _client(viewer).post(_change_url(world.study), _form_data(world.study, title="Not mine to rename"))
+    assert response.status_code == 403
+    assert Study.objects.get(pk=world.study.pk).title == "Matrix study"
