@@ -4,15 +4,16 @@ is 404, a role too low for the action is 403."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import FileResponse, Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
-from rest_framework import exceptions, serializers, status
+from rest_framework import exceptions, renderers, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -104,10 +105,23 @@ class ScoringRunsApi(APIView):
         )
 
 
+class AnyFileRenderer(renderers.BaseRenderer):
+    """Lets a download be asked for with any Accept header (`text/csv`, `application/octet-stream`): the
+    file is sent as it is; an error is still the usual JSON body."""
+
+    media_type = "*/*"
+    format = "file"
+    charset = None
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        return data if isinstance(data, bytes) else json.dumps(data).encode()
+
+
 class JobFileApi(APIView):
     """Download one output file of a finished job (an export, the report): `Authorization: Token KEY`."""
 
     permission_classes = [IsResearcher]
+    renderer_classes = [renderers.JSONRenderer, AnyFileRenderer]
 
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY, 404: dict})
     def get(self, request: Request, job_id: int, name: str) -> FileResponse:

@@ -227,6 +227,7 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         "invitations:GET": ["annotation.view_study", "annotation.view_invitation"],
         "invitations:POST": ["annotation.view_study", "annotation.add_invitation"],
         "progress": ["annotation.view_study", "annotation.view_participation"],
+        "metadata": ["annotation.view_study"],  # OPTIONS
     }
     serializer_class = s.StudySerializer
     lookup_field = "slug"
@@ -298,6 +299,7 @@ class FailedCandidateAdminViewSet(viewsets.ReadOnlyModelViewSet):
         "retrieve": ["annotation.view_candidate"],
         "retry": ["annotation.view_candidate", "annotation.change_candidate"],
         "retry_all": ["annotation.view_candidate", "annotation.change_candidate"],
+        "metadata": ["annotation.view_candidate"],  # OPTIONS
     }
     serializer_class = s.AdminCandidateSerializer
     queryset = Candidate.objects.none()

@@ -108,6 +108,10 @@ def test_a_researcher_downloads_an_export_with_a_token(world):
     response = script.get(f"/api/v1/research/jobs/{world.export.pk}/files/comparisons.csv")
     assert response.status_code == 200 and b"".join(response.streaming_content) == EXPORT_CSV
     assert 'filename="comparisons.csv"' in response["Content-Disposition"]
+    as_csv = script.get(f"/api/v1/research/jobs/{world.export.pk}/files/comparisons.csv", HTTP_ACCEPT="text/csv")
+    assert as_csv.status_code == 200 and b"".join(as_csv.streaming_content) == EXPORT_CSV
+    missing = script.get(f"/api/v1/research/jobs/{world.export.pk}/files/nope.csv", HTTP_ACCEPT="text/csv")
+    assert missing.status_code == 404 and b"no output file" in missing.content
     # Replacing the token stops the old one.
     browser.post("/research/token/")
     stale = script.get(f"/api/v1/research/jobs/{world.export.pk}/")
@@ -263,3 +267,9 @@ def test_a_viewer_with_the_change_permission_cannot_save_the_study(world):
     response = _client(viewer).post(_change_url(world.study), _form_data(world.study, title="Not mine to rename"))
     assert response.status_code == 403
     assert Study.objects.get(pk=world.study.pk).title == "Matrix study"
+
+
+def test_options_follows_the_view_permission(world):
+    assert _api(world.users["admin"]).options("/api/v1/admin/studies/").status_code == 200
+    assert _api(world.users["researcher_member"]).options("/api/v1/admin/failed-candidates/").status_code == 200
+    assert _api(world.users["staff_no_perms"]).options("/api/v1/admin/studies/").status_code == 403
