@@ -152,14 +152,14 @@ class StudySystemFormSet(BaseInlineFormSet):
         study = self.instance  # carries the study form's valid values (Django builds it before this runs)
         stored = Study.objects.get(pk=study.pk) if study.pk else None
         try:
+            study_check_privileged_settings(
+                by=self.by, retrieval_settings=study.retrieval_settings, systems=_system_specs(self), study=stored
+            )
             study_validate(
                 fields={name: getattr(study, name) for name in STUDY_FIELDS},
                 systems=_system_specs(self),
                 status=study.status,
                 study=stored,
-            )
-            study_check_privileged_settings(
-                by=self.by, retrieval_settings=study.retrieval_settings, systems=_system_specs(self), study=stored
             )
         except ApplicationError as error:
             raise forms.ValidationError(error.message) from error

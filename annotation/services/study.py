@@ -137,9 +137,10 @@ def _validate_model_server(spec: Mapping[str, Any]) -> None:
         host = parts.hostname if parts else None
     except ValueError:
         parts, host = None, None
-    if parts is None or parts.scheme not in ("http", "https") or not host:
+    # No user part or backslash either: clients disagree on where such an address's host begins.
+    if parts is None or parts.scheme not in ("http", "https") or not host or "@" in parts.netloc or "\\" in url:
         raise ApplicationError(
-            f"System {spec.get('label', '')!r}: base_url must be an http:// or https:// address, not {str(url)[:200]!r}.",
+            f"System {spec.get('label', '')!r}: base_url must be a plain http:// or https:// address (no user part), not {str(url)[:200]!r}.",
             field="systems",
         )
     allowed = list(getattr(settings, "MODEL_SERVER_ALLOWED_HOSTS", []))

@@ -161,6 +161,12 @@ def test_only_a_superuser_sets_a_model_server_and_only_on_an_allowed_host(world,
         "/api/v1/admin/studies/", {**body, "systems": _openai_systems("file:///etc/passwd")}, format="json"
     )
     assert bad_scheme.status_code == 400 and "http:// or https://" in bad_scheme.json()["message"]
+    tricked = admin.post(
+        "/api/v1/admin/studies/",
+        {**body, "systems": _openai_systems("http://169.254.169.254@127.0.0.1/v1")},
+        format="json",
+    )
+    assert tricked.status_code == 400 and "http:// or https://" in tricked.json()["message"]
     sub = admin.post(
         "/api/v1/admin/studies/",
         {**body, "systems": _openai_systems("https://gpu1.models.example.org/v1")},
