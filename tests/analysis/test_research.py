@@ -205,3 +205,14 @@ def test_import_legacy_export_then_analyse(tmp_path):
     bad.write_bytes(b"not a zip")
     with pytest.raises(CommandError):
         call_command("import_legacy_export", str(bad), "--study", "legacy")
+
+
+def test_a_finished_scoring_run_is_not_polled(played_study, researcher_client):
+    """The page reloads when a polled job ends, so polling a finished run reloaded it for ever."""
+    from scoring.models import ScoringRun
+
+    done = ScoringRun.objects.create(study=played_study, metrics=["rouge1"], status="done")
+    running = ScoringRun.objects.create(study=played_study, metrics=["chrf"], status="running")
+    page = researcher_client.get(f"/research/studies/{played_study.slug}/").content.decode()
+    assert f"/research/scoring/{running.pk}/status/" in page
+    assert f"/research/scoring/{done.pk}/status/" not in page
