@@ -102,6 +102,7 @@ def test_annotators_never_see_statistics(played_study, client):
     annotator.force_login(participation.annotator)
     refused = annotator.get(f"/research/studies/{played_study.slug}/")
     assert refused.status_code == 403 and "not a researcher account" in refused.content.decode()
+    assert "Sign out" not in refused.content.decode()  # an annotator has no password to sign in again with
     assert Client().get(f"/research/studies/{played_study.slug}/")["Location"].startswith("/accounts/login/")
     assert annotator.get(f"/api/v1/research/studies/{played_study.slug}/comparisons/").status_code == 403
     assert client.get(f"/api/v1/research/studies/{played_study.slug}/comparisons/").status_code in (401, 403)
