@@ -279,3 +279,20 @@ def test_options_follows_the_view_permission(world):
     assert _api(world.users["admin"]).options("/api/v1/admin/studies/").status_code == 200
     assert _api(world.users["researcher_member"]).options("/api/v1/admin/failed-candidates/").status_code == 200
     assert _api(world.users["staff_no_perms"]).options("/api/v1/admin/studies/").status_code == 403
+
+
+def test_the_study_member_command_makes_a_researcher(world):
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+    from django.core.management import CommandError, call_command
+
+    alice = get_user_model().objects.create_user("alice", password="pw")
+    Group.objects.get(name="researchers").permissions.clear()  # the command gives the group its view permissions
+    call_command("study_member", study="matrix", user="alice", role="viewer")
+    call_command("study_member", study="matrix", user="alice", role="researcher")  # a second run changes the role
+    assert StudyMembership.objects.get(study__slug="matrix", user=alice).role == "researcher"
+    alice = get_user_model().objects.get(pk=alice.pk)  # fresh permission cache
+    assert alice.has_perm("annotation.view_study") and not alice.has_perm("annotation.change_study")
+    assert _client(alice).get("/research/studies/matrix/").status_code == 200
+    with pytest.raises(CommandError, match="No study with the slug 'nope'"):
+        call_command("study_member", study="nope", user="alice", role="viewer")
