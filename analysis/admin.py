@@ -3,12 +3,15 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from analysis.models import ResearchJob
+from annotation.admin import STUDY_FILTER, StudyScopedAdmin
 
 
 @admin.register(ResearchJob)
-class ResearchJobAdmin(admin.ModelAdmin):
+class ResearchJobAdmin(StudyScopedAdmin):
+    """Jobs of the studies the user researches (docs/permissions.md)."""
+
     list_display = ["pk", "study", "kind", "status", "progress", "created_at", "research_page"]
-    list_filter = ["kind", "status", "study"]
+    list_filter = ["kind", "status", ("study", STUDY_FILTER)]
     readonly_fields = [f.name for f in ResearchJob._meta.fields]
 
     @admin.display(description="Results")

@@ -6,6 +6,7 @@ app_name = "analysis"
 
 urlpatterns = [
     path("", views.study_list, name="studies"),
+    path("token/", views.api_token, name="token"),
     path("studies/<slug:slug>/", views.study_dashboard, name="study"),
     path("studies/<slug:slug>/jobs/", views.job_start, name="job-start"),
     path("studies/<slug:slug>/report/", views.latest_report, name="report"),

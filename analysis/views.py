@@ -2,28 +2,56 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import urlencode
 
-from django.contrib.auth.decorators import user_passes_test
+from django.contrib.auth import get_user_model
+from django.contrib.auth.views import redirect_to_login
+from django.db import transaction
 from django.db.models import Count, Q
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
+from rest_framework.authtoken.models import Token
 
 from analysis import services
 from analysis.models import ResearchJob
-from analysis.permissions import is_researcher
+from analysis.permissions import (
+    is_researcher,
+    research_job,
+    research_job_file,
+    research_scoring_run,
+    research_studies,
+    research_study,
+)
 from analysis.serializers import job_json
-from annotation.models import Candidate, Judgment, Query, Study
+from annotation.models import Candidate, Judgment, Query
+from annotation.selectors.membership import StudyAction, study_allows
 from kernel.exceptions import ApplicationError
 from scoring.models import ScoringRun
 from scoring.services import scoring_run_start
 
-researcher_required = user_passes_test(is_researcher, login_url="admin:login")
+View = TypeVar("View", bound=Callable[..., HttpResponseBase])
+
+
+def researcher_required(view: View) -> View:
+    """Signed out: to the sign-in page. Signed in without being a researcher (an annotator, staff outside the
+    researchers group): 403 with a page saying so, not the sign-in form again."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not is_researcher(request.user):
+            return render(request, "analysis/not_researcher.html", status=403)
+        return view(request, *args, **kwargs)
+
+    return cast(View, wrapped)
 
 
 def _offline_metrics() -> list[str]:
@@ -45,7 +73,7 @@ def _stress_tests() -> list[str]:
 
 @researcher_required
 def study_list(request: HttpRequest) -> HttpResponse:
-    studies = Study.objects.annotate(
+    studies = research_studies(user=request.user).annotate(
         n_participants=Count("participations", distinct=True),
         n_completed=Count("participations", filter=Q(participations__completed_at__isnull=False), distinct=True),
     )
@@ -54,7 +82,7 @@ def study_list(request: HttpRequest) -> HttpResponse:
 
 @researcher_required
 def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_object_or_404(Study, slug=slug)
+    study = research_study(user=request.user, slug=slug)
     judgments = Judgment.objects.filter(match__bracket__query__participation__study=study)
     seconds = [s for s in judgments.values_list("seconds_on_page", flat=True) if s is not None]
 
@@ -78,6 +106,7 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
             kind=ResearchJob.Kind.REPORT, status=ResearchJob.Status.DONE
         ).first(),
         "error": request.GET.get("error", ""),
+        "can_analyse": study_allows(user=request.user, study=study, action=StudyAction.ANALYSE),
     }
     return render(request, "analysis/study_dashboard.html", context)
 
@@ -85,7 +114,7 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 @require_POST
 def job_start(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_object_or_404(Study, slug=slug)
+    study = research_study(user=request.user, slug=slug, action=StudyAction.ANALYSE)
     kind = request.POST.get("kind", "")
     options: dict[str, Any] = {}
     try:
@@ -117,12 +146,12 @@ def _int(value: str, field: str) -> int:
 
 @researcher_required
 def job_status(request: HttpRequest, job_id: int) -> JsonResponse:
-    return JsonResponse(job_json(get_object_or_404(ResearchJob, pk=job_id)))
+    return JsonResponse(job_json(research_job(user=request.user, job_id=job_id)))
 
 
 @researcher_required
 def scoring_status(request: HttpRequest, run_id: int) -> JsonResponse:
-    run = get_object_or_404(ScoringRun, pk=run_id)
+    run = research_scoring_run(user=request.user, run_id=run_id)
     return JsonResponse(
         {
             "id": run.pk,
@@ -137,20 +166,30 @@ def scoring_status(request: HttpRequest, run_id: int) -> JsonResponse:
 
 @researcher_required
 def job_file(request: HttpRequest, job_id: int, name: str) -> FileResponse:
-    job = get_object_or_404(ResearchJob, pk=job_id, status=ResearchJob.Status.DONE)
-    if name not in job.files:
-        raise Http404
-    path = services.job_dir(job) / name
-    if not path.resolve().is_relative_to(services.job_dir(job).resolve()):
-        raise Http404
+    path = research_job_file(user=request.user, job_id=job_id, name=name)
     inline = Path(name).suffix in (".html", ".svg") and request.GET.get("download") != "1"
     return FileResponse(path.open("rb"), as_attachment=not inline, filename=Path(name).name)
 
 
 @researcher_required
 def latest_report(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_object_or_404(Study, slug=slug)
+    study = research_study(user=request.user, slug=slug, action=StudyAction.ANALYSE)
     job = study.research_jobs.filter(kind=ResearchJob.Kind.REPORT, status=ResearchJob.Status.DONE).first()
     if job is None or "report.html" not in job.files:
         return render(request, "analysis/no_report.html", {"study": study}, status=404)
     return redirect("analysis:job-file", job_id=job.pk, name="report.html")
+
+
+@researcher_required
+@require_http_methods(["GET", "POST"])
+def api_token(request: HttpRequest) -> HttpResponse:
+    """The researcher's API token: shown, created on request, replaced (the old one stops working)."""
+    user = cast(Any, request.user)  # signed in: researcher_required let only researchers through
+    token = Token.objects.filter(user=user).first()
+    if request.method == "POST":
+        with transaction.atomic():  # two presses at once: the user's row lock makes them one after the other
+            get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+            Token.objects.filter(user=user).delete()
+            Token.objects.create(user=user)
+        return redirect("analysis:token")
+    return render(request, "analysis/token.html", {"token": token})

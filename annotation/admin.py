@@ -1,4 +1,8 @@
-"""Django admin for running studies: status, invitations, progress, generation jobs, matches."""
+"""Django admin for running studies: status, invitations, progress, generation jobs, matches.
+
+Superusers see everything. Anyone else needs the Django model permission for a page and, for each row,
+a membership of its study whose role allows the action (annotation.selectors.membership, the same
+rules the admin API and the research pages follow; docs/permissions.md has the table)."""
 
 from __future__ import annotations
 
@@ -6,10 +10,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
@@ -27,9 +33,18 @@ from annotation.models import (
     Query,
     RetrievedDocument,
     Study,
+    StudyMembership,
     StudySystem,
 )
+from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
 from annotation.services.generation import candidates_retry_failed
+from annotation.services.membership import (
+    membership_remove,
+    membership_set,
+    study_check_privileged_settings,
+    study_create_owned,
+    study_update_as,
+)
 from annotation.services.participation import invitation_create_bulk
 from annotation.services.query import query_retry_failed
 from annotation.services.study import (
@@ -37,13 +52,61 @@ from annotation.services.study import (
     LOCKED_MESSAGE,
     STUDY_FIELDS,
     SYSTEM_FIELDS,
-    study_create,
     study_has_candidates,
-    study_set_status,
-    study_update,
     study_validate,
 )
 from kernel.exceptions import ApplicationError
+
+STUDY_FILTER = admin.RelatedOnlyFieldListFilter  # lists only the studies whose rows the user may see
+
+
+def _follow(obj: Any, path: str) -> Study | None:
+    for name in filter(None, path.split("__")):
+        obj = getattr(obj, name, None)
+        if obj is None:
+            return None
+    return obj
+
+
+class StudyScopedAdmin(admin.ModelAdmin):
+    """Rows of the studies the user is a member of with a role allowing `view_action` (changing and
+    deleting need `change_action`), on top of Django's model permissions; superusers see every row."""
+
+    study_path = "study"  # the lookup from this model to its study ("" for a study)
+    view_action = StudyAction.ANALYSE
+    change_action = StudyAction.MANAGE
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset = super().get_queryset(request)
+        if not self.study_path:
+            return studies_for(user=request.user, action=self.view_action, queryset=queryset)
+        return scoped_to_studies(queryset, user=request.user, action=self.view_action, path=self.study_path)
+
+    def _allows(self, request: HttpRequest, obj: Any, action: StudyAction) -> bool:
+        if obj is None:
+            return True
+        study = _follow(obj, self.study_path)
+        return study is not None and study_allows(user=request.user, study=study, action=action)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return super().has_view_permission(request, obj) and self._allows(request, obj, self.view_action)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return super().has_change_permission(request, obj) and self._allows(request, obj, self.change_action)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return super().has_delete_permission(request, obj) and self._allows(request, obj, self.change_action)
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.related_model is Study:  # a new row goes only to a study the user may change
+            kwargs["queryset"] = studies_for(user=request.user, action=self.change_action)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def managed(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        """The selected rows an action may change: those of studies the user may change."""
+        if not self.study_path:
+            return studies_for(user=request.user, action=self.change_action, queryset=queryset)
+        return scoped_to_studies(queryset, user=request.user, action=self.change_action, path=self.study_path)
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -78,6 +141,10 @@ class StudySystemFormSet(BaseInlineFormSet):
     """Checks the study as it would be saved (its form's values and these systems) by the service's rules,
     so a refused design is an error on the page and nothing is written."""
 
+    def __init__(self, *args: Any, by: Any = None, **kwargs: Any) -> None:
+        self.by = by  # who saves: only a superuser may set a model server's address or a file path
+        super().__init__(*args, **kwargs)
+
     def clean(self) -> None:
         super().clean()
         if any(form.errors for form in self.forms):
@@ -85,6 +152,9 @@ class StudySystemFormSet(BaseInlineFormSet):
         study = self.instance  # carries the study form's valid values (Django builds it before this runs)
         stored = Study.objects.get(pk=study.pk) if study.pk else None
         try:
+            study_check_privileged_settings(
+                by=self.by, retrieval_settings=study.retrieval_settings, systems=_system_specs(self), study=stored
+            )
             study_validate(
                 fields={name: getattr(study, name) for name in STUDY_FIELDS},
                 systems=_system_specs(self),
@@ -105,7 +175,32 @@ SYSTEM_INLINE_FIELDS: list[str] = [
 ]
 
 
-class StudySystemInline(admin.TabularInline):
+class StudyPartInline(admin.TabularInline):
+    """Rows that are part of a study (its systems, its members): they follow the study's permissions, since
+    the study's service saves them with it. Whoever may add the study, or change it as its owner, edits
+    them; whoever may view it sees them."""
+
+    def _edits(self, request: HttpRequest, obj: Study | None) -> bool:
+        if obj is None:
+            return request.user.has_perm("annotation.add_study")
+        return request.user.has_perm("annotation.change_study") and study_allows(
+            user=request.user, study=obj, action=StudyAction.MANAGE
+        )
+
+    def has_view_permission(self, request: HttpRequest, obj: Study | None = None) -> bool:  # type: ignore[override]
+        return request.user.has_perm("annotation.view_study") or self._edits(request, obj)
+
+    def has_add_permission(self, request: HttpRequest, obj: Study | None) -> bool:  # type: ignore[override]
+        return self._edits(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Study | None = None) -> bool:  # type: ignore[override]
+        return self._edits(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Study | None = None) -> bool:  # type: ignore[override]
+        return self._edits(request, obj)
+
+
+class StudySystemInline(StudyPartInline):
     model = StudySystem
     formset = StudySystemFormSet
     extra = 0
@@ -118,10 +213,28 @@ class StudySystemInline(admin.TabularInline):
         return list(SYSTEM_INLINE_FIELDS) if self._locked(obj) else []
 
     def has_add_permission(self, request: HttpRequest, obj: Study | None) -> bool:  # type: ignore[override]
-        return not self._locked(obj) and super().has_add_permission(request, obj)
+        return not self._locked(obj) and self._edits(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Study | None = None) -> bool:  # type: ignore[override]
-        return not self._locked(obj) and super().has_delete_permission(request, obj)
+        return not self._locked(obj) and self._edits(request, obj)
+
+
+class StudyMembershipInline(StudyPartInline):
+    """The study's members and their roles; owners (and superusers) change them."""
+
+    model = StudyMembership
+    extra = 0
+    fields = ["user", "role"]
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "user":  # researchers and staff, not every annotator account
+            kwargs["queryset"] = (
+                get_user_model()
+                .objects.filter(Q(is_superuser=True) | Q(is_staff=True) | Q(groups__name="researchers"))
+                .distinct()
+                .order_by("username")
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
 class StudyAdminForm(forms.ModelForm):
@@ -150,13 +263,15 @@ class BulkInvitationForm(forms.Form):
 
 
 @admin.register(Study)
-class StudyAdmin(admin.ModelAdmin):
+class StudyAdmin(StudyScopedAdmin):
+    study_path = ""
+    view_action = StudyAction.SEE
     list_display = ["title", "slug", "status", "queries_per_annotator", "participants", "invitation_tools", "results"]
     list_filter = ["status"]
     search_fields = ["title", "slug"]
     prepopulated_fields = {"slug": ["title"]}
     form = StudyAdminForm
-    inlines = [StudySystemInline]
+    inlines = [StudySystemInline, StudyMembershipInline]
     actions = ["open_studies", "pause_studies", "close_studies"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Study | None = None) -> list[str]:  # type: ignore[override]
@@ -168,6 +283,12 @@ class StudyAdmin(admin.ModelAdmin):
             self.message_user(request, LOCKED_MESSAGE, messages.INFO)  # why the systems are read-only
         return super().change_view(request, object_id, form_url, extra_context)
 
+    def get_formset_kwargs(self, request: HttpRequest, obj: Any, inline: Any, prefix: str) -> dict[str, Any]:
+        kwargs = super().get_formset_kwargs(request, obj, inline, prefix)
+        if isinstance(inline, StudySystemInline):
+            kwargs["by"] = request.user
+        return kwargs
+
     def save_model(self, request: HttpRequest, obj: Study, form: forms.ModelForm, change: bool) -> None:
         """Nothing here: save_related writes the study and its systems in one service call."""
 
@@ -177,10 +298,19 @@ class StudyAdmin(admin.ModelAdmin):
         fields = {name: getattr(study, name) for name in STUDY_FIELDS}
         specs = _system_specs(systems)
         if change:
-            study_update(study=study, systems=specs, status=study.status, **fields)
+            study_update_as(by=request.user, study=study, systems=specs, status=study.status, **fields)
         else:
-            created = study_create(**fields, systems=specs, status=study.status)
+            created = study_create_owned(by=request.user, **fields, systems=specs, status=study.status)
             study.pk, study._state.adding = created.pk, False
+        for members in (f for f in formsets if f.model is StudyMembership):
+            for member in members.forms:
+                if not member.has_changed() and member.instance.pk is None:
+                    continue
+                if members.can_delete and members._should_delete_form(member):  # type: ignore[attr-defined]
+                    if member.instance.pk is not None:
+                        membership_remove(membership=member.instance)
+                elif member.cleaned_data.get("user") is not None:
+                    membership_set(study=study, user=member.cleaned_data["user"], role=member.cleaned_data["role"])
 
     def construct_change_message(self, request: HttpRequest, form: Any, formsets: list, add: bool) -> list:  # type: ignore[override]
         # The formsets were not saved by Django (the service wrote the systems), so they have no diff to report.
@@ -209,21 +339,21 @@ class StudyAdmin(admin.ModelAdmin):
     def _set_status(self, request: HttpRequest, queryset: QuerySet[Study], status: str) -> None:
         for study in queryset:
             try:
-                study_set_status(study=study, status=status)
+                study_update_as(by=request.user, study=study, status=status)
             except ApplicationError as error:
                 self.message_user(request, f"{study}: {error.message}", messages.ERROR)
             else:
                 self.message_user(request, f"{study} is now {status}.", messages.SUCCESS)
 
-    @admin.action(description="Open selected studies")
+    @admin.action(description="Open selected studies", permissions=["change"])
     def open_studies(self, request: HttpRequest, queryset: QuerySet[Study]) -> None:
         self._set_status(request, queryset, Study.Status.OPEN)
 
-    @admin.action(description="Pause selected studies")
+    @admin.action(description="Pause selected studies", permissions=["change"])
     def pause_studies(self, request: HttpRequest, queryset: QuerySet[Study]) -> None:
         self._set_status(request, queryset, Study.Status.PAUSED)
 
-    @admin.action(description="Close selected studies")
+    @admin.action(description="Close selected studies", permissions=["change"])
     def close_studies(self, request: HttpRequest, queryset: QuerySet[Study]) -> None:
         self._set_status(request, queryset, Study.Status.CLOSED)
 
@@ -238,9 +368,13 @@ class StudyAdmin(admin.ModelAdmin):
         return custom + super().get_urls()
 
     def bulk_invitations_view(self, request: HttpRequest, study_id: int) -> HttpResponse:
-        study = get_object_or_404(Study, pk=study_id)
-        if not self.has_change_permission(request, study):
-            return HttpResponseRedirect(reverse("admin:index"))
+        study = self.get_queryset(request).filter(pk=study_id).first()
+        if study is None:
+            return HttpResponseRedirect(reverse("admin:index"))  # as for any study the user cannot see
+        if not (study_allows(user=request.user, study=study, action=StudyAction.MANAGE)) or not request.user.has_perm(
+            "annotation.add_invitation"
+        ):
+            raise PermissionDenied("Only the study's owners, with the permission to add invitations, create them.")
         form = BulkInvitationForm(request.POST or None)
         created: list[Invitation] = []
         if request.method == "POST" and form.is_valid():
@@ -260,9 +394,9 @@ class StudyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Invitation)
-class InvitationAdmin(admin.ModelAdmin):
+class InvitationAdmin(StudyScopedAdmin):
     list_display = ["study", "link", "uses", "max_uses", "expires_at", "note", "created_at"]
-    list_filter = ["study"]
+    list_filter = [("study", STUDY_FILTER)]
     readonly_fields = ["token", "uses", "created_at"]
     search_fields = ["note", "token"]
 
@@ -286,9 +420,9 @@ class QueryInline(ReadOnlyInline):
 
 
 @admin.register(Participation)
-class ParticipationAdmin(admin.ModelAdmin):
+class ParticipationAdmin(StudyScopedAdmin):
     list_display = ["code", "study", "consented_at", "queries_ranked", "queries_asked", "completed_at", "stopped_at"]
-    list_filter = ["study", ("completed_at", admin.EmptyFieldListFilter)]
+    list_filter = [("study", STUDY_FILTER), ("completed_at", admin.EmptyFieldListFilter)]
     search_fields = ["code", "completion_code"]
     readonly_fields = [
         "study",
@@ -335,9 +469,10 @@ class CandidateInline(ReadOnlyInline):
 
 
 @admin.register(Query)
-class QueryAdmin(admin.ModelAdmin):
+class QueryAdmin(StudyScopedAdmin):
+    study_path = "participation__study"
     list_display = ["__str__", "status", "created_at"]
-    list_filter = ["status", "participation__study"]
+    list_filter = ["status", ("participation__study", STUDY_FILTER)]
     search_fields = ["text", "participation__code"]
     readonly_fields = [
         "participation",
@@ -353,15 +488,16 @@ class QueryAdmin(admin.ModelAdmin):
     inlines = [DocumentInline, CandidateInline]
     actions = ["retry_failed"]
 
-    @admin.action(description="Retry failed retrieval and generations of selected queries")
+    @admin.action(description="Retry failed retrieval and generations of selected queries", permissions=["change"])
     def retry_failed(self, request: HttpRequest, queryset: QuerySet[Query]) -> None:
-        for query in queryset:
+        for query in self.managed(request, queryset):
             query_retry_failed(query=query)
         self.message_user(request, "Failed work was queued again.", messages.SUCCESS)
 
 
 @admin.register(Candidate)
-class CandidateAdmin(admin.ModelAdmin):
+class CandidateAdmin(StudyScopedAdmin):
+    study_path = "query__participation__study"
     list_display = [
         "pk",
         "query",
@@ -373,7 +509,7 @@ class CandidateAdmin(admin.ModelAdmin):
         "short_reason",
         "latency_s",
     ]
-    list_filter = ["status", "system__study", "model_name", "condition"]
+    list_filter = ["status", ("system__study", STUDY_FILTER), "model_name", "condition"]
     search_fields = ["failure_reason", "query__text"]
     readonly_fields = [f.name for f in Candidate._meta.fields]
     actions = ["retry"]
@@ -382,9 +518,9 @@ class CandidateAdmin(admin.ModelAdmin):
     def short_reason(self, obj: Candidate) -> str:
         return obj.failure_reason[:120]
 
-    @admin.action(description="Retry selected failed generations")
+    @admin.action(description="Retry selected failed generations", permissions=["change"])
     def retry(self, request: HttpRequest, queryset: QuerySet[Candidate]) -> None:
-        count = candidates_retry_failed(queryset=queryset.filter(status=Candidate.Status.FAILED))
+        count = candidates_retry_failed(queryset=self.managed(request, queryset).filter(status=Candidate.Status.FAILED))
         self.message_user(request, f"{count} generation(s) queued again.", messages.SUCCESS)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -398,9 +534,10 @@ class JudgmentInline(ReadOnlyInline):
 
 
 @admin.register(Match)
-class MatchAdmin(admin.ModelAdmin):
+class MatchAdmin(StudyScopedAdmin):
+    study_path = "bracket__query__participation__study"
     list_display = ["pk", "bracket", "label", "status", "shown_at"]
-    list_filter = ["status", "label", "bracket__query__participation__study"]
+    list_filter = ["status", "label", ("bracket__query__participation__study", STUDY_FILTER)]
     readonly_fields = ["bracket", "round", "index", "label", "left", "right", "status", "shown_at", "created_at"]
     inlines = [JudgmentInline]
 
@@ -412,7 +549,8 @@ class MatchAdmin(admin.ModelAdmin):
 
 
 @admin.register(Bracket)
-class BracketAdmin(admin.ModelAdmin):
+class BracketAdmin(StudyScopedAdmin):
+    study_path = "query__participation__study"
     list_display = ["pk", "query", "seed", "created_at"]
     readonly_fields = ["query", "seed", "created_at"]
 

@@ -392,3 +392,30 @@ class SweeperRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} at {self.last_run_at:%Y-%m-%d %H:%M:%S}"
+
+
+class StudyMembership(models.Model):
+    """Who works on a study and how: the one source of per-study access for the admin, the admin API and the
+    research pages (annotation/selectors/membership.py reads it; docs/permissions.md has the table)."""
+
+    class Role(models.TextChoices):
+        OWNER = "owner", "Owner: edits the study, its systems, status, invitations and members"
+        RESEARCHER = "researcher", "Researcher: runs scoring, exports, reports and stress tests; downloads outputs"
+        VIEWER = "viewer", "Viewer: sees results and progress only"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="study_memberships")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "user"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "user"], name="one_membership_per_study_and_user"),
+            models.CheckConstraint(
+                condition=Q(role__in=["owner", "researcher", "viewer"]), name="membership_role_known"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} is {self.role} of {self.study.slug}"

@@ -1,12 +1,15 @@
 from django.contrib import admin
 
+from annotation.admin import STUDY_FILTER, StudyScopedAdmin
 from scoring.models import CandidateScore, PairwiseVote, ScoringRun
 
 
 @admin.register(ScoringRun)
-class ScoringRunAdmin(admin.ModelAdmin):
+class ScoringRunAdmin(StudyScopedAdmin):
+    """Scoring runs and scores of the studies the user researches (docs/permissions.md)."""
+
     list_display = ["pk", "study", "status", "done", "total", "created_at", "finished_at"]
-    list_filter = ["status", "study"]
+    list_filter = ["status", ("study", STUDY_FILTER)]
     readonly_fields = [f.name for f in ScoringRun._meta.fields]
 
     def has_add_permission(self, request):  # type: ignore[no-untyped-def]
@@ -14,7 +17,8 @@ class ScoringRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(CandidateScore)
-class CandidateScoreAdmin(admin.ModelAdmin):
+class CandidateScoreAdmin(StudyScopedAdmin):
+    study_path = "candidate__query__participation__study"
     list_display = ["candidate", "metric", "judge_model", "judge_server", "value", "version", "reason", "computed_at"]
     list_filter = ["metric", "judge_model", "judge_server"]
     search_fields = ["metric", "reason"]
@@ -25,7 +29,8 @@ class CandidateScoreAdmin(admin.ModelAdmin):
 
 
 @admin.register(PairwiseVote)
-class PairwiseVoteAdmin(admin.ModelAdmin):
+class PairwiseVoteAdmin(StudyScopedAdmin):
+    study_path = "match__bracket__query__participation__study"
     list_display = ["match", "judge_model", "judge_server", "prompt_version", "order", "choice", "computed_at"]
     list_filter = ["judge_model", "judge_server", "order", "choice"]
     readonly_fields = [f.name for f in PairwiseVote._meta.fields]

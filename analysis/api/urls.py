@@ -7,4 +7,5 @@ urlpatterns = [
     path("studies/<slug:slug>/jobs/", views.JobsApi.as_view(), name="research-jobs"),
     path("studies/<slug:slug>/scoring-runs/", views.ScoringRunsApi.as_view(), name="research-scoring-runs"),
     path("jobs/<int:job_id>/", views.JobApi.as_view(), name="research-job"),
+    path("jobs/<int:job_id>/files/<path:name>", views.JobFileApi.as_view(), name="research-job-file"),
 ]

@@ -1,21 +1,42 @@
-"""Researcher API: the comparison table, background jobs (exports, reports, stress tests) and scoring runs."""
+"""Researcher API: the comparison table, background jobs (exports, reports, stress tests), their files and
+scoring runs. Every study is scoped to the caller's memberships (analysis/permissions.py): another study
+is 404, a role too low for the action is 403."""
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import FileResponse, Http404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from rest_framework import exceptions, renderers, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analysis import services
 from analysis.models import ResearchJob
-from analysis.permissions import IsResearcher
+from analysis.permissions import IsResearcher, research_job, research_job_file, research_study
 from analysis.selectors import comparison_rows
 from analysis.serializers import job_json
-from annotation.models import Study
+from annotation.selectors.membership import StudyAction
 from scoring.services import scoring_run_start
+
+T = TypeVar("T")
+
+
+def _scoped(lookup: Callable[[], T]) -> T:
+    """Run a permission lookup, keeping its message in the API's error shape."""
+    try:
+        return lookup()
+    except Http404 as error:
+        raise exceptions.NotFound(str(error) or "Not found.") from error
+    except DjangoPermissionDenied as error:
+        raise exceptions.PermissionDenied(str(error) or None) from error
 
 
 class JobCreateSerializer(serializers.Serializer):
@@ -36,7 +57,7 @@ class ComparisonsApi(APIView):
 
     @extend_schema(responses={200: dict})
     def get(self, request: Request, slug: str) -> Response:
-        study = get_object_or_404(Study, slug=slug)
+        study = _scoped(lambda: research_study(user=request.user, slug=slug))
         return Response({"study": study.slug, "rows": comparison_rows(study=study)})
 
 
@@ -45,12 +66,12 @@ class JobsApi(APIView):
 
     @extend_schema(responses={200: dict})
     def get(self, request: Request, slug: str) -> Response:
-        study = get_object_or_404(Study, slug=slug)
+        study = _scoped(lambda: research_study(user=request.user, slug=slug))
         return Response([job_json(job) for job in study.research_jobs.all()[:100]])
 
     @extend_schema(request=JobCreateSerializer, responses={201: dict})
     def post(self, request: Request, slug: str) -> Response:
-        study = get_object_or_404(Study, slug=slug)
+        study = _scoped(lambda: research_study(user=request.user, slug=slug, action=StudyAction.ANALYSE))
         body = JobCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         job = services.research_job_start(
@@ -65,7 +86,7 @@ class JobApi(APIView):
 
     @extend_schema(responses={200: dict})
     def get(self, request: Request, job_id: int) -> Response:
-        return Response(job_json(get_object_or_404(ResearchJob, pk=job_id)))
+        return Response(job_json(_scoped(lambda: research_job(user=request.user, job_id=job_id))))
 
 
 class ScoringRunsApi(APIView):
@@ -73,7 +94,7 @@ class ScoringRunsApi(APIView):
 
     @extend_schema(request=ScoringRunSerializer, responses={201: dict})
     def post(self, request: Request, slug: str) -> Response:
-        study = get_object_or_404(Study, slug=slug)
+        study = _scoped(lambda: research_study(user=request.user, slug=slug, action=StudyAction.ANALYSE))
         body = ScoringRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         run = scoring_run_start(study=study, by=request.user, **body.validated_data)
@@ -82,3 +103,27 @@ class ScoringRunsApi(APIView):
             {"id": run.pk, "status": run.status, "total": run.total, "done": run.done, "metrics": run.metrics},
             status=status.HTTP_201_CREATED,
         )
+
+
+class AnyFileRenderer(renderers.BaseRenderer):
+    """Lets a download be asked for with any Accept header (`text/csv`, `application/octet-stream`): the
+    file is sent as it is; an error is still the usual JSON body."""
+
+    media_type = "*/*"
+    format = "file"
+    charset = None
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        return data if isinstance(data, bytes) else json.dumps(data).encode()
+
+
+class JobFileApi(APIView):
+    """Download one output file of a finished job (an export, the report): `Authorization: Token KEY`."""
+
+    permission_classes = [IsResearcher]
+    renderer_classes = [renderers.JSONRenderer, AnyFileRenderer]
+
+    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY, 404: dict})
+    def get(self, request: Request, job_id: int, name: str) -> FileResponse:
+        path = _scoped(lambda: research_job_file(user=request.user, job_id=job_id, name=name))
+        return FileResponse(path.open("rb"), as_attachment=True, filename=Path(name).name)

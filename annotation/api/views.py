@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, status, viewsets
@@ -14,13 +16,14 @@ from rest_framework.views import APIView
 from annotation.api import serializers as s
 from annotation.models import Candidate, Match, Participation, Query, Study
 from annotation.selectors.generation import candidates_failed
+from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
 from annotation.selectors.study import study_progress
 from annotation.selectors.tournament import match_current, match_own
 from annotation.services.generation import candidate_retry, candidates_retry_failed
+from annotation.services.membership import study_create_owned, study_update_as
 from annotation.services.participation import invitation_create_bulk, invitation_join, participation_finish
 from annotation.services.persona import persona_save
 from annotation.services.query import query_discard, query_resend, query_submit
-from annotation.services.study import study_create, study_set_status, study_update
 from annotation.services.tournament import judgment_record, match_mark_shown
 from kernel.exceptions import ApplicationError
 
@@ -184,41 +187,94 @@ class MatchViewSet(viewsets.GenericViewSet):
 
 
 # --- admin -----------------------------------------------------------------------------------------
+# Who may call these is docs/permissions.md's table: a Django model permission for the action (view
+# permissions for reads) and, for the study it touches, a membership whose role allows it; superusers pass
+# both. A study the caller is no member of is 404 (lists leave it out); a role too low for the action, 403.
+
+
+class ModelPermissionsByAction(permissions.BasePermission):
+    """The Django model permissions the view's `required_permissions` names for this action and method."""
+
+    message = "Your account lacks the permission for this (ask an administrator to grant it)."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        user = request.user
+        if not (user and user.is_authenticated and user.is_active):
+            return False
+        table: dict[str, list[str]] = view.required_permissions
+        action = getattr(view, "action", None) or ""
+        needed = table.get(f"{action}:{request.method}", table.get(action))
+        if needed is None:
+            return False  # an action with no row is refused, never left open
+        return user.has_perms(needed)
+
+
+def _require_role(request: Request, study: Study, action: StudyAction) -> None:
+    if not study_allows(user=request.user, study=study, action=action):
+        raise ApplicationError(REFUSED_ROLE[action], status=403)
+
+
+REFUSED_ROLE = {
+    StudyAction.SEE: "You are not a member of this study.",
+    StudyAction.ANALYSE: "Your role in this study does not include this (researchers and owners only).",
+    StudyAction.MANAGE: "Only the study's owners may change it.",
+}
 
 
 class StudyAdminViewSet(viewsets.ModelViewSet):
-    """Studies for admins and researchers (staff)."""
+    """Studies, scoped to the caller's memberships; creating one makes the caller its owner."""
 
-    permission_classes = [permissions.IsAdminUser]
+    permission_classes = [ModelPermissionsByAction]
+    required_permissions = {
+        "list": ["annotation.view_study"],
+        "retrieve": ["annotation.view_study"],
+        "create": ["annotation.add_study"],
+        "update": ["annotation.change_study"],
+        "partial_update": ["annotation.change_study"],
+        "status": ["annotation.change_study"],
+        "invitations:GET": ["annotation.view_study", "annotation.view_invitation"],
+        "invitations:POST": ["annotation.view_study", "annotation.add_invitation"],
+        "progress": ["annotation.view_study", "annotation.view_participation"],
+        "metadata": ["annotation.view_study"],  # OPTIONS
+    }
     serializer_class = s.StudySerializer
     lookup_field = "slug"
-    queryset = Study.objects.prefetch_related("systems")
+    queryset = Study.objects.none()  # the schema's path types; requests use get_queryset
     http_method_names = ["get", "post", "put", "patch", "head", "options"]
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return studies_for(
+            user=self.request.user, action=StudyAction.SEE, queryset=Study.objects.prefetch_related("systems")
+        )
 
     def create(self, request: Request) -> Response:  # type: ignore[override]
         body = s.StudySerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
         systems = data.pop("systems", None)
-        study = study_create(**data, systems=systems)
+        study = study_create_owned(by=request.user, **data, systems=systems)
         return Response(s.StudySerializer(study).data, status=status.HTTP_201_CREATED)
 
     def update(self, request: Request, slug: str, partial: bool = False) -> Response:  # type: ignore[override]
         """PUT and PATCH: the same rules as creating, through study_update. `systems`, when given, is the
         full list (systems left out are removed); it cannot change once summaries exist (409)."""
-        body = s.StudySerializer(self.get_object(), data=request.data, partial=partial)
+        study = self.get_object()
+        _require_role(request, study, StudyAction.MANAGE)
+        body = s.StudySerializer(study, data=request.data, partial=partial)
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
         systems = data.pop("systems", None)
-        study = study_update(study=self.get_object(), systems=systems, **data)
+        study = study_update_as(by=request.user, study=study, systems=systems, **data)
         return Response(s.StudySerializer(Study.objects.prefetch_related("systems").get(pk=study.pk)).data)
 
     @extend_schema(request=s.StudyStatusSerializer, responses=s.StudySerializer)
     @action(detail=True, methods=["post"])
     def status(self, request: Request, slug: str) -> Response:
+        study = self.get_object()
+        _require_role(request, study, StudyAction.MANAGE)
         body = s.StudyStatusSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        study = study_set_status(study=self.get_object(), status=body.validated_data["status"])
+        study = study_update_as(by=request.user, study=study, status=body.validated_data["status"])
         return Response(s.StudySerializer(study).data)
 
     @extend_schema(request=s.InvitationBulkSerializer, responses={201: s.InvitationSerializer(many=True)})
@@ -226,7 +282,9 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
     def invitations(self, request: Request, slug: str) -> Response:
         study = self.get_object()
         if request.method == "GET":
+            _require_role(request, study, StudyAction.ANALYSE)
             return Response(s.InvitationSerializer(study.invitations.all(), many=True).data)
+        _require_role(request, study, StudyAction.MANAGE)
         body = s.InvitationBulkSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         invitations = invitation_create_bulk(study=study, **body.validated_data)
@@ -239,27 +297,48 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
 
 
 class FailedCandidateAdminViewSet(viewsets.ReadOnlyModelViewSet):
-    """Failed generation jobs, with their reasons, and retry."""
+    """Failed generation jobs, with their reasons (researchers and owners of their study), and retry (owners)."""
 
     lookup_value_regex = r"\d+"  # a non-numeric id in the path is a 404, never a ValueError
 
-    permission_classes = [permissions.IsAdminUser]
+    permission_classes = [ModelPermissionsByAction]
+    required_permissions = {
+        "list": ["annotation.view_candidate"],
+        "retrieve": ["annotation.view_candidate"],
+        "retry": ["annotation.view_candidate", "annotation.change_candidate"],
+        "retry_all": ["annotation.view_candidate", "annotation.change_candidate"],
+        "metadata": ["annotation.view_candidate"],  # OPTIONS
+    }
     serializer_class = s.AdminCandidateSerializer
+    queryset = Candidate.objects.none()
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
-        return candidates_failed()
+        return scoped_to_studies(
+            candidates_failed(), user=self.request.user, action=StudyAction.ANALYSE, path="query__participation__study"
+        )
 
     @extend_schema(request=None, responses=s.AdminCandidateSerializer)
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: int) -> Response:
-        candidate = get_object_or_404(Candidate, pk=pk)
+        candidate = get_object_or_404(
+            scoped_to_studies(
+                Candidate.objects.select_related("query__participation__study"),
+                user=request.user,
+                action=StudyAction.SEE,
+                path="query__participation__study",
+            ),
+            pk=pk,
+        )
+        _require_role(request, candidate.query.participation.study, StudyAction.MANAGE)
         return Response(s.AdminCandidateSerializer(candidate_retry(candidate=candidate)).data)
 
     @extend_schema(request=None, responses={200: dict})
     @action(detail=False, methods=["post"], url_path="retry-all")
     def retry_all(self, request: Request) -> Response:
-        """Queue every failed generation again (optionally only one study's: ?study=SLUG)."""
-        failed = self.get_queryset()
+        """Queue every failed generation again of the studies the caller owns (optionally one: ?study=SLUG)."""
+        failed = scoped_to_studies(
+            candidates_failed(), user=request.user, action=StudyAction.MANAGE, path="query__participation__study"
+        )
         if slug := request.query_params.get("study"):
             failed = failed.filter(query__participation__study__slug=slug)
         return Response({"queued": candidates_retry_failed(queryset=failed)})

@@ -4,6 +4,7 @@ models only, never a service.
 
 - `participation`: the asking annotator's own participation in a study.
 - `study`: a study's progress per participation.
+- `membership`: who may do what with a study (roles, actions, scoping querysets to the allowed studies).
 - `query`: the annotator's own query by number, the one being worked on, and a query's frozen sources.
 - `generation`: anonymous per-candidate progress for the waiting page, and the failed candidates.
 - `tournament`: the match to answer next and how far through the bracket the annotator is.

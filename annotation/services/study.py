@@ -4,11 +4,15 @@ updating a study, setting its status, and the open-study check. The admin and th
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
+from django.http.request import validate_host
 
+from annotation.backends.offline_retrieval import DEFAULT_CORPUS_PATH
 from annotation.backends.registry import (
     GENERATION_BACKENDS,
     RETRIEVAL_BACKENDS,
@@ -118,8 +122,61 @@ def _validate_systems(specs: Sequence[Mapping[str, Any]]) -> None:
                 f"Two systems run {model!r} in the {condition} condition; each design cell appears once.",
                 field="systems",
             )
+        _validate_model_server(spec)
         labels.add(label)
         cells.add((model, condition))
+
+
+def _validate_model_server(spec: Mapping[str, Any]) -> None:
+    """A system's own model server (`base_url`) must be an http(s) address on a host the operator allowed in
+    MODEL_SERVER_ALLOWED_HOSTS: the platform sends prompts, and an API key, to it."""
+    options = spec.get("backend_settings")
+    if not isinstance(options, Mapping) or options.get("base_url") in (None, ""):
+        return
+    url = options["base_url"]
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        host = parts.hostname if parts else None
+    except ValueError:
+        parts, host = None, None
+    # No user part or backslash either: clients disagree on where such an address's host begins.
+    if parts is None or parts.scheme not in ("http", "https") or not host or "@" in parts.netloc or "\\" in url:
+        raise ApplicationError(
+            f"System {spec.get('label', '')!r}: base_url must be a plain http:// or https:// address (no user part), not {str(url)[:200]!r}.",
+            field="systems",
+        )
+    allowed = list(getattr(settings, "MODEL_SERVER_ALLOWED_HOSTS", []))
+    if not validate_host(host.lower(), allowed):
+        raise ApplicationError(
+            f"System {spec.get('label', '')!r}: the model server host {host!r} is not allowed; allowed hosts are "
+            f"{', '.join(allowed) or 'none'} (setting MODEL_SERVER_ALLOWED_HOSTS).",
+            field="systems",
+        )
+
+
+def corpus_root() -> Path:
+    return Path(settings.CORPUS_ROOT).resolve()
+
+
+def _validate_corpus_path(retrieval_settings: Any) -> None:
+    """A corpus file named in the retrieval settings must be an existing file under CORPUS_ROOT (or the
+    bundled demo corpus): the server reads it and shows its lines to annotators."""
+    if not isinstance(retrieval_settings, Mapping) or "corpus_path" not in retrieval_settings:
+        return
+    given = retrieval_settings["corpus_path"]
+    root = corpus_root()
+    if not isinstance(given, str) or not given.strip() or "\x00" in given:
+        raise ApplicationError(
+            "corpus_path must be the path of a JSONL file under CORPUS_ROOT.", field="retrieval_settings"
+        )
+    path = (root / given).resolve()  # an absolute path stays itself; a relative one is under the root
+    if path != DEFAULT_CORPUS_PATH.resolve() and not path.is_relative_to(root):
+        raise ApplicationError(
+            f"corpus_path {given!r} is outside the corpus folder {root} (setting CORPUS_ROOT).",
+            field="retrieval_settings",
+        )
+    if not path.is_file():
+        raise ApplicationError(f"corpus_path {given!r}: there is no such file in {root}.", field="retrieval_settings")
 
 
 def _validate_served(spec: Mapping[str, Any]) -> None:
@@ -205,6 +262,7 @@ def study_validate(
     constrained = fields.get("constrained_first_round", False)
     if not isinstance(constrained, bool):
         raise ApplicationError("Constrained first round must be true or false.", field="constrained_first_round")
+    _validate_corpus_path(fields.get("retrieval_settings"))
     if study is not None and study_has_candidates(study=study):
         stored = sorted((system_spec(s) for s in study.systems.all()), key=lambda s: s["id"])
         if sorted(systems, key=lambda s: s["id"] or 0) != stored:

@@ -7,6 +7,7 @@ and `production.py` (gunicorn, Celery) add what differs; `test.py` is the test s
 
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 
@@ -107,7 +108,18 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 
-LOGIN_URL = "admin:login"
+# Sign-in and who may reach what (docs/permissions.md). Researchers sign in at /accounts/login/ without being
+# staff. Settings that reach outside a study are bounded here: a system's model server must be one of these
+# hosts (Django ALLOWED_HOSTS patterns: ".example.org" for subdomains), and a corpus file must lie under
+# CORPUS_ROOT (the bundled demo corpus is always allowed).
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "analysis:studies"
+LOGOUT_REDIRECT_URL = "login"
+CORPUS_ROOT = env.str("CORPUS_ROOT", default=str(VAR_DIR / "corpora"))
+MODEL_SERVER_ALLOWED_HOSTS = env.list(
+    "MODEL_SERVER_ALLOWED_HOSTS",
+    default=[h for h in (urlsplit(env.str("LLM_BASE_URL", default="")).hostname, "localhost", "127.0.0.1", "::1") if h],
+)
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_CONTENT_TYPE_NOSNIFF = True

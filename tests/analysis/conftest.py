@@ -39,8 +39,16 @@ def played_study(django_capture_on_commit_callbacks):
 
 
 @pytest.fixture
-def researcher_client() -> Client:
-    user = get_user_model().objects.create_user("researcher", password="pw", is_staff=True)
+def researcher_client(played_study) -> Client:
+    """A researcher of the played study: in the researchers group, a member with the researcher role, not
+    staff (the research pages need no admin rights)."""
+    from django.contrib.auth.models import Group
+
+    from annotation.models import StudyMembership
+
+    user = get_user_model().objects.create_user("researcher", password="pw")
+    user.groups.add(Group.objects.get_or_create(name="researchers")[0])
+    StudyMembership.objects.create(study=played_study, user=user, role="researcher")
     client = Client()
     client.force_login(user)
     return client

@@ -100,7 +100,10 @@ def test_annotators_never_see_statistics(played_study, client):
     participation = played_study.participations.first()
     annotator = Client()
     annotator.force_login(participation.annotator)
-    assert annotator.get(f"/research/studies/{played_study.slug}/").status_code == 302  # to the login page
+    refused = annotator.get(f"/research/studies/{played_study.slug}/")
+    assert refused.status_code == 403 and "not a researcher account" in refused.content.decode()
+    assert "Sign out" not in refused.content.decode()  # an annotator has no password to sign in again with
+    assert Client().get(f"/research/studies/{played_study.slug}/")["Location"].startswith("/accounts/login/")
     assert annotator.get(f"/api/v1/research/studies/{played_study.slug}/comparisons/").status_code == 403
     assert client.get(f"/api/v1/research/studies/{played_study.slug}/comparisons/").status_code in (401, 403)
 
@@ -203,3 +206,14 @@ def test_import_legacy_export_then_analyse(tmp_path):
     bad.write_bytes(b"not a zip")
     with pytest.raises(CommandError):
         call_command("import_legacy_export", str(bad), "--study", "legacy")
+
+
+def test_a_finished_scoring_run_is_not_polled(played_study, researcher_client):
+    """The page reloads when a polled job ends, so polling a finished run reloaded it for ever."""
+    from scoring.models import ScoringRun
+
+    done = ScoringRun.objects.create(study=played_study, metrics=["rouge1"], status="done")
+    running = ScoringRun.objects.create(study=played_study, metrics=["chrf"], status="running")
+    page = researcher_client.get(f"/research/studies/{played_study.slug}/").content.decode()
+    assert f"/research/scoring/{running.pk}/status/" in page
+    assert f"/research/scoring/{done.pk}/status/" not in page

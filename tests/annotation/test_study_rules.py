@@ -62,6 +62,11 @@ def _form_data(study: Study, **changes) -> dict[str, str]:
         "systems-INITIAL_FORMS": str(len(systems)),
         "systems-MIN_NUM_FORMS": "0",
         "systems-MAX_NUM_FORMS": "1000",
+        # The members inline, left as it is (its rows are docs/permissions.md's, tested in tests/security).
+        "memberships-TOTAL_FORMS": "0",
+        "memberships-INITIAL_FORMS": "0",
+        "memberships-MIN_NUM_FORMS": "0",
+        "memberships-MAX_NUM_FORMS": "1000",
     }
     for i, change in enumerate(row_changes):
         system = systems[i] if i < len(systems) else None

@@ -34,10 +34,14 @@ def test_a_researcher_invites_scores_reports_and_exports(browser, live_server, s
     study = _played_study()
     get_user_model().objects.create_superuser("boss", "boss@example.org", "correct horse battery")
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/annotation/study/")
+    # The research site's sign-in (researchers need not be staff); an administrator's session opens the admin too.
+    page.goto(f"{live_server.url}/research/")
+    assert "/accounts/login/" in page.url
     page.get_by_label("Username").fill("boss")
     page.get_by_label("Password").fill("correct horse battery")
-    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("button", name="Sign in").click()
+    assert page.get_by_role("link", name="Sleep and shift work trial").is_visible()
+    page.goto(f"{live_server.url}/admin/annotation/study/")
 
     # Invitations: bulk-create three and get copyable links.
     page.get_by_role("link", name="Create invitations").click()

@@ -36,10 +36,16 @@ def study_use_prompt(*, study: Study, body: str, name: str) -> None:
     Study.objects.filter(pk=study.pk).update(prompt_template=template)
 
 
-def researcher() -> Any:
+def researcher(study: Study) -> Any:
+    """A researcher of the study: in the researchers group, a member with the researcher role (docs/permissions.md)."""
     from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
 
-    user, _ = get_user_model().objects.get_or_create(username="fault-researcher", defaults={"is_staff": True})
+    from annotation.models import StudyMembership
+
+    user, _ = get_user_model().objects.get_or_create(username="fault-researcher")
+    user.groups.add(Group.objects.get_or_create(name="researchers")[0])
+    StudyMembership.objects.get_or_create(study=study, user=user, defaults={"role": "researcher"})
     return user
 
 

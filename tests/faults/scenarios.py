@@ -456,9 +456,9 @@ def generated_study(rig: Rig, *, name: str, annotators: int, answer: bool = Fals
     return study, people
 
 
-def researcher_client() -> Client:
+def researcher_client(study: Study) -> Client:
     client = Client(raise_request_exception=False)
-    client.force_login(actions.researcher())
+    client.force_login(actions.researcher(study))
     return client
 
 
@@ -468,7 +468,7 @@ def kill_mid_scoring(rig: Rig, *, annotators: int = 2) -> Outcome:
     outcome = Outcome("kill worker mid-scoring", f"{annotators * 4} candidates, 1 chunk")
     doomed = rig.start_worker("doomed")
     study, _ = generated_study(rig, name="kill-scoring", annotators=annotators)
-    researcher = researcher_client()
+    researcher = researcher_client(study)
     table = CandidateScore._meta.db_table
     with table_locked(table):
         response = researcher.post(
@@ -515,7 +515,7 @@ def kill_mid_export(rig: Rig, *, fmt: str = "csv") -> Outcome:
     outcome = Outcome("kill worker mid-export", f"{fmt} export")
     doomed = rig.start_worker("doomed")
     study, _ = generated_study(rig, name="kill-export", annotators=2, answer=True)
-    researcher = researcher_client()
+    researcher = researcher_client(study)
     table = Judgment._meta.db_table
     with table_locked(table):
         response = researcher.post(

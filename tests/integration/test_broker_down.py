@@ -69,10 +69,12 @@ def test_research_work_started_while_the_broker_is_down_is_kept_and_sent_when_it
     from datetime import timedelta
 
     from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
     from django.utils import timezone
 
     from analysis.models import ResearchJob
     from analysis.services import research_jobs_sweep
+    from annotation.models import StudyMembership
     from annotation.services.query import query_submit
     from scoring.models import ScoringRun
     from scoring.services import scoring_runs_sweep
@@ -81,7 +83,10 @@ def test_research_work_started_while_the_broker_is_down_is_kept_and_sent_when_it
     study = StudyFactory(slug="scored-offline")
     query_submit(participation=join(study), text="How does night shift work affect sleep?", client_token="")
     researcher = APIClient()
-    researcher.force_authenticate(get_user_model().objects.create_user("r", is_staff=True))
+    user = get_user_model().objects.create_user("r")  # a researcher of the study (docs/permissions.md)
+    user.groups.add(Group.objects.create(name="researchers"))
+    StudyMembership.objects.create(study=study, user=user, role="researcher")
+    researcher.force_authenticate(user)
 
     with celery_app_sending_to(f"redis://127.0.0.1:{closed_port()}/0"):
         job = researcher.post(

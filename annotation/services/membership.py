@@ -1,0 +1,112 @@
+"""Study membership and the guarded writes of a study: who may create, edit and staff a study, and the
+settings only a superuser may set (a model server's address, a file on the server). The admin and the
+admin API write a study through here; the rules themselves are annotation/selectors/membership.py's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from django.db import transaction
+
+from annotation.models import Study, StudyMembership, StudySystem
+from annotation.selectors.membership import StudyAction, study_allows
+from annotation.services.study import study_create, study_update, system_spec
+from kernel.exceptions import ApplicationError
+
+# Settings that reach outside the study: where requests go (and which environment variable's value is
+# sent there as the API key), and which file on the server is read. Superusers alone may set or change them.
+PRIVILEGED_SYSTEM_SETTINGS = ("base_url", "api_key_env")
+PRIVILEGED_RETRIEVAL_SETTINGS = ("corpus_path",)
+
+
+def _is_superuser(user: Any) -> bool:
+    return bool(user is not None and user.is_authenticated and user.is_active and user.is_superuser)
+
+
+def study_check_privileged_settings(
+    *,
+    by: Any,
+    retrieval_settings: Mapping[str, Any] | None,
+    systems: Sequence[Mapping[str, Any]] | None,
+    study: Study | None,
+) -> None:
+    """Refuse (403, naming the field) a non-superuser's new or changed privileged setting. Settings a
+    superuser stored may be kept unchanged by anyone who may edit the study."""
+    if _is_superuser(by):
+        return
+    stored_retrieval = dict(study.retrieval_settings or {}) if study is not None and study.pk else {}
+    given_retrieval = retrieval_settings if isinstance(retrieval_settings, Mapping) else {}
+    for key in PRIVILEGED_RETRIEVAL_SETTINGS:
+        if given_retrieval.get(key) != stored_retrieval.get(key):
+            raise ApplicationError(
+                f"Only an administrator (superuser) may set {key} in the retrieval settings.",
+                field="retrieval_settings",
+                status=403,
+            )
+    stored_systems: dict[Any, dict[str, Any]] = {}
+    if study is not None and study.pk:
+        for system in StudySystem.objects.filter(study_id=study.pk):
+            spec = system_spec(system)
+            stored_systems[system.pk] = spec
+            stored_systems[system.label] = spec
+    for given in systems or ():
+        match = stored_systems.get(given.get("id")) or stored_systems.get(given.get("label")) or {}
+        stored_settings = match.get("backend_settings") or {}
+        given_settings = given.get("backend_settings", stored_settings)
+        if not isinstance(given_settings, Mapping):
+            continue  # the study's own validation names a malformed value
+        for key in PRIVILEGED_SYSTEM_SETTINGS:
+            if given_settings.get(key) != stored_settings.get(key):
+                raise ApplicationError(
+                    f"System {given.get('label', '')!r}: only an administrator (superuser) may set {key} in the "
+                    "backend settings.",
+                    field="systems",
+                    status=403,
+                )
+
+
+def _require(*, by: Any, study: Study, action: StudyAction) -> None:
+    if not study_allows(user=by, study=study, action=action):
+        raise ApplicationError("Only the study's owners may change it.", status=403)
+
+
+@transaction.atomic
+def membership_set(*, study: Study, user: Any, role: str) -> StudyMembership:
+    """Give the user this role in the study (idempotent: an existing membership changes role)."""
+    if role not in StudyMembership.Role.values:
+        raise ApplicationError(
+            f"Unknown role {role!r}; choose one of {', '.join(StudyMembership.Role.values)}.", field="role"
+        )
+    membership, _ = StudyMembership.objects.update_or_create(study=study, user=user, defaults={"role": role})
+    return membership
+
+
+def membership_remove(*, membership: StudyMembership) -> None:
+    """End a membership (idempotent: one already gone is no error)."""
+    StudyMembership.objects.filter(pk=membership.pk).delete()
+
+
+@transaction.atomic
+def study_create_owned(*, by: Any, systems: Iterable[Mapping[str, Any]] | None = None, **fields: Any) -> Study:
+    """Create a study as `by`, who becomes its owner."""
+    specs = None if systems is None else [dict(s) for s in systems]
+    study_check_privileged_settings(
+        by=by, retrieval_settings=fields.get("retrieval_settings"), systems=specs, study=None
+    )
+    study = study_create(**fields, systems=specs)
+    membership_set(study=study, user=by, role=StudyMembership.Role.OWNER)
+    return study
+
+
+@transaction.atomic
+def study_update_as(
+    *, by: Any, study: Study, systems: Iterable[Mapping[str, Any]] | None = None, **fields: Any
+) -> Study:
+    """Change a study as `by`, who must be allowed to manage it (an owner, or a superuser)."""
+    _require(by=by, study=study, action=StudyAction.MANAGE)
+    specs = None if systems is None else [dict(s) for s in systems]
+    study_check_privileged_settings(
+        by=by, retrieval_settings=fields.get("retrieval_settings", study.retrieval_settings), systems=specs, study=study
+    )
+    return study_update(study=study, systems=specs, **fields)
