@@ -55,6 +55,9 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 CHOICES: tuple[str, ...] = ("left", "right", "neither")
 STAGES: tuple[str, ...] = ("round1", "final")
 BRACKET_PAIRS: tuple[str, ...] = ("AB", "CD", "final")
+PLACEMENT_COLUMN = "placement_recorded"
+"""Optional bool column: False where the left/right placement the annotator saw was not recorded (the
+paper's legacy export). Position-bias statistics use only rows where it is true (or the column is absent)."""
 LEFT_PREFIX = "left__"
 RIGHT_PREFIX = "right__"
 
@@ -172,6 +175,15 @@ def prepare_table(table: pd.DataFrame) -> PreparedTable:
         neither=np.asarray(choice == "neither", dtype=np.bool_),
     )
     return prepared
+
+
+def placement_recorded(t: PreparedTable) -> BoolArray:
+    """Rows whose left/right placement was recorded (all rows when the table has no ``placement_recorded``)."""
+    if PLACEMENT_COLUMN not in t.frame.columns:
+        return np.ones(t.n_rows, dtype=np.bool_)
+    values = t.frame[PLACEMENT_COLUMN]
+    as_text = values.astype("string").str.strip().str.lower()
+    return np.asarray(~as_text.isin(["false", "0", "0.0"]).fillna(False).to_numpy(dtype=bool), dtype=np.bool_)
 
 
 def with_derived_columns(table: pd.DataFrame) -> pd.DataFrame:
