@@ -141,7 +141,7 @@ def system_tables(table: pd.DataFrame) -> SystemTables | None:
             codes = group["ar_risk"].dropna().round().astype(int)
             counts = {band: int((codes == code).sum()) for code, band in enumerate(RISK_BANDS)}
             risk.append(SystemRiskRow(system=str(system), n_scored=int(codes.size), counts=counts))
-    abstractive = tuple(m for m in metrics if m.startswith(ABSTRACTIVENESS_PREFIXES))
+    abstractive = tuple(m for m in metrics if m.startswith(ABSTRACTIVENESS_PREFIXES) and m != "ar_risk")
     all_zero = tuple(m for m in metrics if cands[m].notna().any() and bool((cands[m].dropna() == 0).all()))
     return SystemTables(
         metrics=metrics, abstractiveness=abstractive, rows=tuple(rows), risk=tuple(risk), all_zero=all_zero
