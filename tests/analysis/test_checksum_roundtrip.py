@@ -13,8 +13,8 @@ import pytest
 
 from analysis.exports import export_comparisons, read_comparisons
 from analysis.stats import table_checksum
-from analysis.stats.systems import canonical_system, system_id
 from analysis.stats.synthetic import SyntheticStudy, simulate_comparisons
+from analysis.stats.systems import canonical_system, system_id
 
 
 def _database_like(frame: pd.DataFrame) -> pd.DataFrame:

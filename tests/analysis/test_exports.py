@@ -16,8 +16,8 @@ from analysis.exports import (
     write_comparisons_csv,
 )
 from analysis.stats import AnalysisConfig, analyze, table_checksum
-from analysis.stats.systems import canonical_system
 from analysis.stats.synthetic import SyntheticStudy, simulate_comparisons
+from analysis.stats.systems import canonical_system
 
 
 @pytest.fixture(scope="module")

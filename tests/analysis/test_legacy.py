@@ -98,7 +98,10 @@ def test_neither_skips_the_final_and_a_stray_final_is_a_warning():
     [
         ({"users.json": []}, "no results/annotator-"),
         ({"results/annotator-1.json": "{not json"}, "line 1: not valid JSON"),
-        ({"results/annotator-1.json": [{"query_index": 0, "metadata": {}, "summaries": {}}]}, "metadata.A.model is missing"),
+        (
+            {"results/annotator-1.json": [{"query_index": 0, "metadata": {}, "summaries": {}}]},
+            "metadata.A.model is missing",
+        ),
     ],
 )
 def test_malformed_exports_are_clear_errors(files, message):
