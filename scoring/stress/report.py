@@ -261,7 +261,7 @@ def _svg(fig: Any) -> str:
 
     buf = io.StringIO()
     with rc_context({"svg.fonttype": "none", "svg.hashsalt": "satisfy-stress"}):
-        FigureCanvasSVG(fig).print_svg(buf)
+        FigureCanvasSVG(fig).print_svg(buf)  # type: ignore[no-untyped-call]
     text = re.sub(r"^<\?xml[^>]*>\s*", "", buf.getvalue())
     return re.sub(r"<!DOCTYPE[^>]*>\s*", "", text)
 
