@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from analysis.stats._results import ResultMixin
@@ -26,53 +28,92 @@ def _is_text(series: pd.Series) -> bool:
     return series.dtype == object or str(series.dtype) in ("str", "string", "category")
 
 
-def _timestamps(series: pd.Series, name: str) -> pd.Series | None:
-    """UTC timestamps of a datetime column, or of a text column of ISO 8601 times; else None."""
-    if isinstance(series.dtype, pd.DatetimeTZDtype):
-        return series.dt.tz_convert("UTC")
-    if str(series.dtype).startswith("datetime64"):
-        return series.dt.tz_localize("UTC")
-    if not _is_text(series):
-        return None
-    text = series.dropna().astype(str)
-    text = text[text != ""]
-    if name not in TIMESTAMP_COLUMNS and (text.empty or not text.str.match(_ISO).all()):
-        return None
-    try:
-        return pd.to_datetime(series.replace("", None), utc=True, format="ISO8601")
-    except (ValueError, TypeError):
-        return None
+def _utc_ns(values: pd.Series | pd.Index) -> npt.NDArray[np.int64]:
+    """UTC microseconds (as nanoseconds) of timestamps: what PostgreSQL, Parquet and the JSONL writer keep."""
+    stamps = pd.to_datetime(values, utc=True, format="ISO8601")
+    return np.asarray(pd.DatetimeIndex(stamps).floor("us").as_unit("ns").asi8, dtype=np.int64)
 
 
-def _canonical_column(series: pd.Series, name: str) -> tuple[str, np.ndarray, bytes]:
+def _sorted_codes(codes: npt.NDArray[np.int64], keys: Any) -> tuple[npt.NDArray[np.int64], Any]:
+    """Re-code ``codes`` (indices into ``keys``, -1 missing) by the sorted distinct ``keys``."""
+    inverse, distinct = pd.factorize(pd.Index(keys), sort=True)
+    remap = np.append(np.asarray(inverse, dtype=np.int64), -1)
+    return remap[codes], np.asarray(distinct)
+
+
+_NUMBER = r"^\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*$"
+
+
+def _canonical_column(series: pd.Series, name: str) -> tuple[str, npt.NDArray[np.int64], bytes]:
     """(kind, integer codes in sorted order of the values (-1 missing), canonical bytes of the values).
 
-    Kinds: ``null`` (every value missing), ``time`` (UTC nanoseconds), ``number`` (float64: 3 and 3.0
-    are one value, -0.0 is 0.0), ``bool`` and ``text``; an empty string counts as missing (CSV cannot
-    tell them apart). Text whose every value is a number (an id read back from CSV) counts as a number.
+    Kinds: ``null`` (every value missing), ``time`` (UTC, to the microsecond), ``number`` (float64: 3 and
+    3.0 are one value, -0.0 is 0.0), ``bool`` and ``text``; an empty string counts as missing (CSV cannot
+    tell them apart). Text whose every value is a number (an id read back from CSV) counts as a number, text
+    whose every value is an ISO 8601 time (or any value of ``shown_at``/``answered_at``) as a time. The
+    checks run on the distinct values only, so a long column costs one factorisation.
     """
     values = series.reset_index(drop=True)
-    if _is_text(values):
-        values = values.astype(object).where(values.astype("string").fillna("") != "", None)
-    if values.isna().all():
-        return "null", np.full(len(values), -1, dtype=np.int64), b""
-    stamps = _timestamps(values, name)
-    if stamps is not None:
-        # Microseconds: what PostgreSQL, Parquet (``coerce_timestamps="us"``) and the JSONL writer keep.
-        ns = stamps.astype("datetime64[ns, UTC]").dt.floor("us")
-        codes, uniques = pd.factorize(ns, sort=True, use_na_sentinel=True)
-        return "time", codes, np.asarray(uniques.asi8, dtype=np.int64).tobytes()
-    if values.dtype == bool or str(values.dtype) == "boolean":
-        codes, uniques = pd.factorize(values.astype("boolean"), sort=True, use_na_sentinel=True)
-        return "bool", codes, "|".join("true" if u else "false" for u in uniques).encode()
-    numbers = pd.to_numeric(values, errors="coerce") if _is_text(values) else values
-    if pd.api.types.is_numeric_dtype(numbers) and numbers.isna().equals(values.isna()):
-        floats = numbers.astype("float64") + 0.0  # -0.0 -> 0.0
-        codes, uniques = pd.factorize(floats, sort=True, use_na_sentinel=True)
-        return "number", codes, np.asarray(uniques, dtype=np.float64).tobytes()
-    text = values.astype("string")
-    codes, uniques = pd.factorize(text, sort=True, use_na_sentinel=True)
-    return "text", codes, "\x1f".join(str(u) for u in uniques).encode()
+    n = len(values)
+    if isinstance(values.dtype, pd.DatetimeTZDtype) or str(values.dtype).startswith("datetime64"):
+        missing = values.isna().to_numpy()
+        if missing.all():
+            return "null", np.full(n, -1, dtype=np.int64), b""
+        ints = _utc_ns((values.dt.tz_localize("UTC") if values.dt.tz is None else values)[~missing])
+        index = np.full(n, -1, dtype=np.int64)
+        index[~missing] = np.arange(int((~missing).sum()))
+        codes, distinct = _sorted_codes(index, ints)
+        return "time", codes, np.asarray(distinct, dtype=np.int64).tobytes()
+    if values.dtype == bool:
+        codes, distinct = _sorted_codes(np.arange(n, dtype=np.int64), values.to_numpy(dtype=bool))
+        return "bool", codes, "|".join("true" if u else "false" for u in distinct).encode()
+    if not _is_text(values) and pd.api.types.is_numeric_dtype(values) and str(values.dtype) != "boolean":
+        floats = values.to_numpy(dtype=np.float64, na_value=np.nan) + 0.0  # -0.0 -> 0.0
+        missing = np.isnan(floats)
+        if missing.all():
+            return "null", np.full(n, -1, dtype=np.int64), b""
+        index = np.full(n, -1, dtype=np.int64)
+        index[~missing] = np.arange(int((~missing).sum()))
+        codes, distinct = _sorted_codes(index, floats[~missing])
+        return "number", codes, np.asarray(distinct, dtype=np.float64).tobytes()
+    # pandas' string dtypes factorise natively; converting to objects first costs more than the rest.
+    text_dtype = str(values.dtype) in ("str", "string")
+    raw_codes, uniques = pd.factorize(values if text_dtype else values.astype(object), use_na_sentinel=True)
+    keep = pd.Index(np.asarray(uniques, dtype=object), dtype=object)
+    inferred = pd.api.types.infer_dtype(keep, skipna=True)
+    if inferred == "string":
+        blank = np.asarray(keep == "", dtype=bool)
+        if blank.any():
+            position = np.full(len(keep) + 1, -1, dtype=np.int64)
+            position[np.flatnonzero(~blank)] = np.arange(int((~blank).sum()))
+            raw_codes, keep = position[raw_codes], keep[~blank]
+    codes = np.asarray(raw_codes, dtype=np.int64)
+    if len(keep) == 0:
+        return "null", np.full(n, -1, dtype=np.int64), b""
+    if inferred == "boolean":
+        codes, distinct = _sorted_codes(codes, np.asarray(keep, dtype=bool))
+        return "bool", codes, "|".join("true" if u else "false" for u in distinct).encode()
+    if inferred == "string":
+        text = pd.Series(keep, dtype=object).str
+        # The first distinct value settles most columns before a regex runs over all of them.
+        if name in TIMESTAMP_COLUMNS or (_ISO.match(keep[0]) and bool(text.match(_ISO).all())):
+            try:
+                codes, distinct = _sorted_codes(codes, _utc_ns(keep))
+            except (ValueError, TypeError):
+                pass
+            else:
+                return "time", codes, np.asarray(distinct, dtype=np.int64).tobytes()
+        if re.match(_NUMBER, keep[0]) and bool(text.match(_NUMBER).all()):
+            inferred = "floating"
+    if inferred in ("integer", "floating", "mixed-integer-float", "decimal"):
+        floats = np.asarray(pd.to_numeric(pd.Series(keep, dtype=object)), dtype=np.float64) + 0.0
+        codes, distinct = _sorted_codes(codes, floats)
+        return "number", codes, np.asarray(distinct, dtype=np.float64).tobytes()
+    codes, distinct = _sorted_codes(codes, keep.astype(str))
+    return "text", codes, "\x1f".join(map(str, distinct)).encode()
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 def table_checksum(table: pd.DataFrame) -> str:
@@ -80,23 +121,24 @@ def table_checksum(table: pd.DataFrame) -> str:
     read back gives the same checksum.
 
     The canonical form: columns sorted by name; each column reduced to its kind (``_canonical_column``:
-    timestamps in UTC, to the microsecond, whether typed or ISO text, numbers as float64, text as text, empty text
-    as missing) and to integer codes of its sorted distinct values; rows sorted on those codes (so row
-    order and the index do not count). The hash covers the column names, kinds, distinct values and the
-    sorted code matrix. It is an identity check, not a signature.
+    timestamps in UTC, to the microsecond, whether typed or ISO text, numbers as float64, text as text,
+    empty text as missing) and to integer codes of its sorted distinct values. Each row's codes are mixed
+    into one 64-bit row key; the sorted row keys (so row order and the index do not count), the column
+    names, kinds and distinct values are hashed. It is an identity check, not a signature.
     """
     h = hashlib.sha256()
     names = sorted(map(str, table.columns))
     h.update("\x1f".join(names).encode())
     by_name = {str(c): c for c in table.columns}
-    columns = [_canonical_column(table[by_name[n]], n) for n in names]
-    if not columns:
-        return h.hexdigest()
-    matrix = np.column_stack([codes.astype(np.int64) for _, codes, _ in columns])
-    order = np.lexsort(matrix.T[::-1]) if len(matrix) else np.arange(0)
-    for name, (kind, _, uniques) in zip(names, columns, strict=True):
-        h.update(b"\x1e" + name.encode() + b"\x1d" + kind.encode() + b"\x1d" + uniques)
-    h.update(np.ascontiguousarray(matrix[order]).tobytes())
+    rows = np.zeros(len(table), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for name in names:
+            kind, codes, uniques = _canonical_column(table[by_name[name]], name)
+            h.update(b"\x1e" + name.encode() + b"\x1d" + kind.encode() + b"\x1d" + uniques)
+            # A column's hashed codes, folded into each row's key (order of columns matters, of rows not).
+            hashed = pd.util.hash_array(codes.astype(np.int64), categorize=False)
+            rows = (rows * _MIX) ^ hashed
+    h.update(np.sort(rows).tobytes())
     return h.hexdigest()
 
 

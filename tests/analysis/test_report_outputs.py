@@ -137,3 +137,17 @@ def test_exports_include_texts_only_when_asked(played_study, tmp_path, django_ca
     with pytest.raises(ApplicationError) as error:
         services.research_job_start(study=played_study, kind="export", options={"include_texts": "yes"})
     assert error.value.field == "include_texts"
+
+
+@pytest.mark.django_db
+def test_the_export_form_asks_for_texts_explicitly(played_study, researcher_client, django_capture_on_commit_callbacks):
+    page = researcher_client.get(f"/research/studies/{played_study.slug}/").content.decode()
+    assert 'name="include_texts"' in page and "checked" not in page.split('name="include_texts"')[1][:20]
+    with django_capture_on_commit_callbacks(execute=True):
+        researcher_client.post(
+            f"/research/studies/{played_study.slug}/jobs/", {"kind": "export", "format": "csv", "include_texts": "1"}
+        )
+        researcher_client.post(f"/research/studies/{played_study.slug}/jobs/", {"kind": "export", "format": "csv"})
+    with_texts, without = ResearchJob.objects.order_by("pk")
+    assert with_texts.options["include_texts"] is True and without.options["include_texts"] is False
+    assert with_texts.manifest["includes_texts"] is True and without.manifest["includes_texts"] is False
