@@ -170,3 +170,30 @@ def test_the_total_cap_is_a_setting(export_zip):
     with pytest.raises(CommandError, match="above the cap of 1000"):
         call_command("import_legacy_export", str(export_zip), "--study", "paper")
     assert json.dumps(list(Study.objects.values_list("slug", flat=True))) == "[]"
+
+
+def test_the_papers_metric_analysis_reruns_after_enrichment(export_zip, settings, django_capture_on_commit_callbacks):
+    """Before: every source titled by its W-id, so ROUGE-1 against the titles is 0 for every candidate and
+    the report says so; after enrich_legacy and a new scoring run, ROUGE-1 sees the titles."""
+    from analysis.stats.systems import system_tables
+    from scoring.services import scoring_run_start
+
+    cache.clear()
+    legacy_import(source=export_zip, study_slug="paper")
+    study = Study.objects.get(slug="paper")
+    with django_capture_on_commit_callbacks(execute=True):
+        scoring_run_start(study=study, metrics=["rouge1"])
+    before = system_tables(comparison_frame(study=study))
+    assert before is not None and before.all_zero == ("rouge1",)
+    works = [
+        dict(w, display_name="A follow-up study of recent work on sepsis", title="A follow-up study of recent work")
+        for w in _works_for(export_zip)
+    ]
+    with openalex_standin(works) as server:
+        settings.OPENALEX_BASE_URL = server.base_url
+        legacy_enrich(study=study)
+    with django_capture_on_commit_callbacks(execute=True):
+        scoring_run_start(study=study, metrics=["rouge1"])
+    after = system_tables(comparison_frame(study=study))
+    assert after is not None and after.all_zero == ()
+    assert all(r.means["rouge1"] > 0.1 for r in after.rows)
