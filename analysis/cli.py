@@ -17,10 +17,10 @@ from typing import TextIO
 
 import pandas as pd
 
-from analysis.exports import export_comparisons, neutralize_frame, read_comparisons
+from analysis.exports import FORMATS, read_comparisons
 from analysis.legacy import legacy_comparison_table, parse_legacy_export
-from analysis.report import write_report
-from analysis.stats import AnalysisConfig, AnalysisError, AnalysisReport, analyze
+from analysis.report.bundle import write_analysis
+from analysis.stats import AnalysisConfig, AnalysisError, analyze
 from analysis.stats.config import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
@@ -64,44 +64,6 @@ def load_config(args: argparse.Namespace) -> AnalysisConfig:
     return AnalysisConfig.from_dict(settings)
 
 
-def _write_csv(frame: pd.DataFrame, path: Path) -> None:
-    neutralize_frame(frame).to_csv(path, index=False, lineterminator="\n")
-
-
-def write_tables(report: AnalysisReport, out_dir: Path) -> list[Path]:
-    """One CSV per statistic, for spreadsheets and papers."""
-    tables_dir = out_dir / "tables"
-    tables_dir.mkdir(parents=True, exist_ok=True)
-    frames: dict[str, pd.DataFrame] = {
-        "stages": pd.DataFrame([s.to_dict() for s in report.stages]),
-        "win_rates": report.win_rates.to_frame(),
-        "neither_rates": report.win_rates.neither_frame(),
-        "annotators": pd.DataFrame([a.to_dict() for a in report.annotators]),
-        "page_times": pd.DataFrame([p.to_dict() for p in report.page_times]),
-    }
-    if report.regression is not None:
-        frames["regression"] = report.regression.to_frame()
-    if report.agreement is not None:
-        frames["agreement"] = report.agreement.to_frame()
-        frames["agreement_families"] = pd.DataFrame([f.to_dict() for f in report.agreement.families])
-        if report.agreement.excluded:
-            frames["agreement_excluded"] = pd.DataFrame([e.to_dict() for e in report.agreement.excluded])
-        if report.agreement.position_consistency:
-            frames["judge_position_consistency"] = pd.DataFrame(
-                [c.to_dict() for c in report.agreement.position_consistency]
-            )
-    if report.threshold_sweeps:
-        frames["threshold_sweeps"] = pd.DataFrame([s.to_dict() for s in report.threshold_sweeps])
-    if report.bradley_terry is not None:
-        frames["bradley_terry"] = report.bradley_terry.to_frame()
-    paths = []
-    for name, frame in frames.items():
-        path = tables_dir / f"{name}.csv"
-        _write_csv(frame, path)
-        paths.append(path)
-    return paths
-
-
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     out = stdout or sys.stdout
     err = stderr or sys.stderr
@@ -115,23 +77,21 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         print(f"error: {exc}", file=err)
         return 2
     except (AnalysisError, ValueError, json.JSONDecodeError) as exc:
-        print(f"error: {exc}", file=err)
+        print(f"error: {args.comparisons}: {exc}", file=err)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    paths = write_report(report, args.out, title=args.title)
-    tables = write_tables(report, args.out)
-    if not args.no_export:
-        export_comparisons(
-            table,
-            args.out,
-            study=args.study,
-            filters={"source": args.comparisons.name},
-            seed=config.seed,
-        )
+    outputs = write_analysis(
+        report,
+        table,
+        args.out,
+        title=args.title,
+        study=args.study,
+        filters={"source": args.comparisons.name},
+        export_formats=() if args.no_export else FORMATS,
+    )
     p = report.provenance
     print(
         f"analysed {p.n_rows} comparisons from {p.n_annotators} annotators in {time.perf_counter() - started:.1f}s; "
-        f"wrote {paths['json']}, {paths['html']} and {len(tables)} tables in {args.out / 'tables'}",
+        f"wrote {outputs.json}, {outputs.html} and {len(outputs.tables)} tables in {args.out / 'tables'}",
         file=out,
     )
     for note in report.notes:

@@ -10,13 +10,16 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from analysis.stats._results import ResultMixin
-from analysis.stats.provenance import code_version, now_iso, table_checksum
+from analysis.stats.provenance import TIMESTAMP_COLUMNS, code_version, now_iso, table_checksum
+from analysis.stats.systems import canonicalize_systems
 from analysis.stats.table import COLUMNS, is_stage, metric_names, stage_order
 
 FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
@@ -24,6 +27,10 @@ ESCAPE = "'"
 MANIFEST_FORMAT = "satisfy.comparison-export/1"
 FORMATS = ("csv", "jsonl", "parquet")
 JSONL_CHUNK_ROWS = 10_000
+TEXT_COLUMNS: tuple[str, ...] = ("query_text", "persona", "left_summary", "right_summary", "source_titles")
+"""Participant texts (``analysis.texts``), written only when an export asks for them (``include_texts``):
+the question, the persona it was asked with (JSON object), the two summaries shown, and the titles of the
+sources in rank order (JSON list)."""
 
 
 def neutralize_cell(value: Any) -> Any:
@@ -86,6 +93,7 @@ class ExportManifest(ResultMixin):
     seed: int | None
     created_at: str
     files: tuple[ExportedFile, ...]
+    includes_texts: bool = False
 
     def write(self, path: Path) -> Path:
         path.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
@@ -119,8 +127,44 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> None:
     pacsv.write_csv(table, path, write_options=pacsv.WriteOptions(quoting_style="needed"))
 
 
+def _json_value(value: Any) -> Any:
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, pd.Timestamp | datetime):
+        return value.isoformat()
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def _write_jsonl(frame: pd.DataFrame, path: Path) -> None:
+    """One JSON object per row: floats as Python's shortest exact repr (pandas' writer keeps at most 15
+    digits), missing values and NaN as null, timestamps ISO 8601 in UTC. Written in chunks so a large
+    table is never one string in memory."""
+    with path.open("w", encoding="utf-8") as fh:
+        for start in range(0, len(frame), JSONL_CHUNK_ROWS):
+            chunk = frame.iloc[start : start + JSONL_CHUNK_ROWS].astype(object)
+            chunk = chunk.where(chunk.notna(), None)
+            for record in chunk.to_dict(orient="records"):
+                fh.write(json.dumps(record, ensure_ascii=False, allow_nan=False, default=_json_value) + "\n")
+
+
 def _prepare(table: pd.DataFrame) -> pd.DataFrame:
-    return table[ordered_columns(table)]
+    """Contract order, and timestamps as tz-aware UTC (typed in Parquet). Values are written as given: the
+    database and the legacy import already form canonical system ids, and readers fold the rest."""
+    frame = table[ordered_columns(table)].copy()
+    for col in TIMESTAMP_COLUMNS:
+        if col in frame.columns and not isinstance(frame[col].dtype, pd.DatetimeTZDtype):
+            frame[col] = _as_utc(frame[col])
+    return frame
+
+
+def _as_utc(series: pd.Series) -> pd.Series:
+    if str(series.dtype).startswith("datetime64"):
+        return series.dt.tz_localize("UTC")
+    return pd.to_datetime(series.astype(object).where(series.notna(), None), utc=True, format="ISO8601")
 
 
 def _write_one(frame: pd.DataFrame, path: Path, fmt: str) -> ExportedFile:
@@ -128,15 +172,10 @@ def _write_one(frame: pd.DataFrame, path: Path, fmt: str) -> ExportedFile:
     if fmt == "csv":
         _write_csv(neutralize_frame(frame), path)
     elif fmt == "jsonl":
-        # pandas' C writer: missing values and NaN become null, timestamps ISO 8601 (UTC, "Z").
-        # Written in chunks so a large table is never one string in memory.
-        with path.open("w", encoding="utf-8") as fh:
-            for start in range(0, len(frame), JSONL_CHUNK_ROWS):
-                chunk = frame.iloc[start : start + JSONL_CHUNK_ROWS]
-                text = chunk.to_json(orient="records", lines=True, date_format="iso", date_unit="us", force_ascii=False)
-                fh.write(text if text.endswith("\n") else text + "\n")
+        _write_jsonl(frame, path)
     elif fmt == "parquet":
-        frame.to_parquet(path, index=False, engine="pyarrow")
+        # Timestamps are tz-aware datetimes by now (_prepare): Parquet stores them as timestamp[us, UTC].
+        frame.to_parquet(path, index=False, engine="pyarrow", coerce_timestamps="us", allow_truncated_timestamps=True)
     else:
         raise ValueError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
     return ExportedFile(
@@ -176,6 +215,7 @@ def _manifest(
         seed=seed,
         created_at=now_iso(),
         files=tuple(files),
+        includes_texts=any(c in frame.columns for c in TEXT_COLUMNS),
     )
 
 
@@ -227,15 +267,27 @@ def export_comparisons(
 
 
 def read_comparisons(path: Path) -> pd.DataFrame:
-    """Read a comparison table written by this module (or any CSV/JSONL/Parquet with the contract's columns)."""
+    """Read a comparison table written by this module (or any CSV/JSONL/Parquet with the contract's columns).
+
+    System ids are folded to the canonical form (``analysis.stats.systems``) and ``shown_at``/``answered_at``
+    become UTC timestamps, whichever format the table came in.
+    """
     fmt = path.suffix.lstrip(".").lower()
     if fmt == "csv":
         frame = pd.read_csv(path, keep_default_na=True)
         for col in _text_columns(frame):
             frame[col] = frame[col].astype(object).map(restore_cell)
-        return frame
-    if fmt == "jsonl":
-        return pd.read_json(path, lines=True, dtype=False)
-    if fmt == "parquet":
-        return pd.read_parquet(path)
-    raise ValueError(f"cannot read {path.name}: expected .csv, .jsonl or .parquet")
+    elif fmt == "jsonl":
+        frame = pd.read_json(path, lines=True, dtype=False, precise_float=True)
+    elif fmt == "parquet":
+        frame = pd.read_parquet(path)
+    else:
+        raise ValueError(f"cannot read {path.name}: expected .csv, .jsonl or .parquet")
+    frame = canonicalize_systems(frame)
+    for col in TIMESTAMP_COLUMNS:
+        if col in frame.columns and not isinstance(frame[col].dtype, pd.DatetimeTZDtype):
+            try:
+                frame[col] = _as_utc(frame[col])
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"{path.name}: column {col} holds values that are not ISO 8601 times ({exc})") from exc
+    return frame

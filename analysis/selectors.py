@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from analysis.stats.systems import system_id
 from annotation.models import Candidate, Judgment, Study
 from scoring.core.judges import JudgeIdentity, judge_column
 from scoring.models import CandidateScore, PairwiseVote
@@ -30,12 +31,14 @@ def _judgments(study: Study) -> QuerySet[Judgment]:
 
 
 def candidate_design(candidate: Candidate) -> tuple[str, str, str]:
-    """System label, model and condition that produced a candidate: its snapshot, taken when it was
-    created; the system only for rows without one (legacy imports)."""
+    """Canonical system id, model and condition that produced a candidate: its snapshot, taken when it
+    was created; the system only for rows without one (legacy imports). The id is formed from the model
+    and condition (``analysis.stats.systems.system_id``), as on every other path into the table."""
     if candidate.model_name:
-        return candidate.system_label, candidate.model_name, candidate.condition
-    system = candidate.system
-    return system.label, system.model_name, system.condition
+        model, condition = candidate.model_name, candidate.condition
+    else:
+        model, condition = candidate.system.model_name, candidate.system.condition
+    return system_id(model, condition), model, condition
 
 
 def _score_column(metric: str, judge_model: str, judge_server: str, prompt_version: str) -> str:
@@ -129,6 +132,8 @@ def comparison_rows(
             "shown_at": judgment.shown_at.isoformat() if judgment.shown_at else None,
             "answered_at": judgment.answered_at.isoformat(),
             "seconds_on_page": judgment.seconds_on_page,
+            # Every live judgment has shown_at; an imported legacy one has none, nor a recorded placement.
+            "placement_recorded": judgment.shown_at is not None,
         }
         for metric in metric_names:
             row[f"left__{metric}"] = scores.get(left.pk, {}).get(metric)

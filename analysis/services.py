@@ -47,6 +47,9 @@ def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
         fmt = options.setdefault("format", "csv")
         if fmt not in EXPORT_FORMATS:
             raise ApplicationError(f"Export format must be one of {', '.join(EXPORT_FORMATS)}.", field="format")
+        # Off by default: queries, personas and summaries are participants' text, for a released dataset only.
+        if not isinstance(options.setdefault("include_texts", False), bool):
+            raise ApplicationError("include_texts must be true or false.", field="include_texts")
     elif kind == ResearchJob.Kind.REPORT:
         resamples = options.setdefault("n_resamples", DEFAULT_RESAMPLES)
         if not isinstance(resamples, int) or not 1 <= resamples <= 100_000:
@@ -204,6 +207,10 @@ def _run_export(job: ResearchJob, out: Path) -> dict[str, Any]:
 
     _progress(job, 10, "reading comparisons")
     frame = comparison_frame(study=job.study)
+    if job.options.get("include_texts"):
+        from analysis.texts import with_texts  # beside the frame: pandas is loaded by now
+
+        frame = with_texts(frame, study=job.study)
     _progress(job, 60, f"writing {len(frame)} rows")
     manifest = export_comparisons(
         frame, out, formats=[job.options["format"]], study=job.study.slug, filters={}, seed=job.options.get("seed")
@@ -220,9 +227,8 @@ def analysis_config_for(frame: Any, *, seed: int, n_resamples: int, extra: dict[
 
 
 def _run_report(job: ResearchJob, out: Path) -> dict[str, Any]:
-    # The export and statistics modules load pandas, scipy and matplotlib: in the worker, not the web process.
-    from analysis.exports import export_comparisons
-    from analysis.report.json_report import write_report
+    # The report and statistics modules load pandas, scipy and matplotlib: in the worker, not the web process.
+    from analysis.report.bundle import write_analysis
     from analysis.stats.analyze import analyze
 
     _progress(job, 10, "reading comparisons")
@@ -235,8 +241,8 @@ def _run_report(job: ResearchJob, out: Path) -> dict[str, Any]:
     )
     report = analyze(frame, config=config)
     _progress(job, 80, "writing the report")
-    write_report(report, out, title=f"{job.study.title}: analysis")
-    export_comparisons(frame, out, formats=["csv"], study=job.study.slug, filters={}, seed=job.options["seed"])
+    # The same files as `manage.py analyze` and the command line: report, tables/*.csv, the exports.
+    write_analysis(report, frame, out, title=f"{job.study.title}: analysis", study=job.study.slug)
     return {"provenance": report.to_dict().get("provenance", {}), "rows": len(frame)}
 
 

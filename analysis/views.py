@@ -122,6 +122,7 @@ def job_start(request: HttpRequest, slug: str) -> HttpResponse:
             options["seed"] = _int(request.POST["seed"], "seed")
         if kind == ResearchJob.Kind.EXPORT:
             options["format"] = request.POST.get("format", "csv")
+            options["include_texts"] = request.POST.get("include_texts") == "1"
         elif kind == ResearchJob.Kind.REPORT:
             options["n_resamples"] = _int(request.POST.get("n_resamples", "2000"), "n_resamples")
         elif kind == ResearchJob.Kind.STRESS:

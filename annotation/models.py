@@ -193,6 +193,7 @@ class Query(models.Model):
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.RETRIEVING)
     failure_reason = models.TextField(blank=True)
     retrieval_backend = models.CharField(max_length=40)
+    feedback = models.TextField(blank=True, default="", help_text="The annotator's free-text comment (legacy imports).")
     created_at = models.DateTimeField(auto_now_add=True)
     # --- the annotator's way through the question (time on page, setting aside) ---
     shown_at = models.DateTimeField(

@@ -15,6 +15,7 @@ from analysis.report.plots import (
     win_rate_plot,
 )
 from analysis.stats.analyze import AnalysisReport
+from analysis.stats.systems import RISK_BANDS, SystemTables
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:70rem;color:#222;padding:0 1rem}
@@ -104,6 +105,12 @@ def _win_rate_section(report: AnalysisReport) -> str:
         if not rows:
             continue
         parts.append(f"<h3>{escape(title)}</h3>")
+        if statistic == "position" and all(r.n == 0 for r in rows):
+            parts.append(
+                "<p class='note'>Unavailable: the left/right placement the annotators saw was not recorded for "
+                "these comparisons (legacy import), so position bias cannot be measured.</p>"
+            )
+            continue
         if statistic in ("variant", "personalized_vs_generic", "head_to_head", "position"):
             short = {
                 "variant": "Variant win rates",
@@ -201,6 +208,69 @@ def _regression_section(report: AnalysisReport) -> str:
     )
 
 
+def _alpha_ci(result: object) -> str:
+    """The bootstrap interval of alpha when the agreement results carry one (``ci_low``/``ci_high``)."""
+    low, high = getattr(result, "ci_low", None), getattr(result, "ci_high", None)
+    if not isinstance(low, int | float) or not isinstance(high, int | float):
+        return "not computed"
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "undefined"
+    return f"[{_num(float(low))}, {_num(float(high))}]"
+
+
+def _systems_section(systems: SystemTables | None) -> str:
+    """Seed 000's per-system tables: mean of every metric, mean RA/SA/AR, and the AR risk bands."""
+    if systems is None:
+        return ""
+    parts = [
+        "<h2>Systems: metric means</h2>",
+        "<p>Each system's mean score over its distinct summaries (a summary shown in round 1 and in the final "
+        "counts once).</p>",
+    ]
+    if systems.all_zero:
+        parts.append(
+            "<p class='note'>"
+            + escape(
+                f"{', '.join(systems.all_zero)} is 0 for every summary: the texts these metrics compare with "
+                "(the sources' abstracts) are probably missing. For a legacy import, run "
+                "`manage.py enrich_legacy` and score the study again."
+            )
+            + "</p>"
+        )
+    plain = [m for m in systems.metrics if m not in systems.abstractiveness and m != "ar_risk"]
+    for title, metrics in (("All metrics", plain), ("Abstractiveness: RA, SA, AR", list(systems.abstractiveness))):
+        if not metrics:
+            continue
+        parts.append(f"<h3>{escape(title)}</h3>")
+        parts.append(
+            _table(
+                ["system", "summaries", *metrics],
+                [
+                    [escape(r.system), str(r.n_candidates), *(_num(r.means.get(m)) for m in metrics)]
+                    for r in systems.rows
+                ],
+            )
+        )
+    if systems.risk:
+        parts.append("<h3>Hallucination risk bands (bigram AR)</h3>")
+        parts.append(
+            "<p>AR &gt; 2.0 high, 1.2 &lt; AR ≤ 2.0 moderate, 0.8 ≤ AR ≤ 1.2 balanced, AR &lt; 0.8 extractive; "
+            "count (share) of each system's scored summaries.</p>"
+        )
+        bands = list(reversed(RISK_BANDS))
+        parts.append(
+            _table(
+                ["system", "scored", *bands],
+                [
+                    [escape(r.system), str(r.n_scored)]
+                    + [f"{r.counts.get(b, 0)} ({_num(r.share(b), 2)})" for b in bands]
+                    for r in systems.risk
+                ],
+            )
+        )
+    return "\n".join(parts)
+
+
 def _agreement_section(report: AnalysisReport) -> str:
     ag = report.agreement
     if ag is None:
@@ -239,7 +309,7 @@ def _agreement_section(report: AnalysisReport) -> str:
                     escape(m.family),
                     escape(m.metric),
                     _num(m.alpha),
-                    f"[{_num(m.ci_low)}, {_num(m.ci_high)}]",
+                    _alpha_ci(m),
                     f"{_num(m.threshold, 4)} ({escape(m.threshold_rule)})",
                     "higher" if m.higher_is_better else "lower",
                     str(m.n_units),
@@ -379,8 +449,10 @@ def _extra_sections(report: AnalysisReport) -> str:
     return "\n".join(parts)
 
 
-def render_html(report: AnalysisReport, *, title: str = "Human evaluation analysis") -> str:
-    """The whole report as one HTML document."""
+def render_html(
+    report: AnalysisReport, *, title: str = "Human evaluation analysis", systems: SystemTables | None = None
+) -> str:
+    """The whole report as one HTML document (``systems`` adds the per-system tables)."""
     p = report.provenance
     prov = [
         ("comparisons", f"{p.n_rows} ({p.n_decided} decided, {p.n_neither} neither)"),
@@ -404,6 +476,7 @@ def render_html(report: AnalysisReport, *, title: str = "Human evaluation analys
         _win_rate_section(report),
         _regression_section(report),
         _agreement_section(report),
+        _systems_section(systems),
     ]
     body.append(_extra_sections(report))
     return (

@@ -24,7 +24,7 @@ from analysis.stats.errors import AnalysisError
 from analysis.stats.metric_info import describe_metrics
 from analysis.stats.provenance import Provenance, code_version, now_iso, table_checksum
 from analysis.stats.regression import LogisticRegressionResult, fit_personalization_logit
-from analysis.stats.table import metric_names, prepare_table
+from analysis.stats.table import metric_names, placement_recorded, prepare_table
 from analysis.stats.win_rates import StageSummary, WinRateTable, stage_summaries, win_rates
 
 T = TypeVar("T")
@@ -112,6 +112,12 @@ def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> Ana
     if not t.decided.any():
         notes.append("no decided matches: every win rate is undefined")
     notes.extend(_bracket_size_notes(t.frame))
+    unplaced = int((~placement_recorded(t)).sum())
+    if unplaced:
+        notes.append(
+            f"left/right placement not recorded for {unplaced} of {t.n_rows} comparisons (legacy import): position "
+            + ("bias is unavailable" if unplaced == t.n_rows else "bias uses only the rows where it was recorded")
+        )
     resampler = ClusterResampler.draw(t.n_annotators, n_resamples=config.n_resamples, seed=config.seed)
     persona, generic = config.persona_condition, config.generic_condition
 

@@ -9,7 +9,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from analysis.stats._results import ResultMixin, fmt, text_table
-from analysis.stats.table import PreparedTable, stage_order
+from analysis.stats.table import PreparedTable, placement_recorded, stage_order
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -90,7 +90,9 @@ def annotator_breakdown(
         "matches": t.per_annotator(np.ones(t.n_rows)),
         "decided": t.per_annotator(t.decided),
         "neither": t.per_annotator(t.neither),
-        "left": t.per_annotator(t.left_won),
+        # Left-side wins only where the placement was recorded (the legacy export did not record it).
+        "left": t.per_annotator(t.left_won & placement_recorded(t)),
+        "placed_decided": t.per_annotator(t.decided & placement_recorded(t)),
         "p_win": t.per_annotator(p_win),
         "p_dec": t.per_annotator(p_dec),
     }
@@ -110,7 +112,7 @@ def annotator_breakdown(
             n_queries=int(n_queries[i]),
             n_decided=int(sums["decided"][i]),
             neither_rate=_ratio(sums["neither"][i], sums["matches"][i]),
-            left_win_rate=_ratio(sums["left"][i], sums["decided"][i]),
+            left_win_rate=_ratio(sums["left"][i], sums["placed_decided"][i]),
             personalized_wins=int(sums["p_win"][i]),
             personalized_decided=int(sums["p_dec"][i]),
             personalized_win_rate=_ratio(sums["p_win"][i], sums["p_dec"][i]),

@@ -92,6 +92,9 @@ def stage_name(round_number: int, total_rounds: int) -> str:
     return FINAL_STAGE if round_number == total_rounds else f"round{round_number}"
 
 
+PLACEMENT_COLUMN = "placement_recorded"
+"""Optional bool column: False where the left/right placement the annotator saw was not recorded (the
+paper's legacy export). Position-bias statistics use only rows where it is true (or the column is absent)."""
 LEFT_PREFIX = "left__"
 RIGHT_PREFIX = "right__"
 
@@ -211,6 +214,15 @@ def prepare_table(table: pd.DataFrame) -> PreparedTable:
         neither=np.asarray(choice == "neither", dtype=np.bool_),
     )
     return prepared
+
+
+def placement_recorded(t: PreparedTable) -> BoolArray:
+    """Rows whose left/right placement was recorded (all rows when the table has no ``placement_recorded``)."""
+    if PLACEMENT_COLUMN not in t.frame.columns:
+        return np.ones(t.n_rows, dtype=np.bool_)
+    values = t.frame[PLACEMENT_COLUMN]
+    as_text = values.astype("string").str.strip().str.lower()
+    return np.asarray(~as_text.isin(["false", "0", "0.0"]).fillna(False).to_numpy(dtype=bool), dtype=np.bool_)
 
 
 def with_derived_columns(table: pd.DataFrame) -> pd.DataFrame:

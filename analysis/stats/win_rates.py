@@ -16,7 +16,7 @@ import pandas as pd
 
 from analysis.stats._results import ResultMixin, fmt, fmt_p, text_table
 from analysis.stats.bootstrap import ClusterResampler, bootstrap_ratios
-from analysis.stats.table import PreparedTable, stage_key, stage_order
+from analysis.stats.table import PreparedTable, placement_recorded, stage_key, stage_order
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -307,9 +307,10 @@ def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "g
             _side_cell("personalized_vs_generic", "all brackets", stage, left_p, right_p, t, rows & mixed, 0.5)
         )
 
-    # Position bias: the left side, among all matches.
+    # Position bias: the left side, among the matches whose placement was recorded (none: n = 0, undefined).
+    placed = placement_recorded(t)
     for stage, rows in stages.items():
-        cells.append(_side_cell("position", "left", stage, true, ~true, t, rows, 0.5))
+        cells.append(_side_cell("position", "left", stage, true, ~true, t, rows & placed, 0.5))
     return cells
 
 

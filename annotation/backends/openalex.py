@@ -41,6 +41,7 @@ SELECT_FIELDS = (
     "abstract_inverted_index",
 )
 _BACKOFF_CAP_S = 30.0
+IDS_PER_REQUEST = 50  # OpenAlex ORs at most 100 values in one filter; 50 keeps the URL short
 _FILTER_KEYS = frozenset(
     {"from_year", "to_year", "years", "concepts", "fields", "topics", "open_access_only", "types", "openalex_filter"}
 )
@@ -136,6 +137,20 @@ def work_to_document(work: Mapping[str, Any]) -> Document | None:
     )
 
 
+def _title_only(work: Mapping[str, Any]) -> Document | None:
+    title = str(work.get("display_name") or work.get("title") or "").strip()
+    if not title:
+        return None
+    year = work.get("publication_year")
+    return Document(
+        external_id=_short_id(str(work.get("id") or "")),
+        title=title,
+        abstract="",
+        url=str((work.get("primary_location") or {}).get("landing_page_url") or work.get("id") or ""),
+        year=int(year) if isinstance(year, int) else None,
+    )
+
+
 def _keywords(query: str) -> str:
     # Hyphenated terms stay whole ("covid-19", "state-of-the-art"): OpenAlex would otherwise OR their halves.
     words = content_words(query, min_length=2, pattern=r"[\w-]+")
@@ -195,7 +210,54 @@ class OpenAlexRetrieval:
             cache.set(key, [asdict(d) for d in documents], self.cache_ttl)
         return documents
 
+    def works(self, ids: Sequence[str]) -> dict[str, Document]:
+        """Works by OpenAlex id (short ``W123`` or full URL), keyed by short id; ids OpenAlex does not know
+        are absent. Asked ``IDS_PER_REQUEST`` at a time through the list endpoint's ``openalex`` filter,
+        each work cached under its id. A work without an abstract keeps its title (abstract empty)."""
+        wanted = list(dict.fromkeys(_ids(list(ids), "ids")))
+        cache = caches[self.cache_alias]
+        found: dict[str, Document] = {}
+        missing = []
+        for work_id in wanted:
+            cached = cache.get(self._work_key(work_id)) if self.cache_ttl > 0 else None
+            if cached is not None:
+                found[work_id] = Document(**{**cached, "authors": tuple(cached["authors"])})
+            else:
+                missing.append(work_id)
+        for start in range(0, len(missing), IDS_PER_REQUEST):
+            batch = missing[start : start + IDS_PER_REQUEST]
+            params: dict[str, str | int] = {
+                "filter": f"openalex:{'|'.join(batch)}",
+                "per-page": len(batch),
+                "select": ",".join(SELECT_FIELDS),
+            }
+            if self.mailto:
+                params["mailto"] = self.mailto
+            if self.api_key:
+                params["api_key"] = self.api_key
+            results = self._get_json("/works", params).get("results")
+            if not isinstance(results, list):
+                raise BackendError(
+                    f"OpenAlex answered without a results list ({self.base_url}/works).", transient=False
+                )
+            asked = {w.lower(): w for w in batch}
+            for work in results:
+                if not isinstance(work, dict):
+                    continue
+                doc = work_to_document(work) or _title_only(work)
+                key = asked.get(doc.external_id.lower()) if doc is not None else None
+                if doc is None or key is None:
+                    continue
+                found[key] = doc
+                if self.cache_ttl > 0:
+                    cache.set(self._work_key(key), asdict(doc), self.cache_ttl)
+        return found
+
     # -- internals ----------------------------------------------------------------------
+
+    def _work_key(self, work_id: str) -> str:
+        blob = json.dumps([self.base_url, work_id.lower()], ensure_ascii=False)
+        return "openalex:work:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
     def _cache_key(self, query: str, filter_param: str, k: int) -> str:
         blob = json.dumps([self.base_url, query, filter_param, k], ensure_ascii=False)

@@ -258,6 +258,10 @@ OPENALEX_BACKOFF_S = env.float("OPENALEX_BACKOFF_S", default=1.0)
 OPENALEX_CACHE_TTL = env.int("OPENALEX_CACHE_TTL", default=7 * 24 * 3600)
 OPENALEX_CACHE_ALIAS = "default"
 
+# The legacy import (analysis.legacy_import): caps on what one archive may unpack to (docs/analysis.md).
+LEGACY_IMPORT_MAX_MEMBER_BYTES = env.int("LEGACY_IMPORT_MAX_MEMBER_BYTES", default=64 * 1024 * 1024)
+LEGACY_IMPORT_MAX_TOTAL_BYTES = env.int("LEGACY_IMPORT_MAX_TOTAL_BYTES", default=256 * 1024 * 1024)
+
 # Invitation tokens never reach a log (kernel/logging.py): Django's request and server loggers, and the
 # console handler every other record goes through, replace a token in a URL by [redacted].
 LOGGING = {

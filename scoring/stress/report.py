@@ -21,7 +21,7 @@ from scoring.stress.stats import StressResult, Verdict
 if TYPE_CHECKING:
     from scoring.stress.runner import StressReport
 
-__all__ = ["CSV_FIELDS", "render_html", "write_report"]
+__all__ = ["CSV_FIELDS", "level_figure", "render_html", "write_report"]
 
 CSV_FIELDS = (
     "metric", "test", "direction", "n_rows", "levels", "level_means", "rho", "monotonicity",
@@ -204,23 +204,70 @@ def _reference_level(r: StressResult) -> int:
     return len(r.level_means) - 1 if r.test == "incremental" else 0
 
 
-def _test_plots(report: StressReport) -> str:
-    out = []
-    for test in report.tests:
-        res = [r for r in report.results if r.test == test]
-        if not res:
+PANEL_COLUMNS = 4
+
+
+def level_figure(report: StressReport, test: str) -> Any:
+    """Mean score by perturbation level for one test: small multiples, one panel per metric, each on its own
+    y axis, so that a metric moving 200-fold beside others moving 5% flattens none of them. The dashed line
+    is the unperturbed summary's mean. Returns a matplotlib ``Figure`` (object API, no pyplot state)."""
+    # matplotlib is heavy: loaded when a report is drawn, not when the stress package is imported.
+    from matplotlib.figure import Figure
+
+    res = [r for r in report.results if r.test == test]
+    n = max(len(res), 1)
+    cols = min(PANEL_COLUMNS, n)
+    rows = math.ceil(n / cols)
+    fig = Figure(figsize=(2.6 * cols + 0.4, 2.1 * rows + 0.6))
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for k, ax in enumerate(axes.flat):
+        if k >= len(res):
+            ax.set_visible(False)
             continue
-        series: dict[str, list[float | None]] = {}
-        for r in res:
-            ref = r.level_means[_reference_level(r)]
-            if not math.isfinite(ref) or abs(ref) < 1e-12:
-                continue
-            series[r.metric] = [m / ref if math.isfinite(m) else None for m in r.level_means]
-        ref_name = "the full summary" if test == "incremental" else "the original"
-        out.append(
-            line_chart(series, res[0].levels, title=f"{test} ({TESTS[test].direction.value})",
-                       y_label=f"mean score / score of {ref_name}")
-        )  # fmt: skip
+        r = res[k]
+        xs = list(range(len(r.levels)))
+        ys = [m if math.isfinite(m) else math.nan for m in r.level_means]
+        ax.plot(xs, ys, marker="o", markersize=3, color=_PALETTE[k % len(_PALETTE)], linewidth=1.5)
+        ref = r.level_means[_reference_level(r)] if r.level_means else math.nan
+        if math.isfinite(ref):
+            ax.axhline(ref, color="#888888", linestyle="--", linewidth=0.8)
+        finite = [y for y in ys if math.isfinite(y)]
+        if finite and max(finite) - min(finite) < 1e-12:
+            # A flat series gets a small band around it instead of matplotlib's +-5% of zero.
+            centre = finite[0]
+            half = max(abs(centre) * 0.05, 1e-3)
+            ax.set_ylim(centre - half, centre + half)
+        elif finite:
+            lo, hi = min(finite), max(finite)
+            pad = (hi - lo) * 0.08
+            ax.set_ylim(lo - pad, hi + pad)
+        ax.set_title(r.metric, fontsize=9)
+        ax.set_xticks(xs)
+        ax.set_xticklabels(r.levels, fontsize=7, rotation=30 if len(r.levels) > 4 else 0)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.grid(axis="y", alpha=0.3)
+    ref_name = "the full summary" if test == "incremental" else "the original"
+    fig.suptitle(f"{test} ({TESTS[test].direction.value}): mean score; dashed = {ref_name}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _svg(fig: Any) -> str:
+    import io
+    import re
+
+    from matplotlib import rc_context
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+
+    buf = io.StringIO()
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "satisfy-stress"}):
+        FigureCanvasSVG(fig).print_svg(buf)  # type: ignore[no-untyped-call]
+    text = re.sub(r"^<\?xml[^>]*>\s*", "", buf.getvalue())
+    return re.sub(r"<!DOCTYPE[^>]*>\s*", "", text)
+
+
+def _test_plots(report: StressReport) -> str:
+    out = [_svg(level_figure(report, test)) for test in report.tests if any(r.test == test for r in report.results)]
     return "".join(f'<div class="plot">{p}</div>' for p in out)
 
 
@@ -321,7 +368,8 @@ table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
 th,td{border:1px solid #ccc;padding:3px 7px;text-align:center}
 tbody th{text-align:left;font-weight:600}
 .sw{display:inline-block;width:14px;height:14px;margin:0 4px 0 12px;vertical-align:middle;border:1px solid #aaa}
-.plot{display:inline-block;margin:6px 12px 6px 0;vertical-align:top}
+.plot{display:inline-block;margin:6px 12px 6px 0;vertical-align:top;max-width:100%}
+.plot svg{max-width:100%;height:auto}
 .legend{font-size:13px}
 code{background:#f4f4f4;padding:1px 4px}
 """

@@ -41,7 +41,8 @@ def test_parses_annotators_annotations_and_personas(tmp_path):
 def test_comparison_table_follows_the_contract():
     export = parse_legacy_export(make_legacy_zip(n_annotators=5, seed=2))
     frame = legacy_comparison_table(export, study="paper")
-    assert list(frame.columns) == list(COLUMNS)
+    assert list(frame.columns) == [*COLUMNS, "placement_recorded"]
+    assert not frame["placement_recorded"].any()
     prepare_table(frame)  # validates choices, stages and winner_side
     n_finals = sum(a.final is not None for x in export.annotators for a in x.annotations)
     assert len(frame) == 2 * export.n_annotations + n_finals
@@ -50,7 +51,7 @@ def test_comparison_table_follows_the_contract():
     assert set(frame["annotator"]) == {pseudonym(a.annotator_id) for a in export.annotators}
     assert not frame["annotator"].str.contains("1000").any()
     persona_rows = frame[frame["left_condition"] == "persona"]
-    assert (persona_rows["left_system"].str.endswith("/persona")).all()
+    assert (persona_rows["left_system"].str.endswith("-persona")).all()
 
 
 def test_one_annotation_to_rows_by_hand():
@@ -75,7 +76,7 @@ def test_one_annotation_to_rows_by_hand():
     )
     frame = legacy_comparison_table(export)
     ab, cd, final = frame.to_dict(orient="records")
-    assert (ab["choice"], ab["winner_system"]) == ("right", "ll/generic")
+    assert (ab["choice"], ab["winner_system"]) == ("right", "ll-generic")
     assert (cd["choice"], cd["winner_condition"]) == ("left", "generic")
     assert (final["left_position"], final["right_position"], final["choice"]) == ("B", "C", "right")
     assert final["stage"] == "final" and final["round"] == 2 and final["winner_model"] == "ds"
@@ -96,8 +97,11 @@ def test_neither_skips_the_final_and_a_stray_final_is_a_warning():
     ("files", "message"),
     [
         ({"users.json": []}, "no results/annotator-"),
-        ({"results/annotator-1.json": "{not json"}, "not valid UTF-8 JSON"),
-        ({"results/annotator-1.json": [{"metadata": {}, "summaries": {}}]}, "metadata.A.model is missing"),
+        ({"results/annotator-1.json": "{not json"}, "line 1: not valid JSON"),
+        (
+            {"results/annotator-1.json": [{"query_index": 0, "metadata": {}, "summaries": {}}]},
+            "metadata.A.model is missing",
+        ),
     ],
 )
 def test_malformed_exports_are_clear_errors(files, message):

@@ -32,6 +32,9 @@ SUPPORTED_FILTERS = frozenset(
         "topics.id",
         "primary_topic.field.id",
         "type",
+        "openalex",
+        "openalex_id",
+        "ids.openalex",
     }
 )
 
@@ -280,6 +283,8 @@ def _filter_one(work: dict[str, Any], key: str, value: str) -> bool:
             return _id_matches(v, [work["primary_topic"]["field"]["id"]])
         if key == "type":
             return str(work.get("type")) == v
+        if key in ("openalex", "openalex_id", "ids.openalex"):
+            return _id_matches(v, [work["id"]])
         raise AssertionError(key)
 
     matched = any(one(v) for v in alternatives)

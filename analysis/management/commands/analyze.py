@@ -7,9 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analysis.cli import main, write_tables
-from analysis.exports import export_comparisons
-from analysis.report.json_report import write_report
+from analysis.cli import main
+from analysis.report.bundle import write_analysis
 from analysis.selectors import comparison_frame
 from analysis.services import DEFAULT_RESAMPLES, DEFAULT_SEED, analysis_config_for
 from analysis.stats.analyze import analyze
@@ -56,13 +55,12 @@ class Command(BaseCommand):
             report = analyze(frame, config=analysis_config_for(frame, seed=seed, n_resamples=resamples))
         except (AnalysisError, ValueError) as error:
             raise CommandError(str(error)) from error
-        out: Path = options["out"]
-        out.mkdir(parents=True, exist_ok=True)
-        paths = write_report(report, out, title=f"{study.title}: analysis")
-        write_tables(report, out)
-        export_comparisons(frame, out, study=study.slug, filters={}, seed=seed)
+        outputs = write_analysis(report, frame, options["out"], title=f"{study.title}: analysis", study=study.slug)
         self.stdout.write(
-            self.style.SUCCESS(f"Analysed {len(frame)} comparisons; wrote {paths['json']} and {paths['html']}.")
+            self.style.SUCCESS(
+                f"Analysed {len(frame)} comparisons; wrote {outputs.json}, {outputs.html} and "
+                f"{len(outputs.tables)} tables."
+            )
         )
         for note in report.notes:
             self.stdout.write(f"note: {note}")

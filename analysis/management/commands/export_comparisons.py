@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from analysis.exports import export_comparisons
 from analysis.selectors import comparison_frame
 from analysis.services import EXPORT_FORMATS
+from analysis.texts import with_texts
 from annotation.models import Study
 
 
@@ -20,6 +21,12 @@ class Command(BaseCommand):
         parser.add_argument("--study", required=True)
         parser.add_argument("--out", type=Path, required=True)
         parser.add_argument("--formats", default="csv,jsonl,parquet")
+        parser.add_argument(
+            "--include-texts",
+            action="store_true",
+            help="add the query, persona, both summaries and the source titles (participants' text: only for a "
+            "released dataset)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         study = Study.objects.filter(slug=options["study"]).first()
@@ -30,7 +37,13 @@ class Command(BaseCommand):
         if unknown:
             raise CommandError(f"Unknown format(s) {', '.join(unknown)}; choose from {', '.join(EXPORT_FORMATS)}.")
         options["out"].mkdir(parents=True, exist_ok=True)
-        manifest = export_comparisons(comparison_frame(study=study), options["out"], formats=formats, study=study.slug)
+        frame = comparison_frame(study=study)
+        if options["include_texts"]:
+            frame = with_texts(frame, study=study)
+        manifest = export_comparisons(frame, options["out"], formats=formats, study=study.slug)
         self.stdout.write(
-            self.style.SUCCESS(f"Wrote {manifest.rows} rows as {', '.join(formats)} to {options['out']}.")
+            self.style.SUCCESS(
+                f"Wrote {manifest.rows} rows as {', '.join(formats)} to {options['out']}"
+                + (" with texts." if manifest.includes_texts else ".")
+            )
         )
