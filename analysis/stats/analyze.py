@@ -23,6 +23,7 @@ from analysis.stats.config import AnalysisConfig
 from analysis.stats.errors import AnalysisError
 from analysis.stats.provenance import Provenance, code_version, now_iso, table_checksum
 from analysis.stats.regression import LogisticRegressionResult, fit_personalization_logit
+from analysis.stats.small_sample import BOOTSTRAP, CR2_T, few_annotators_warning, use_small_sample
 from analysis.stats.table import metric_names, prepare_table
 from analysis.stats.win_rates import WinRateTable, win_rates
 
@@ -43,6 +44,8 @@ class AnalysisReport(ResultMixin):
     annotators: tuple[AnnotatorSummary, ...]
     page_times: tuple[PageTime, ...]
     notes: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+    """What a reader must see before the numbers (e.g. few annotators); shown above the win rates."""
 
     def to_dict(self) -> dict[str, Any]:
         out = json_safe({k: getattr(self, k) for k in self.__dataclass_fields__ if k != "config"})
@@ -56,6 +59,7 @@ class AnalysisReport(ResultMixin):
             f"Analysis of {p.n_rows} comparisons ({p.n_decided} decided, {p.n_neither} neither) from "
             f"{p.n_annotators} annotators; table sha256 {p.table_sha256[:16]}...; code {p.code_version}; "
             f"seed {p.seed}; {p.n_resamples} resamples; created {p.created_at}",
+            *(f"WARNING: {w}" for w in self.warnings),
             self.win_rates.summary(),
         ]
         for section in (self.regression, self.agreement, self.bradley_terry):
@@ -91,9 +95,16 @@ def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> Ana
         notes.append("no decided matches: every win rate is undefined")
     resampler = ClusterResampler.draw(t.n_annotators, n_resamples=config.n_resamples, seed=config.seed)
     persona, generic = config.persona_condition, config.generic_condition
+    small = use_small_sample(t.n_annotators, inference=config.inference, below=config.small_sample_below)
+    few = few_annotators_warning(t.n_annotators, below=config.small_sample_below, small_sample=small)
 
     rates = win_rates(
-        t, resampler=resampler, confidence_level=config.confidence_level, persona=persona, generic=generic
+        t,
+        resampler=resampler,
+        confidence_level=config.confidence_level,
+        persona=persona,
+        generic=generic,
+        method=CR2_T if small else BOOTSTRAP,
     )
     regression = _section(
         "logistic regression",
@@ -105,6 +116,7 @@ def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> Ana
             confidence_level=config.confidence_level,
             persona=persona,
             generic=generic,
+            small_sample=small,
         ),
     )
     metrics = metric_names(t.frame)
@@ -177,6 +189,7 @@ def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> Ana
         annotators=annotator_breakdown(t, persona=persona, generic=generic),
         page_times=page_times(t),
         notes=tuple(notes),
+        warnings=(few,) if few else (),
     )
 
 

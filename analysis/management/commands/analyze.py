@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analysis.cli import main, write_tables
+from analysis.cli import main, report_messages, write_tables
 from analysis.exports import export_comparisons
 from analysis.report.json_report import write_report
 from analysis.selectors import comparison_frame
@@ -64,5 +64,5 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.SUCCESS(f"Analysed {len(frame)} comparisons; wrote {paths['json']} and {paths['html']}.")
         )
-        for note in report.notes:
-            self.stdout.write(f"note: {note}")
+        for line in report_messages(report):
+            self.stdout.write(line)
