@@ -95,7 +95,8 @@ def ratio_cr2(
 
     ``numerator``/``denominator`` are annotators x cells matrices of per-annotator sums; ``G`` counts the
     annotators with a positive denominator in the cell. Where every such annotator has the same ratio the
-    standard error is zero and the interval and p-value are undefined (NaN): there is no spread to learn from.
+    standard error is zero: the interval is undefined (NaN), not a point, and the p-value is the sign-flip
+    randomisation test's ``2 / 2^G`` (1 when the ratio equals the null).
     """
     num = np.asarray(numerator, dtype=np.float64)
     den = np.asarray(denominator, dtype=np.float64)
@@ -119,6 +120,12 @@ def ratio_cr2(
     with np.errstate(invalid="ignore", divide="ignore"):
         t = (est - null) / np.where(ok, se, 1.0)
     p = np.where(ok & np.isfinite(null), 2.0 * sps.t.sf(np.abs(t), safe_df), np.nan)
+    # No spread (every annotator has the same ratio): the t statistic is undefined, but the sign-flip
+    # randomisation test of the annotators' scores N_g - null D_g is not: they all share one sign, which
+    # has probability 2 / 2^G when annotators are exchangeable about the null.
+    flat = (g >= 2) & np.isfinite(est) & ~ok & np.isfinite(null)
+    same = np.where(np.abs(est - null) < 1e-12, 1.0, np.minimum(1.0, 2.0 ** (1.0 - g.astype(np.float64))))
+    p = np.where(flat, same, p)
     return RatioCR2(
         estimate=est.astype(np.float64),
         std_error=np.where(ok, se, np.nan).astype(np.float64),

@@ -61,9 +61,17 @@ def test_ratio_cr2_on_equal_annotators_is_the_one_sample_t_test_of_their_rates()
     assert (out.ci_low[0], out.ci_high[0]) == (pytest.approx(0.55 - half), pytest.approx(0.55 + half))
 
 
-def test_ratio_cr2_with_no_spread_between_annotators_is_undefined_not_certain():
-    out = ratio_cr2(np.array([[5.0], [5.0]]), np.array([[5.0], [5.0]]), null=np.array([0.5]), confidence_level=0.95)
-    assert np.isnan(out.p_value[0]) and np.isnan(out.ci_low[0])
+def test_ratio_cr2_with_no_spread_between_annotators_is_not_certain():
+    # Three annotators lost every match (0/2, 0/3, 0/1): no interval, and the exact sign-flip p-value:
+    # all three annotators on one side of 0.5 has probability 2 / 2^3 under the null.
+    out = ratio_cr2(
+        np.zeros((3, 2)),
+        np.array([[2.0, 2.0], [3.0, 3.0], [1.0, 1.0]]),
+        null=np.array([0.5, 0.0]),
+        confidence_level=0.95,
+    )
+    assert np.isnan(out.ci_low).all() and np.isnan(out.ci_high).all()
+    assert out.p_value.tolist() == [0.25, 1.0]
 
 
 def _logit_data(seed: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
