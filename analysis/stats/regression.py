@@ -240,7 +240,7 @@ def fit_personalization_logit(
         v = mu * (1.0 - mu)  # the logit's variance function, equal to dmu/deta
         x = np.asarray(fit.model.exog, dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
-            vcov = cluster_vcov(v[:, None] * x, y - mu, groups, weights=1.0 / v, target=v)
+            vcov = cluster_vcov(v[:, None] * x, y - mu, groups, weights=1.0 / v)
         bse = pd.Series(np.sqrt(np.clip(np.diag(vcov), 0.0, None)), index=params.index)
         stat = params / bse
         pvalues = pd.Series(2.0 * sps.t.sf(np.abs(stat.to_numpy()), df), index=params.index)

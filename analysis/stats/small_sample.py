@@ -144,33 +144,51 @@ def _inverse_sqrt(matrix: FloatArray) -> FloatArray:
     return np.asarray((evecs * inv_root) @ evecs.T, dtype=np.float64)
 
 
+def _cr2_adjust(u: FloatArray, e: FloatArray, theta: FloatArray, bread: FloatArray) -> FloatArray:
+    """``A_g e_g`` for one cluster: ``A_g = R G^(+1/2) R``, ``R = Theta^(1/2)``, ``G = Theta^2 - R U M U' R``.
+
+    Rows with the same design row and target (a logit on categorical factors has a handful) are grouped:
+    ``R U M U' R`` only acts on the span of the groups' indicator vectors, and on the contrasts within a
+    group ``G`` is ``theta_k^2``, so only a K x K matrix (K groups) needs an eigendecomposition.
+    """
+    root = np.sqrt(theta)
+    _, first, pattern = np.unique(np.column_stack([u, theta]), axis=0, return_index=True, return_inverse=True)
+    pattern = pattern.reshape(-1)
+    counts = np.bincount(pattern).astype(np.float64)
+    x = root * e
+    mean = np.bincount(pattern, weights=x) / counts
+    within = x - mean[pattern]
+    z = root[first, None] * u[first] * np.sqrt(counts)[:, None]  # N^(1/2) R U per group
+    g_small = np.diag(theta[first] ** 2) - z @ bread @ z.T
+    span = _inverse_sqrt(g_small) @ (np.sqrt(counts) * mean)
+    adjusted = (span / np.sqrt(counts))[pattern] + within / theta
+    return np.asarray(root * adjusted, dtype=np.float64)
+
+
 def cluster_vcov(
     design: FloatArray,
     resid: FloatArray,
     groups: npt.ArrayLike,
     *,
     weights: FloatArray | None = None,
-    target: FloatArray | None = None,
     kind: str = "CR2",
 ) -> FloatArray:
     """Cluster-robust covariance of an estimating equation ``sum_g U_g' W_g e_g = 0``, as clubSandwich has it.
 
     OLS: ``design`` = X, ``resid`` = y - X b, no weights. A GLM (clubSandwich's ``vcovCR.glm``): ``design`` =
-    ``dmu/deta * X``, ``resid`` = y - mu, ``weights`` = 1 / V(mu), ``target`` = V(mu) (for a logit
-    ``V = dmu/deta = mu (1 - mu)``). Bread ``M = (U'WU)^-1``; meat ``sum_g U_g' W_g A_g e_g e_g' A_g' W_g U_g``
-    with ``A_g = I`` (CR0; CR1 multiplies by statsmodels' ``G/(G-1) (N-1)/(N-p)``) or, for CR2
-    (Pustejovsky & Tipton 2018, inverse-variance case), ``A_g = R_g' G_g^(+1/2) R_g`` with ``R_g`` the
-    Cholesky factor of ``Theta_g`` (the target), ``G_g = R_g (I - H)_gg Theta_g R_g'`` and
-    ``H_gg = U_g M U_g' W_g``.
+    ``dmu/deta * X``, ``resid`` = y - mu, ``weights`` = 1 / V(mu) (for a logit ``V = dmu/deta = mu (1 - mu)``).
+    Bread ``M = (U'WU)^-1``; meat ``sum_g U_g' W_g A_g e_g e_g' A_g' W_g U_g`` with ``A_g = I`` (CR0; CR1
+    multiplies by statsmodels' ``G/(G-1) (N-1)/(N-p)``) or, for CR2 (Pustejovsky & Tipton 2018, the
+    inverse-variance case: working variance ``Theta = W^-1``), ``A_g = R_g' G_g^(+1/2) R_g`` with
+    ``R_g = Theta_g^(1/2)``, ``G_g = R_g (I - H)_gg Theta_g R_g'`` and ``H_gg = U_g M U_g' W_g``.
     """
     u = np.asarray(design, dtype=np.float64)
     e = np.asarray(resid, dtype=np.float64)
     n, p = u.shape
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
-    theta = 1.0 / w if target is None else np.asarray(target, dtype=np.float64)
     if kind not in ("CR0", "CR1", "CR2"):
         raise ValueError(f"unknown cluster-robust covariance {kind!r}")
-    bread = np.linalg.pinv(u.T @ (w[:, None] * u))
+    bread = np.asarray(np.linalg.pinv(u.T @ (w[:, None] * u)), dtype=np.float64)
     codes, inverse = np.unique(np.asarray(groups), return_inverse=True)
     inverse = inverse.reshape(-1)
     n_groups = len(codes)
@@ -181,10 +199,7 @@ def cluster_vcov(
         rows = order[bounds[k] : bounds[k + 1]]
         ug, eg, wg = u[rows], e[rows], w[rows]
         if kind == "CR2":
-            root = np.sqrt(theta[rows])
-            ih_theta = np.diag(theta[rows]) - (ug @ bread @ ug.T) * (wg * theta[rows])[None, :]
-            g_mat = root[:, None] * ih_theta * root[None, :]
-            eg = root * (_inverse_sqrt(g_mat) @ (root * eg))
+            eg = _cr2_adjust(ug, eg, 1.0 / wg, bread)
         scores[k] = ug.T @ (wg * eg)
     meat = scores.T @ scores
     vcov = bread @ meat @ bread
