@@ -5,7 +5,7 @@ own random taste for or against personalised summaries, several questions each, 
 for several numbers of annotators G and prints how often each method rejects at alpha = 0.05: the
 personalised side's win rate against 0.5, and the logit's intercept (personalisation effect) against 0.
 
-    .venv/bin/python bench/small_sample.py              # 1,000 studies per G (about ten minutes)
+    .venv/bin/python bench/small_sample.py              # 1,000 studies per G (a few minutes)
     .venv/bin/python bench/small_sample.py --quick      # 200 studies per G
 """
 
