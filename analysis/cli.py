@@ -21,6 +21,7 @@ from analysis.exports import FORMATS, read_comparisons
 from analysis.legacy import legacy_comparison_table, parse_legacy_export
 from analysis.report.bundle import write_analysis
 from analysis.stats import AnalysisConfig, AnalysisError, analyze
+from analysis.stats.analyze import AnalysisReport
 from analysis.stats.config import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
@@ -94,9 +95,22 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         f"wrote {outputs.json}, {outputs.html} and {len(outputs.tables)} tables in {args.out / 'tables'}",
         file=out,
     )
-    for note in report.notes:
-        print(f"note: {note}", file=out)
+    for line in report_messages(report):
+        print(line, file=out)
     return 0
+
+
+def report_messages(report: AnalysisReport) -> list[str]:
+    """Warnings, infinite Bradley-Terry strengths and notes, one line each, for the command line."""
+    lines = [f"warning: {w}" for w in report.warnings]
+    bt = report.bradley_terry
+    if bt is not None:
+        for s in bt.systems:
+            words = s.describe_unbounded(bt.n_resamples)
+            if words:
+                lines.append(f"Bradley-Terry: {s.system}: {words}")
+    lines.extend(f"note: {note}" for note in report.notes)
+    return lines
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ from analysis.report.plots import (
     win_rate_plot,
 )
 from analysis.stats.analyze import AnalysisReport
+from analysis.stats.bradley_terry import SystemStrength
+from analysis.stats.small_sample import CR2_T
 from analysis.stats.systems import RISK_BANDS, SystemTables
 
 CSS = """
@@ -24,6 +26,7 @@ h3{font-size:1.05rem}table{border-collapse:collapse;margin:.6rem 0 1rem;font-siz
 th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right}th{background:#f4f4f4}
 td.l,th.l{text-align:left}dl{display:grid;grid-template-columns:max-content auto;gap:.15rem 1rem;font-size:.9rem}
 dt{font-weight:600}.note{background:#fff8e1;border-left:4px solid #edae49;padding:.4rem .8rem}
+.warning{background:#fdecea;border-left:4px solid #d1495b;padding:.5rem .8rem;font-weight:600}
 figure{margin:.5rem 0 1.2rem}svg{max-width:100%;height:auto}code{font-size:.85em}
 """
 
@@ -85,10 +88,17 @@ def _stage_section(report: AnalysisReport) -> str:
 def _win_rate_section(report: AnalysisReport) -> str:
     wr = report.win_rates
     level = f"{wr.confidence_level:.0%}"
+    method = (
+        "Small-sample inference (few annotators): CR2 cluster-robust standard errors by annotator, "
+        f"{level} intervals and two-sided p-values from the t distribution with G − 1 degrees of freedom"
+        if wr.method == CR2_T
+        else f"Annotator-clustered bootstrap: {wr.n_resamples} resamples of annotators with replacement, seed "
+        f"{wr.seed}; {level} percentile intervals and two-sided p-values"
+    )
     parts = [
         "<h2>Win rates</h2>",
-        f"<p>Annotator-clustered bootstrap: {wr.n_resamples} resamples of annotators with replacement, seed "
-        f"{wr.seed}; {level} percentile intervals and two-sided p-values against the null on decided matches only "
+        *(f"<p class='warning' role='alert'>Warning: {escape(w)}</p>" for w in report.warnings),
+        f"<p>{method} against the null on decided matches only "
         "(“neither” excluded). <em>rate</em> is wins / n; <em>decided</em> is wins / (wins + losses).</p>",
     ]
     titles = {
@@ -187,7 +197,7 @@ def _regression_section(report: AnalysisReport) -> str:
             "<h2>Logistic regression: personalised side wins</h2>",
             f"<p><code>{escape(reg.formula)}</code><br>N = {reg.n_obs} decided mixed-condition comparisons "
             f"({reg.n_events} personalised wins) from {reg.n_clusters} annotators; cluster-robust standard errors "
-            f"grouped by annotator; reference levels: {refs}.</p>",
+            f"grouped by annotator ({escape(reg.cov_type)}); reference levels: {refs}.</p>",
             _figure(forest_plot(reg), "Odds ratios with confidence intervals; 1 = no effect"),
             _table(
                 ["term", "odds ratio", f"{level} CI", "log-odds", "SE", "z", "p"],
@@ -361,6 +371,19 @@ def _agreement_section(report: AnalysisReport) -> str:
     return "\n".join(parts)
 
 
+def _strength(value: float) -> str:
+    if value == math.inf:
+        return "+∞"
+    if value == -math.inf:
+        return "−∞"
+    return _num(value)
+
+
+def _unbounded_words(s: SystemStrength) -> str:
+    what = {"above": "never lost to the rest (+∞)", "below": "never beat the rest (−∞)"}
+    return f"{s.system} {what.get(s.unbounded or '', 'is not linked to the others by any match')}"
+
+
 def _extra_sections(report: AnalysisReport) -> str:
     parts = []
     bt = report.bradley_terry
@@ -371,19 +394,29 @@ def _extra_sections(report: AnalysisReport) -> str:
             f"annotator-clustered resamples ({bt.n_valid_resamples} of {bt.n_resamples} had a finite fit).</p>",
             _figure(strength_plot(bt), "Log-strengths with intervals"),
             _table(
-                ["system", "log strength", "CI", "wins", "losses"],
+                ["system", "log strength", "CI", "wins", "losses", "unbounded (infinite strength)"],
                 [
                     [
                         escape(s.system),
-                        _num(s.log_strength),
-                        f"[{_num(s.ci_low)}, {_num(s.ci_high)}]",
+                        _strength(s.log_strength),
+                        f"[{_strength(s.ci_low)}, {_strength(s.ci_high)}]",
                         str(s.wins),
                         str(s.losses),
+                        escape(s.describe_unbounded(bt.n_resamples)),
                     ]
                     for s in bt.systems
                 ],
             ),
         ]
+        if bt.separated:
+            parts.insert(
+                2,
+                "<p class='note'>The matches separate the systems: "
+                + escape("; ".join(_unbounded_words(s) for s in bt.systems if s.unbounded))
+                + ". Their strengths are infinite (no finite maximum-likelihood estimate); the others are centred "
+                "at mean 0 among themselves. A small <code>bradley_terry_pseudo_wins</code> prior gives finite "
+                "values instead.</p>",
+            )
     times = report.page_times
     parts += [
         "<h2>Time per page</h2>",

@@ -24,6 +24,7 @@ from analysis.stats.errors import AnalysisError
 from analysis.stats.metric_info import describe_metrics
 from analysis.stats.provenance import Provenance, code_version, now_iso, table_checksum
 from analysis.stats.regression import LogisticRegressionResult, fit_personalization_logit
+from analysis.stats.small_sample import BOOTSTRAP, CR2_T, few_annotators_warning, use_small_sample
 from analysis.stats.table import metric_names, placement_recorded, prepare_table
 from analysis.stats.win_rates import StageSummary, WinRateTable, stage_summaries, win_rates
 
@@ -45,6 +46,8 @@ class AnalysisReport(ResultMixin):
     annotators: tuple[AnnotatorSummary, ...]
     page_times: tuple[PageTime, ...]
     notes: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+    """What a reader must see before the numbers (e.g. few annotators); shown above the win rates."""
 
     def to_dict(self) -> dict[str, Any]:
         out = json_safe({k: getattr(self, k) for k in self.__dataclass_fields__ if k != "config"})
@@ -58,6 +61,7 @@ class AnalysisReport(ResultMixin):
             f"Analysis of {p.n_rows} comparisons ({p.n_decided} decided, {p.n_neither} neither) from "
             f"{p.n_annotators} annotators; table sha256 {p.table_sha256[:16]}...; code {p.code_version}; "
             f"seed {p.seed}; {p.n_resamples} resamples; created {p.created_at}",
+            *(f"WARNING: {w}" for w in self.warnings),
             "Stages: "
             + ", ".join(
                 f"{s.stage} {s.matches} matches ({s.decided} decided, {s.neither} neither)" for s in self.stages
@@ -120,9 +124,16 @@ def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> Ana
         )
     resampler = ClusterResampler.draw(t.n_annotators, n_resamples=config.n_resamples, seed=config.seed)
     persona, generic = config.persona_condition, config.generic_condition
+    small = use_small_sample(t.n_annotators, inference=config.inference, below=config.small_sample_below)
+    few = few_annotators_warning(t.n_annotators, below=config.small_sample_below, small_sample=small)
 
     rates = win_rates(
-        t, resampler=resampler, confidence_level=config.confidence_level, persona=persona, generic=generic
+        t,
+        resampler=resampler,
+        confidence_level=config.confidence_level,
+        persona=persona,
+        generic=generic,
+        method=CR2_T if small else BOOTSTRAP,
     )
     regression = _section(
         "logistic regression",
@@ -134,6 +145,7 @@ def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> Ana
             confidence_level=config.confidence_level,
             persona=persona,
             generic=generic,
+            small_sample=small,
         ),
     )
     metrics = metric_names(t.frame)
@@ -219,6 +231,7 @@ def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> Ana
         annotators=annotator_breakdown(t, persona=persona, generic=generic),
         page_times=page_times(t),
         notes=tuple(notes),
+        warnings=(few,) if few else (),
     )
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from analysis.stats.errors import InsufficientDataError
+from analysis.stats.small_sample import BOOTSTRAP, CR2_T, ratio_cr2
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -65,6 +66,7 @@ class RatioBootstrap:
     ci_high: FloatArray
     p_value: FloatArray
     n_valid: IntArray
+    method: str = BOOTSTRAP
 
 
 def two_sided_p(replicates: FloatArray, estimate: FloatArray, null: FloatArray) -> tuple[FloatArray, IntArray]:
@@ -99,12 +101,17 @@ def bootstrap_ratios(
     resampler: ClusterResampler,
     null: FloatArray,
     confidence_level: float,
+    method: str = BOOTSTRAP,
 ) -> RatioBootstrap:
     """Ratios ``sum(numerator) / sum(denominator)`` with clustered-bootstrap intervals and p-values.
 
     ``numerator`` and ``denominator`` are annotators x cells matrices of per-annotator sums.
-    ``null`` holds each cell's null value (NaN where no test is wanted).
+    ``null`` holds each cell's null value (NaN where no test is wanted). With ``method=CR2_T`` the
+    intervals and p-values are CR2 with t(G-1) instead (``small_sample.ratio_cr2``); the resamples
+    still count ``n_valid``.
     """
+    if method not in (BOOTSTRAP, CR2_T):
+        raise ValueError(f"unknown ratio inference method {method!r}")
     num_total = numerator.sum(axis=0)
     den_total = denominator.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -119,6 +126,9 @@ def bootstrap_ratios(
         low = np.full_like(low, np.nan)
         high = np.full_like(high, np.nan)
         p = np.full_like(p, np.nan)
+    elif method == CR2_T:
+        small = ratio_cr2(numerator, denominator, null=null, confidence_level=confidence_level)
+        low, high, p = small.ci_low, small.ci_high, small.p_value
     return RatioBootstrap(
         numerator=num_total,
         denominator=den_total,
@@ -127,4 +137,5 @@ def bootstrap_ratios(
         ci_high=high,
         p_value=p,
         n_valid=n_valid,
+        method=method,
     )

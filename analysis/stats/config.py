@@ -9,6 +9,7 @@ from typing import Any
 
 from analysis.stats._results import json_safe
 from analysis.stats.agreement import DEFAULT_SD_FRACTION
+from analysis.stats.small_sample import DEFAULT_SMALL_SAMPLE_BELOW, INFERENCE_CHOICES
 
 DEFAULT_SEED = 20_251_130
 DEFAULT_RESAMPLES = 2_000
@@ -47,6 +48,11 @@ class AnalysisConfig:
     bradley_terry_pseudo_wins: float = 0.0
     threshold_sweep_points: int = 11
     """Alpha at this many thresholds per metric, 0 to 1 pooled SD (0 = off; see ``alpha_threshold_sweep``)."""
+    inference: str = "auto"
+    """Win-rate and logit inference: ``auto`` (CR2 with t(G-1) below ``small_sample_below`` annotators,
+    the clustered bootstrap and CR1 from there on), ``small-sample`` (always CR2-t) or ``standard``."""
+    small_sample_below: int = DEFAULT_SMALL_SAMPLE_BELOW
+    """Fewer annotators than this count as few: small-sample inference (under ``auto``) and a warning."""
 
     def __post_init__(self) -> None:
         for name in ("reference_levels", "metric_thresholds", "metric_families", "higher_is_better"):
@@ -55,6 +61,10 @@ class AnalysisConfig:
             raise ValueError("n_resamples must be at least 1")
         if not 0.5 <= self.confidence_level < 1.0:
             raise ValueError("confidence_level must be in [0.5, 1)")
+        if self.inference not in INFERENCE_CHOICES:
+            raise ValueError(f"inference must be one of {', '.join(INFERENCE_CHOICES)}, not {self.inference!r}")
+        if self.small_sample_below < 2:
+            raise ValueError("small_sample_below must be at least 2")
         if (self.default_metric_threshold is not None and self.default_metric_threshold < 0) or any(
             v < 0 for v in self.metric_thresholds.values()
         ):

@@ -18,6 +18,7 @@ from scipy import stats as sps
 
 from analysis.stats._results import ResultMixin, fmt, fmt_p, text_table
 from analysis.stats.errors import AnalysisError, InsufficientDataError
+from analysis.stats.small_sample import CR1_NORMAL, CR2_T, cluster_vcov
 from analysis.stats.table import PreparedTable
 
 FACTORS: tuple[str, ...] = ("model_personalized", "model_generic", "round_stage")
@@ -41,6 +42,8 @@ class Coefficient(ResultMixin):
     odds_ratio: float
     ci_low: float
     ci_high: float
+    df: int | None = None
+    """Degrees of freedom of the t reference distribution (CR2-t); ``None``: normal (``z`` is a z statistic)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class LogisticRegressionResult(ResultMixin):
     log_likelihood: float
     converged: bool
     notes: tuple[str, ...] = field(default=())
+    method: str = CR1_NORMAL
+    """``cr1-normal`` (statsmodels' cluster covariance, normal p-values) or ``cr2-t`` (CR2, t(G-1))."""
 
     def coefficient(self, term: str) -> Coefficient:
         for c in self.coefficients:
@@ -91,7 +96,7 @@ class LogisticRegressionResult(ResultMixin):
         head = (
             f"Logit: {self.formula}\n"
             f"N = {self.n_obs} comparisons ({self.n_events} personalised wins) from {self.n_clusters} annotators; "
-            f"SEs clustered by annotator; reference levels: {refs}"
+            f"SEs clustered by annotator ({self.cov_type}); reference levels: {refs}"
         )
         return head + "\n" + text_table(["term", "OR", f"{level} CI", "log-odds", "SE", "p"], rows)
 
@@ -161,11 +166,14 @@ def fit_personalization_logit(
     confidence_level: float = 0.95,
     persona: str = "persona",
     generic: str = "generic",
+    small_sample: bool = False,
 ) -> LogisticRegressionResult:
     """Fit ``personalized_won`` by statsmodels GLM (binomial, logit) with ``cov_type="cluster"`` by annotator.
 
     ``formula`` is a patsy formula or a ``str.format`` template over the reference levels. With the
     default formula, a factor observed at a single level is dropped (and noted) rather than failing.
+    ``small_sample`` replaces statsmodels' CR1 errors and normal p-values by CR2 errors (working-weights
+    hat matrix, ``small_sample.cluster_vcov``) with t(G-1) p-values and intervals.
     """
     # statsmodels (and patsy) take seconds to import; only the regression needs them.
     import statsmodels.api as sm
@@ -224,9 +232,23 @@ def fit_personalization_logit(
         raise AnalysisError(f"logistic regression failed: {exc}", extra={"formula": spec}) from exc
 
     notes.extend(dict.fromkeys(f"statsmodels warned: {w.category.__name__}: {w.message}" for w in caught))
-    z_crit = float(sps.norm.ppf(0.5 + confidence_level / 2))
     params = fit.params
-    bse = fit.bse
+    if small_sample:
+        df: int | None = n_clusters - 1
+        mu = np.asarray(fit.mu, dtype=np.float64)
+        y = np.asarray(fit.model.endog, dtype=np.float64)
+        v = mu * (1.0 - mu)  # the logit's variance function, equal to dmu/deta
+        x = np.asarray(fit.model.exog, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            vcov = cluster_vcov(v[:, None] * x, y - mu, groups, weights=1.0 / v)
+        bse = pd.Series(np.sqrt(np.clip(np.diag(vcov), 0.0, None)), index=params.index)
+        stat = params / bse
+        pvalues = pd.Series(2.0 * sps.t.sf(np.abs(stat.to_numpy()), df), index=params.index)
+        crit = float(sps.t.ppf(0.5 + confidence_level / 2, df))
+    else:
+        df = None
+        bse, stat, pvalues = fit.bse, fit.tvalues, fit.pvalues
+        crit = float(sps.norm.ppf(0.5 + confidence_level / 2))
     coefs = []
     for name in params.index:
         b = float(params[name])
@@ -236,11 +258,12 @@ def fit_personalization_logit(
                 term=_clean_term(str(name)),
                 estimate=b,
                 std_error=se,
-                z=float(fit.tvalues[name]),
-                p_value=float(fit.pvalues[name]),
+                z=float(stat[name]),
+                p_value=float(pvalues[name]),
                 odds_ratio=float(np.exp(b)),
-                ci_low=float(np.exp(b - z_crit * se)),
-                ci_high=float(np.exp(b + z_crit * se)),
+                ci_low=float(np.exp(b - crit * se)),
+                ci_high=float(np.exp(b + crit * se)),
+                df=df,
             )
         )
     if not np.all(np.isfinite([c.std_error for c in coefs])) or max(abs(c.estimate) for c in coefs) > 15:
@@ -253,8 +276,9 @@ def fit_personalization_logit(
         n_clusters=n_clusters,
         n_events=int(frame["personalized_won"].sum()),
         confidence_level=confidence_level,
-        cov_type="cluster (annotator)",
+        cov_type=f"CR2 (annotator), t({n_clusters - 1})" if small_sample else "CR1 (annotator), normal",
         log_likelihood=float(fit.llf),
         converged=bool(getattr(fit, "converged", True)),
         notes=tuple(notes),
+        method=CR2_T if small_sample else CR1_NORMAL,
     )

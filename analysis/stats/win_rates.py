@@ -16,6 +16,7 @@ import pandas as pd
 
 from analysis.stats._results import ResultMixin, fmt, fmt_p, text_table
 from analysis.stats.bootstrap import ClusterResampler, bootstrap_ratios
+from analysis.stats.small_sample import BOOTSTRAP, CR2_T
 from analysis.stats.table import PreparedTable, placement_recorded, stage_key, stage_order
 
 FloatArray = npt.NDArray[np.float64]
@@ -108,6 +109,8 @@ class WinRateTable(ResultMixin):
     n_resamples: int
     seed: int
     confidence_level: float
+    method: str = BOOTSTRAP
+    """How intervals and p-values were computed: ``cluster-bootstrap`` or ``cr2-t`` (small samples)."""
 
     def select(self, statistic: str, stage: str | None = None) -> tuple[WinRate, ...]:
         return tuple(r for r in self.rows if r.statistic == statistic and (stage is None or r.stage == stage))
@@ -152,10 +155,12 @@ class WinRateTable(ResultMixin):
             ]
             for p in self.neither
         ]
-        return (
-            f"Win rates (annotator-clustered bootstrap, {self.n_resamples} resamples, seed {self.seed})\n"
-            + text_table(headers, body + neither)
+        how = (
+            "CR2 standard errors with t(G-1) intervals and p-values (few annotators)"
+            if self.method == CR2_T
+            else f"annotator-clustered bootstrap, {self.n_resamples} resamples, seed {self.seed}"
         )
+        return f"Win rates ({how})\n" + text_table(headers, body + neither)
 
 
 @dataclass(frozen=True)
@@ -331,8 +336,11 @@ def win_rates(
     persona: str = "persona",
     generic: str = "generic",
     cells: Sequence[_Cell] | None = None,
+    method: str = BOOTSTRAP,
 ) -> WinRateTable:
-    """Compute every cell of ``build_cells`` and the "neither" rates in one vectorised pass."""
+    """Compute every cell of ``build_cells`` and the "neither" rates in one vectorised pass.
+
+    ``method`` is the interval/p-value method (``bootstrap_ratios``): the clustered bootstrap or CR2-t."""
     cell_list = list(cells) if cells is not None else build_cells(t, persona=persona, generic=generic)
     neither_specs = _neither_cells(t)
     k = len(cell_list)
@@ -350,7 +358,7 @@ def win_rates(
     for j, (_, _, rows) in enumerate(neither_specs):
         num[:, 2 * k + j] = t.per_annotator(rows & t.neither)
         den[:, 2 * k + j] = t.per_annotator(rows)
-    boot = bootstrap_ratios(num, den, resampler=resampler, null=null, confidence_level=confidence_level)
+    boot = bootstrap_ratios(num, den, resampler=resampler, null=null, confidence_level=confidence_level, method=method)
 
     present = (den > 0).sum(axis=0)
     rows_out: list[WinRate] = []
@@ -400,4 +408,5 @@ def win_rates(
         n_resamples=resampler.n_resamples,
         seed=resampler.seed,
         confidence_level=confidence_level,
+        method=boot.method,
     )

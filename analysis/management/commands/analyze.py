@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analysis.cli import main
+from analysis.cli import main, report_messages
 from analysis.report.bundle import write_analysis
 from analysis.selectors import comparison_frame
 from analysis.services import DEFAULT_RESAMPLES, DEFAULT_SEED, analysis_config_for
@@ -62,5 +62,5 @@ class Command(BaseCommand):
                 f"{len(outputs.tables)} tables."
             )
         )
-        for note in report.notes:
-            self.stdout.write(f"note: {note}")
+        for line in report_messages(report):
+            self.stdout.write(line)
