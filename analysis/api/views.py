@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -15,12 +17,19 @@ from analysis.permissions import IsResearcher
 from analysis.selectors import comparison_rows
 from analysis.serializers import job_json
 from annotation.models import Study
+from kernel.storable import json_problem
 from scoring.services import scoring_run_start
 
 
 class JobCreateSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=ResearchJob.Kind.choices)
     options = serializers.DictField(required=False, default=dict)
+
+    def validate_options(self, value: dict[str, Any]) -> dict[str, Any]:
+        # Stored as jsonb: no NUL or lone surrogate in a string or key, no infinity, no runaway nesting.
+        if problem := json_problem(value, where="options"):
+            raise serializers.ValidationError(f"{problem[0].upper()}{problem[1:]}.")
+        return value
 
 
 class ScoringRunSerializer(serializers.Serializer):

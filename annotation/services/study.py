@@ -19,6 +19,7 @@ from annotation.models import Candidate, PromptTemplate, Study, StudySystem
 from annotation.prompts import DEFAULT_BODY, DEFAULT_PERSONA_BLOCK, DEFAULT_TEMPLATE_NAME
 from kernel.backends import BackendError
 from kernel.exceptions import ApplicationError
+from kernel.storable import json_problem
 
 # The study's own settings that study_create and study_update accept (status has its own rules).
 STUDY_FIELDS = (
@@ -37,10 +38,17 @@ SYSTEM_FIELDS = ("label", "model_name", "condition", "generation_backend", "back
 # Inclusive bounds; beyond them a study cannot be run (a question longer than the API accepts, more
 # sources than a prompt holds).
 LIMITS = {"queries_per_annotator": (1, 1000), "max_query_chars": (1, 20000), "retrieval_k": (1, 100)}
+# A system's `order` places it in lists and exports (ties by id); a PositiveSmallIntegerField.
+ORDER_RANGE = (0, 32767)
 LOCKED_MESSAGE = (
     "Summaries have already been generated for this study, so its systems and prompt template can no longer "
     "change (past comparisons would be relabelled). Create a new study for a new design."
 )
+
+
+def limit_message(name: str) -> str:
+    low, high = LIMITS[name]
+    return f"{name.replace('_', ' ').capitalize()} must be from {low} to {high}."
 
 
 def prompt_template_default() -> PromptTemplate:
@@ -109,6 +117,14 @@ def _validate_systems(specs: Sequence[Mapping[str, Any]]) -> None:
             )
         if not isinstance(spec.get("backend_settings"), dict):
             raise ApplicationError(f"System {label!r}: backend settings must be a JSON object.", field="systems")
+        if problem := json_problem(spec["backend_settings"], where="backend settings"):
+            raise ApplicationError(f"System {label!r}: {problem}.", field="systems")
+        order = spec.get("order")
+        if not isinstance(order, int) or isinstance(order, bool) or not ORDER_RANGE[0] <= order <= ORDER_RANGE[1]:
+            raise ApplicationError(
+                f"System {label!r}: order must be a whole number from {ORDER_RANGE[0]} to {ORDER_RANGE[1]}.",
+                field="systems",
+            )
         if label in labels:
             raise ApplicationError(f"Two systems are labelled {label!r}; labels must differ.", field="systems")
         if (model, condition) in cells:
@@ -176,9 +192,12 @@ def study_validate(
     for name, (low, high) in LIMITS.items():
         value = fields.get(name)
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-            raise ApplicationError(f"{name.replace('_', ' ').capitalize()} must be from {low} to {high}.", field=name)
-    if not isinstance(fields.get("retrieval_settings") or {}, dict):
+            raise ApplicationError(limit_message(name), field=name)
+    retrieval_settings = fields.get("retrieval_settings")
+    if not isinstance(retrieval_settings, dict):
         raise ApplicationError("Retrieval settings must be a JSON object.", field="retrieval_settings")
+    if problem := json_problem(retrieval_settings, where="retrieval settings"):
+        raise ApplicationError(f"{problem[0].upper()}{problem[1:]}.", field="retrieval_settings")
     if study is not None and study_has_candidates(study=study):
         stored = sorted((system_spec(s) for s in study.systems.all()), key=lambda s: s["id"])
         if sorted(systems, key=lambda s: s["id"] or 0) != stored:
@@ -242,7 +261,10 @@ def study_create(
         "max_query_chars": max_query_chars,
         "retrieval_backend": retrieval_backend,
         "retrieval_k": retrieval_k,
-        "retrieval_settings": dict(retrieval_settings or {}),
+        # A mapping is copied; anything else is study_validate's to refuse with a field message.
+        "retrieval_settings": dict(retrieval_settings or {})
+        if isinstance(retrieval_settings or {}, Mapping)
+        else retrieval_settings,
         "prompt_template": prompt_template or prompt_template_default(),
     }
     specs = _system_specs(_default_systems() if systems is None else systems, [])
