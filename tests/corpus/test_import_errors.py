@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from corpus.importing import MAX_ABSTRACT_CHARS, corpus_import
+from corpus.importing import MAX_ABSTRACT_CHARS, CorpusFileError, corpus_import
 from corpus.models import CorpusDocument
 
 pytestmark = pytest.mark.django_db
@@ -93,7 +93,7 @@ def test_a_line_past_the_size_limit_is_refused_without_reading_it_whole(tmp_path
     path = _file(tmp_path, "huge.jsonl", '{"id": "h", "abstract": "' + "x" * 5000 + '"}')
     with open(path, "ab") as out:
         out.write(GOOD.replace("good-1", "good-3").encode())
-    with pytest.raises(Exception, match=r"huge.jsonl line 2: longer than 1,024 bytes"):
+    with pytest.raises(CorpusFileError, match=r"huge.jsonl line 2: longer than 1,024 bytes"):
         corpus_import(path=path, max_line_bytes=1024)
     assert not CorpusDocument.objects.exists()
     skipped: list[tuple[int, str]] = []

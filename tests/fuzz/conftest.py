@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -60,3 +62,13 @@ def roles(transactional_db) -> dict[str, Role]:  # type: ignore[no-untyped-def]
     # Committed for real: the question's retrieval and generation run (eagerly) on commit, and a request that
     # fails in the database cannot leave the test's own transaction aborted for the cases after it.
     return fuzz_roles()
+
+
+@pytest.fixture
+def quiet_request_log():  # type: ignore[no-untyped-def]
+    # Django logs every 4xx as a warning; a fuzz run sends a thousand. 5xx are still logged (as errors).
+    logger = logging.getLogger("django.request")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    yield
+    logger.setLevel(level)

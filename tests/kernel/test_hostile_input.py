@@ -130,3 +130,29 @@ def test_storable_checks_name_the_place():
     for _ in range(MAX_JSON_DEPTH):
         nested = [nested]
     assert json_problem(nested) == f"the value{'[0]' * MAX_JSON_DEPTH} is nested more than {MAX_JSON_DEPTH} levels deep"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/v1/queries/99999999999999999999/",
+        "/api/v1/matches/9223372036854775808/",
+        "/api/v1/admin/failed-candidates/99999999999999999999/",
+        "/api/v1/research/jobs/99999999999999999999/",
+        "/research/jobs/99999999999999999999/status/",
+        "/study/hostile/q/99999999999999999999/wait/",
+        "/api/v1/queries/12abc/",
+        "/api/v1/participations/-1/",
+    ],
+)
+def test_ids_past_the_database_range_or_not_numbers_are_not_found(study, url):
+    admin = Client()
+    admin.force_login(get_user_model().objects.create_superuser("root", "root@example.org", "x"))
+    assert admin.get(url).status_code == 404
+
+
+def test_the_django_admin_treats_a_huge_id_as_missing(study):
+    admin = Client()
+    admin.force_login(get_user_model().objects.create_superuser("root", "root@example.org", "x"))
+    response = admin.get("/admin/annotation/study/99999999999999999999/change/")
+    assert response.status_code == 302  # back to the list, with "does not exist" in the messages
