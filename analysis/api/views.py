@@ -52,7 +52,7 @@ class ComparisonsApi(APIView):
 class JobsApi(APIView):
     permission_classes = [IsResearcher]
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: list[dict]})  # a list of jobs (the schema said one object: the fuzzer saw)
     def get(self, request: Request, slug: str) -> Response:
         study = get_object_or_404(Study, slug=slug)
         return Response([job_json(job) for job in study.research_jobs.all()[:100]])

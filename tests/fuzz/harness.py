@@ -7,7 +7,9 @@ the code behind the ownership checks. Some cases are then made hostile the way t
 were (issue 11): a NUL character in every string (a lone surrogate cannot be sent: the client encodes
 bodies as UTF-8; tests/kernel/test_hostile_input.py sends one raw), integers past the database's range,
 null for every value, a body nested past any limit. A case fails when the answer is a 5xx
-(`not_a_server_error`).
+(`not_a_server_error`) or when an answer with a documented status does not match its schema
+(`response_schema_conformance`). Undocumented statuses (the 400s and 404s drf-spectacular leaves out) are not
+checked: `status_code_conformance` would flag nearly every operation.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.result import Ok
+from schemathesis.specs.openapi.checks import response_schema_conformance
 
 SCHEMA_PATH = "/api/schema/"
 _PATH_PARAMETER = re.compile(r"{(\w+)}")
@@ -46,6 +49,7 @@ class OperationResult:
     operation: str
     cases: int = 0
     server_errors: int = 0
+    schema_violations: int = 0
     failures: list[str] = field(default_factory=list)
     statuses: Counter[int] = field(default_factory=Counter)
     seconds: float = 0.0
@@ -138,12 +142,13 @@ def fuzz_operation(operation: Any, role: Role, *, max_examples: int) -> Operatio
         response = case.call(headers=role.headers)
         result.cases += 1
         result.statuses[response.status_code] += 1
-        try:
-            case.validate_response(response, checks=[not_a_server_error])
-        except (Exception, BaseExceptionGroup):  # schemathesis raises a FailureGroup (a BaseExceptionGroup)
-            result.server_errors += 1
-            if len(result.failures) < 5:
-                result.failures.append(f"[{mutation[0]}] {_describe(case, response)}")
+        for check, count in ((not_a_server_error, "server_errors"), (response_schema_conformance, "schema_violations")):
+            try:
+                case.validate_response(response, checks=[check])
+            except (Exception, BaseExceptionGroup):  # schemathesis raises a FailureGroup (a BaseExceptionGroup)
+                setattr(result, count, getattr(result, count) + 1)
+                if len(result.failures) < 5:
+                    result.failures.append(f"[{check.__name__}, {mutation[0]}] {_describe(case, response)}")
 
     started = time.monotonic()
     run()
@@ -164,9 +169,15 @@ def fuzz_role(schema: Any, role: Role, *, max_examples: int, only: Iterable[str]
     return results
 
 
-def summary(results: Mapping[str, list[OperationResult]]) -> list[tuple[str, int, int, int]]:
-    """(role, operations, cases, 5xx) per role."""
+def summary(results: Mapping[str, list[OperationResult]]) -> list[tuple[str, int, int, int, int]]:
+    """(role, operations, cases, 5xx, schema violations) per role."""
     return [
-        (role, len(rows), sum(r.cases for r in rows), sum(r.server_errors for r in rows))
+        (
+            role,
+            len(rows),
+            sum(r.cases for r in rows),
+            sum(r.server_errors for r in rows),
+            sum(r.schema_violations for r in rows),
+        )
         for role, rows in results.items()
     ]
