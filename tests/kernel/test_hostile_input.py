@@ -156,3 +156,14 @@ def test_the_django_admin_treats_a_huge_id_as_missing(study):
     admin.force_login(get_user_model().objects.create_superuser("root", "root@example.org", "x"))
     response = admin.get("/admin/annotation/study/99999999999999999999/change/")
     assert response.status_code == 302  # back to the list, with "does not exist" in the messages
+
+
+def test_a_nul_in_a_page_form_is_a_form_error_and_nothing_is_asked(study):
+    from tests.annotation.factories import join
+
+    participation = join(study)
+    client = Client()
+    client.force_login(participation.annotator)
+    response = client.post(f"/study/{study.slug}/ask/", {"text": "shift work\x00 and sleep", "client_token": "t1"})
+    assert response.status_code == 400 and "Null characters are not allowed" in response.content.decode()
+    assert not participation.queries.exists()
