@@ -1,13 +1,15 @@
 """Comparison-table exports (CSV, JSONL, Parquet), each with a manifest stating what it holds.
 
 Pure functions over a pandas DataFrame and paths: no Django. CSV cells that a spreadsheet would run
-as a formula (starting with = + - @, tab or carriage return) are written with a leading apostrophe.
+as a formula are written with a leading apostrophe (``neutralize_cell`` says which), and
+``read_comparisons`` takes it off again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +24,14 @@ from analysis.stats.provenance import TIMESTAMP_COLUMNS, code_version, now_iso, 
 from analysis.stats.systems import canonicalize_systems
 from analysis.stats.table import COLUMNS, is_stage, metric_names, stage_order
 
-FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
+# defusedcsv's rules (OWASP's CSV injection advice): a cell starting with = + - @ | % is escaped unless it is
+# a plain number; widened to what spreadsheets also run: those characters after leading whitespace, their
+# full-width forms (which CJK input methods type and spreadsheets read as the ASCII ones), and a cell starting
+# with tab or carriage return. defusedcsv wraps the csv module's writer; ours is pyarrow's, so the rules are
+# applied to the frame (tests/analysis/test_exports.py holds them to defusedcsv's).
+FORMULA_TRIGGERS = "=+-@|%\uff1d\uff0b\uff0d\uff20\uff5c\uff05"
+_FORMULA = rf"^(?:[\t\r]|\s*[{re.escape(FORMULA_TRIGGERS)}])"
+_PLAIN_NUMBER = r"^-?[0-9,.]+$"  # defusedcsv's: -1.5 stays a number a spreadsheet can add up
 ESCAPE = "'"
 MANIFEST_FORMAT = "satisfy.comparison-export/1"
 FORMATS = ("csv", "jsonl", "parquet")
@@ -33,16 +42,27 @@ the question, the persona it was asked with (JSON object), the two summaries sho
 sources in rank order (JSON list)."""
 
 
+def is_formula_like(text: str) -> bool:
+    """Would a spreadsheet run this cell as a formula (or a DDE command)?"""
+    return re.match(_FORMULA, text) is not None and re.match(_PLAIN_NUMBER, text) is None
+
+
+def _needs_escape(text: str) -> bool:
+    # Apostrophes already in front count as ours on reading, so a genuine "'=x" is escaped too ("''=x"):
+    # reading back removes exactly one, and no genuine value is ever turned into a formula or changed.
+    return is_formula_like(text.lstrip(ESCAPE))
+
+
 def neutralize_cell(value: Any) -> Any:
     """Prefix a string that a spreadsheet would evaluate as a formula with an apostrophe."""
-    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+    if isinstance(value, str) and _needs_escape(value):
         return ESCAPE + value
     return value
 
 
 def restore_cell(value: Any) -> Any:
     """Undo ``neutralize_cell`` when reading our own CSV back."""
-    if isinstance(value, str) and value.startswith(ESCAPE) and value[1:].startswith(FORMULA_PREFIXES):
+    if isinstance(value, str) and value.startswith(ESCAPE) and _needs_escape(value[1:]):
         return value[1:]
     return value
 
@@ -105,7 +125,8 @@ def neutralize_frame(frame: pd.DataFrame) -> pd.DataFrame:
     safe = frame.copy()
     for col in _text_columns(safe):
         text = safe[col].astype("string")
-        risky = text.str.startswith(FORMULA_PREFIXES).fillna(False).to_numpy(dtype=bool)
+        bare = text.str.lstrip(ESCAPE)
+        risky = (bare.str.match(_FORMULA) & ~bare.str.match(_PLAIN_NUMBER)).fillna(False).to_numpy(dtype=bool)
         if risky.any():
             values = text.to_numpy(dtype=object, na_value=None)
             values[risky] = [ESCAPE + v for v in values[risky]]

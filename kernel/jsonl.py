@@ -37,6 +37,8 @@ def parse_line(line: str | bytes, *, name: str | Path, number: int) -> dict[str,
         raise JsonlError(name, number, f"not valid JSON ({exc.msg}, column {exc.colno})") from exc
     except UnicodeDecodeError as exc:
         raise JsonlError(name, number, f"not valid JSON (not UTF-8: {exc.reason})") from exc
+    except RecursionError:
+        raise JsonlError(name, number, "not valid JSON (nested too deeply to read)") from None
     if not isinstance(row, dict):
         raise JsonlError(name, number, f"a JSON {type(row).__name__}, not an object")
     return row

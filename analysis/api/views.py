@@ -24,6 +24,7 @@ from analysis.permissions import IsResearcher, research_job, research_job_file, 
 from analysis.selectors import comparison_rows
 from analysis.serializers import job_json
 from annotation.selectors.membership import StudyAction
+from kernel.storable import json_problem
 from scoring.services import scoring_run_start
 
 T = TypeVar("T")
@@ -42,6 +43,12 @@ def _scoped(lookup: Callable[[], T]) -> T:
 class JobCreateSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=ResearchJob.Kind.choices)
     options = serializers.DictField(required=False, default=dict)
+
+    def validate_options(self, value: dict[str, Any]) -> dict[str, Any]:
+        # Stored as jsonb: no NUL or lone surrogate in a string or key, no infinity, no runaway nesting.
+        if problem := json_problem(value, where="options"):
+            raise serializers.ValidationError(f"{problem[0].upper()}{problem[1:]}.")
+        return value
 
 
 class ScoringRunSerializer(serializers.Serializer):
@@ -64,7 +71,7 @@ class ComparisonsApi(APIView):
 class JobsApi(APIView):
     permission_classes = [IsResearcher]
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: list[dict]})  # a list of jobs (the schema said one object: the fuzzer saw)
     def get(self, request: Request, slug: str) -> Response:
         study = _scoped(lambda: research_study(user=request.user, slug=slug))
         return Response([job_json(job) for job in study.research_jobs.all()[:100]])

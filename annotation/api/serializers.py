@@ -17,7 +17,8 @@ from annotation.models import (
     Study,
     StudySystem,
 )
-from annotation.services.study import STUDY_FIELDS
+from annotation.services.study import LIMITS, STUDY_FIELDS, limit_message
+from kernel.storable import DB_INT_MAX
 
 
 class AcceptInvitationSerializer(serializers.Serializer):
@@ -194,7 +195,18 @@ class StudySerializer(serializers.ModelSerializer):
         fields = ["id", *STUDY_FIELDS[:4], "status", *STUDY_FIELDS[4:], "systems", "created_at"]
         read_only_fields = ["status", "created_at"]
         # Uniqueness is study_validate's to check (one message and status for the form and the API).
-        extra_kwargs: dict[str, dict[str, object]] = {"slug": {"validators": []}}
+        # The limits are the service's, stated here too so that the schema (and its fuzzer) knows them.
+        extra_kwargs: dict[str, dict[str, object]] = {
+            "slug": {"validators": []},
+            **{
+                name: {
+                    "min_value": low,
+                    "max_value": high,
+                    "error_messages": {"min_value": limit_message(name), "max_value": limit_message(name)},
+                }
+                for name, (low, high) in LIMITS.items()
+            },
+        }
 
 
 class StudyStatusSerializer(serializers.Serializer):
@@ -216,7 +228,7 @@ class InvitationSerializer(serializers.ModelSerializer):
 
 class InvitationBulkSerializer(serializers.Serializer):
     count = serializers.IntegerField(min_value=1, max_value=1000)
-    max_uses = serializers.IntegerField(min_value=1, default=1)
+    max_uses = serializers.IntegerField(min_value=1, max_value=DB_INT_MAX, default=1)
     expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
     note = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 

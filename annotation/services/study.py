@@ -23,6 +23,7 @@ from annotation.models import Candidate, PromptTemplate, Study, StudySystem
 from annotation.prompts import DEFAULT_BODY, DEFAULT_PERSONA_BLOCK, DEFAULT_TEMPLATE_NAME
 from kernel.backends import BackendError
 from kernel.exceptions import ApplicationError
+from kernel.storable import json_problem
 
 # The study's own settings that study_create and study_update accept (status has its own rules).
 STUDY_FIELDS = (
@@ -43,10 +44,17 @@ SYSTEM_FIELDS = ("label", "model_name", "condition", "generation_backend", "back
 # Inclusive bounds; beyond them a study cannot be run (a question longer than the API accepts, more
 # sources than a prompt holds).
 LIMITS = {"queries_per_annotator": (1, 1000), "max_query_chars": (1, 20000), "retrieval_k": (1, 100)}
+# A system's `order` places it in lists and exports (ties by id); a PositiveSmallIntegerField.
+ORDER_RANGE = (0, 32767)
 LOCKED_MESSAGE = (
     "Summaries have already been generated for this study, so its systems and prompt template can no longer "
     "change (past comparisons would be relabelled). Create a new study for a new design."
 )
+
+
+def limit_message(name: str) -> str:
+    low, high = LIMITS[name]
+    return f"{name.replace('_', ' ').capitalize()} must be from {low} to {high}."
 
 
 def prompt_template_default() -> PromptTemplate:
@@ -115,6 +123,14 @@ def _validate_systems(specs: Sequence[Mapping[str, Any]]) -> None:
             )
         if not isinstance(spec.get("backend_settings"), dict):
             raise ApplicationError(f"System {label!r}: backend settings must be a JSON object.", field="systems")
+        if problem := json_problem(spec["backend_settings"], where="backend settings"):
+            raise ApplicationError(f"System {label!r}: {problem}.", field="systems")
+        order = spec.get("order")
+        if not isinstance(order, int) or isinstance(order, bool) or not ORDER_RANGE[0] <= order <= ORDER_RANGE[1]:
+            raise ApplicationError(
+                f"System {label!r}: order must be a whole number from {ORDER_RANGE[0]} to {ORDER_RANGE[1]}.",
+                field="systems",
+            )
         if label in labels:
             raise ApplicationError(f"Two systems are labelled {label!r}; labels must differ.", field="systems")
         if (model, condition) in cells:
@@ -249,7 +265,7 @@ def study_validate(
     for name, (low, high) in LIMITS.items():
         value = fields.get(name)
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-            raise ApplicationError(f"{name.replace('_', ' ').capitalize()} must be from {low} to {high}.", field=name)
+            raise ApplicationError(limit_message(name), field=name)
     # Earned completion codes: at least one ranked question, and no more than the study lets one ask.
     least, most = fields.get("min_ranked_questions", 1), fields["queries_per_annotator"]
     if not isinstance(least, int) or isinstance(least, bool) or not 1 <= least <= most:
@@ -257,12 +273,15 @@ def study_validate(
             f"Questions to rank for the completion code must be from 1 to the questions per annotator ({most}).",
             field="min_ranked_questions",
         )
-    if not isinstance(fields.get("retrieval_settings") or {}, dict):
+    retrieval_settings = fields.get("retrieval_settings")
+    if not isinstance(retrieval_settings, dict):
         raise ApplicationError("Retrieval settings must be a JSON object.", field="retrieval_settings")
+    if problem := json_problem(retrieval_settings, where="retrieval settings"):
+        raise ApplicationError(f"{problem[0].upper()}{problem[1:]}.", field="retrieval_settings")
     constrained = fields.get("constrained_first_round", False)
     if not isinstance(constrained, bool):
         raise ApplicationError("Constrained first round must be true or false.", field="constrained_first_round")
-    _validate_corpus_path(fields.get("retrieval_settings"))
+    _validate_corpus_path(retrieval_settings)
     if study is not None and study_has_candidates(study=study):
         stored = sorted((system_spec(s) for s in study.systems.all()), key=lambda s: s["id"])
         if sorted(systems, key=lambda s: s["id"] or 0) != stored:
@@ -336,7 +355,10 @@ def study_create(
         "max_query_chars": max_query_chars,
         "retrieval_backend": retrieval_backend,
         "retrieval_k": retrieval_k,
-        "retrieval_settings": dict(retrieval_settings or {}),
+        # A mapping is copied; anything else is study_validate's to refuse with a field message.
+        "retrieval_settings": dict(retrieval_settings or {})
+        if isinstance(retrieval_settings or {}, Mapping)
+        else retrieval_settings,
         "prompt_template": prompt_template or prompt_template_default(),
         "constrained_first_round": constrained_first_round,
     }

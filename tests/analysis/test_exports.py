@@ -29,11 +29,68 @@ def frame() -> pd.DataFrame:
     return f
 
 
-@pytest.mark.parametrize("value", ["=1+1", "+1", "-1", "@x", "\tx", "\rx"])
+HOSTILE = [
+    "=1+1",
+    "+1 vote",
+    "-based",
+    "@SUM(A1)",
+    "\tx",
+    "\rx",
+    "|cmd",
+    "%0A",
+    ' =HYPERLINK("http://evil")',  # a leading space: spreadsheets trim it and run the rest
+    "\u3000=1+1",  # an ideographic space
+    "\uff1d1+1",  # ＝ full-width equals sign
+    "\uff0bcmd",  # ＋
+    "\uff0d2+3",  # －
+    "\uff20SUM(A1)",  # ＠
+]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
 def test_formula_cells_are_neutralised_and_restored(value):
     assert neutralize_cell(value) == "'" + value
     assert restore_cell(neutralize_cell(value)) == value
     assert neutralize_cell("plain") == "plain" and neutralize_cell(-1.5) == -1.5
+
+
+def test_the_guard_escapes_at_least_what_defusedcsv_escapes():
+    import io
+
+    import defusedcsv.csv as defused
+
+    samples = ["=1", "+1", "-1", "-1.5", "-", "@x", "|x", "%x", "1-2", "a=b", "-1,000.5", "+", "12", "x@y.org"]
+    buffer = io.StringIO()
+    defused.writer(buffer).writerow(samples)
+    # defusedcsv also writes a pipe as "\|"; ours keeps the text and relies on the apostrophe alone.
+    reference = [cell.startswith("'") for cell in buffer.getvalue().rstrip("\r\n").split(",", len(samples) - 1)]
+    ours = [neutralize_cell(value).startswith("'") for value in samples]
+    assert ours[:10] == reference[:10]
+    assert ours == [True, True, False, False, True, True, True, True, False, False, False, True, False, False]
+
+
+def test_hostile_cells_are_inert_in_the_file_and_genuine_values_read_back_unchanged(tmp_path):
+    genuine = ["-based", "+1 vote", "name@example.org", "@team", "'quoted'", "'=x", "''=y", "- a list item", "-0.5"]
+    table = simulate_comparisons(SyntheticStudy(n_annotators=4, queries_per_annotator=3, n_metrics=1, seed=5))
+    table = table.head(len(HOSTILE) + len(genuine)).copy()
+    table["query_text"] = HOSTILE + genuine
+    metric = next(c for c in table.columns if c.startswith("left__"))
+    table.loc[table.index[0], metric] = -1.25  # a negative score, a number in a number column
+    write_comparisons_csv(table, tmp_path / "c.csv")
+
+    raw = pd.read_csv(tmp_path / "c.csv", dtype=str, keep_default_na=False)
+    for cell in raw["query_text"]:
+        # What a spreadsheet sees: text after an apostrophe, a plain number, or nothing it would run.
+        assert (
+            cell.startswith("'")
+            or cell == "-0.5"
+            or not cell.lstrip().startswith(tuple("=+-@|%\uff1d\uff0b\uff0d\uff20\t\r"))
+        ), cell
+    assert raw.loc[0, metric] == "-1.25"
+
+    back = read_comparisons(tmp_path / "c.csv")
+    assert list(back["query_text"]) == HOSTILE + genuine
+    assert back[metric].dtype.kind == "f" and back.loc[0, metric] == -1.25
 
 
 def test_csv_has_no_live_formulas(frame, tmp_path):

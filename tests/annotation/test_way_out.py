@@ -332,8 +332,11 @@ def test_a_retrieval_that_failed_after_storing_its_sources_can_be_retried(study,
 
 def test_a_non_numeric_id_in_an_api_path_is_a_404(study):
     client, me = _api_annotator(study)
-    for path in ("/api/v1/matches/abc/choice/", "/api/v1/queries/1x/", "/api/v1/participations/%00/finish/"):
+    for path in ("/api/v1/matches/abc/choice/", "/api/v1/queries/1x/"):
         assert client.post(path, {"choice": "left"}, format="json").status_code == 404, path
+    # A NUL anywhere in a path is refused before routing, with a message (kernel.middleware).
+    refused = client.post("/api/v1/participations/%00/finish/")
+    assert refused.status_code == 400 and "NUL" in refused.json()["message"]
 
 
 def test_try_again_restarts_the_waiting_clock_and_a_failed_search_is_named_as_such(

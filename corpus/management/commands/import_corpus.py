@@ -21,21 +21,25 @@ class Command(BaseCommand):
         parser.add_argument("files", nargs="+", type=Path, help="JSONL files (optionally .gz)")
         parser.add_argument("--format", choices=FORMATS, default="auto", help="default: detect from the first record")
         parser.add_argument("--batch-size", type=int, default=2000, help="rows per transaction (default 2000)")
-        parser.add_argument("--skip-invalid", action="store_true", help="skip bad lines instead of stopping")
+        parser.add_argument(
+            "--skip-invalid", action="store_true", help="leave bad lines out (each is reported) instead of stopping"
+        )
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
         parser.add_argument(
             "--no-stats", action="store_true", help="do not recount word statistics (PostgreSQL) after the import"
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        done: list[str] = []
         for path in options["files"]:
-            self._import(path, options)
+            self._import(path, options, done)
+            done.append(path.name)
         if not options["no_stats"]:
             lexemes = corpus_refresh_lexeme_stats()
             if lexemes:
                 self.stdout.write(f"Word statistics refreshed: {lexemes} distinct search terms.")
 
-    def _import(self, path: Path, options: dict[str, Any]) -> None:
+    def _import(self, path: Path, options: dict[str, Any], done: list[str]) -> None:
         size = path.stat().st_size if path.is_file() else 0
         skipped_lines: list[str] = []
         with tqdm(
@@ -56,12 +60,15 @@ class Command(BaseCommand):
                     on_skip=lambda number, reason: skipped_lines.append(f"line {number}: {reason}"),
                 )
             except CorpusFileError as exc:
-                raise CommandError(
-                    f"{exc}. Earlier full batches were imported; fix the file and re-run (re-import is safe), "
-                    "or pass --skip-invalid."
+                before = f" {', '.join(done)} {'was' if len(done) == 1 else 'were'} imported." if done else ""
+                if exc.imported:
+                    raise CommandError(f"{exc}; re-running is safe (rows are matched on id).{before}") from None
+                hint = (
+                    " Fix the line and re-run, or pass --skip-invalid to leave bad lines out."
                     if " line " in str(exc)
-                    else str(exc)
-                ) from None
+                    else ""
+                )
+                raise CommandError(f"{exc}. Nothing from {path.name} was imported.{hint}{before}") from None
         for line in skipped_lines[:20]:
             self.stderr.write(f"skipped {path.name} {line}")
         if len(skipped_lines) > 20:
