@@ -10,7 +10,8 @@ from django.contrib.auth.models import Group
 from rest_framework.authtoken.models import Token
 
 from analysis.permissions import RESEARCHERS_GROUP
-from annotation.models import Match
+from annotation.models import Match, StudyMembership
+from annotation.services.membership import membership_set
 from annotation.services.participation import invitation_create_bulk
 from annotation.services.query import query_submit
 from tests.annotation.factories import StudyFactory, join
@@ -22,8 +23,8 @@ def _token(user) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 
 def fuzz_roles() -> dict[str, Role]:
-    """An annotator with a participation and an open question with a pending match, a researcher (member of
-    the "researchers" group), a superuser admin, and nobody signed in; each knows the ids of its objects."""
+    """An annotator with a participation and an open question with a pending match, a researcher (in the
+    "researchers" group and a researcher member of the study), a superuser admin, and nobody signed in; each knows the ids of its objects."""
     users = get_user_model().objects
     study = StudyFactory(slug="fuzz")
     participation = join(study, user=users.create_user("fuzz-annotator"))
@@ -34,6 +35,7 @@ def fuzz_roles() -> dict[str, Role]:
 
     researcher = users.create_user("fuzz-researcher")
     researcher.groups.add(Group.objects.get_or_create(name=RESEARCHERS_GROUP)[0])
+    membership_set(study=study, user=researcher, role=StudyMembership.Role.RESEARCHER)  # sees the study's results
     admin = users.create_superuser("fuzz-admin", "admin@example.org", "x")
     study_paths = {
         "/api/v1/invitations/": {"token": invitation.token},
