@@ -169,7 +169,8 @@ def test_infinite_strengths_reach_json_html_and_the_cli(tmp_path, capsys):
     frame.to_csv(path, index=False)
     assert main(["--comparisons", str(path), "--out", str(tmp_path / "o"), "--resamples", "100", "--no-export"]) == 0
     out = capsys.readouterr().out
-    assert "Bradley-Terry: C/generic: never beat the rest: strength unbounded (-inf)" in out
+    # A table read from a file carries canonical system ids (docs/comparison-table.md): C/generic is c-generic.
+    assert "Bradley-Terry: c-generic: never beat the rest: strength unbounded (-inf)" in out
 
 
 def test_win_probability_and_intervals():

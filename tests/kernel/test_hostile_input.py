@@ -16,7 +16,8 @@ from rest_framework.test import APIClient
 
 from analysis.models import ResearchJob
 from analysis.permissions import RESEARCHERS_GROUP
-from annotation.models import Invitation, Participation
+from annotation.models import Invitation, Participation, Study, StudyMembership
+from annotation.services.membership import membership_set
 from annotation.services.participation import invitation_create_bulk
 from kernel.storable import MAX_JSON_DEPTH, json_problem, unstorable_text
 from tests.annotation.factories import StudyFactory
@@ -29,9 +30,11 @@ def study():
     return StudyFactory(slug="hostile")
 
 
-def _researcher() -> APIClient:
+def _researcher(study: Study) -> APIClient:
+    """A researcher member of the study (docs/permissions.md)."""
     user = get_user_model().objects.create_user("researcher")
     user.groups.add(Group.objects.get_or_create(name=RESEARCHERS_GROUP)[0])
+    membership_set(study=study, user=user, role=StudyMembership.Role.RESEARCHER)
     client = APIClient()
     client.force_authenticate(user)
     return client
@@ -105,7 +108,7 @@ def test_unstorable_json_is_400_naming_where_it_is(study, raw, named):
     ],
 )
 def test_research_job_options_that_jsonb_cannot_store_are_400(study, options, named):
-    client = _researcher()
+    client = _researcher(study)
     response = client.post(
         "/api/v1/research/studies/hostile/jobs/", {"kind": "export", "options": options}, format="json"
     )
