@@ -28,6 +28,8 @@ DEFAULT_FORMULA = (
     " + C(round_stage, Treatment(reference={round_stage!r}))"
 )
 """A ``str.format`` template; placeholders are filled with the reference levels."""
+SEPARATION_VARIANCE = 1e-8
+"""A fitted ``mu (1 - mu)`` at or below this is a fitted probability within 1e-8 of 0 or 1: perfect separation."""
 
 
 @dataclass(frozen=True)
@@ -239,8 +241,19 @@ def fit_personalization_logit(
         y = np.asarray(fit.model.endog, dtype=np.float64)
         v = mu * (1.0 - mu)  # the logit's variance function, equal to dmu/deta
         x = np.asarray(fit.model.exog, dtype=np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            vcov = cluster_vcov(v[:, None] * x, y - mu, groups, weights=1.0 / v)
+        if not np.all(v > SEPARATION_VARIANCE):
+            # A fitted probability of 0 or 1: some rows are predicted perfectly (a system that always or never
+            # wins against a level), the odds ratios are unbounded and CR2's working weights 1/V infinite.
+            raise AnalysisError(
+                "fitted probabilities of 0 or 1 (perfect separation: some level always or never wins), so odds "
+                "ratios are unbounded and small-sample standard errors undefined",
+                extra={"formula": spec},
+            )
+        try:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                vcov = cluster_vcov(v[:, None] * x, y - mu, groups, weights=1.0 / v)
+        except np.linalg.LinAlgError as exc:
+            raise AnalysisError(f"small-sample covariance failed: {exc}") from exc
         bse = pd.Series(np.sqrt(np.clip(np.diag(vcov), 0.0, None)), index=params.index)
         stat = params / bse
         pvalues = pd.Series(2.0 * sps.t.sf(np.abs(stat.to_numpy()), df), index=params.index)

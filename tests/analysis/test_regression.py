@@ -148,3 +148,25 @@ def test_direct_design_equals_the_patsy_formula(study):
     np.testing.assert_allclose(
         [c.std_error for c in direct.coefficients], [c.std_error for c in via_patsy.coefficients]
     )
+
+
+def test_perfect_separation_with_few_annotators_is_a_note_not_a_crash():
+    # A 16-system study with 2 annotators ended in numpy's "SVD did not converge" from CR2's working weights
+    # 1/V when a level's outcome was fitted as certain: now the logit is refused with its reason. Here every
+    # mixed final is won by the personalised side, so the final level separates the outcome.
+    frame = simulate_comparisons(SyntheticStudy(n_annotators=6, queries_per_annotator=40, n_metrics=0, seed=5))
+    persona_left = frame["left_condition"] == "persona"
+    force = (frame["left_condition"] != frame["right_condition"]) & (frame["stage"] == "final")
+    frame.loc[force, "choice"] = np.where(persona_left[force], "left", "right")
+    frame.loc[force, "winner_side"] = frame.loc[force, "choice"]
+    for part in ("system", "model", "condition"):
+        frame.loc[force, f"winner_{part}"] = np.where(
+            persona_left[force], frame.loc[force, f"left_{part}"], frame.loc[force, f"right_{part}"]
+        )
+    from analysis.stats import AnalysisConfig, analyze
+
+    report = analyze(frame, config=AnalysisConfig(n_resamples=50))
+    assert report.regression is None
+    assert any("perfect separation" in note for note in report.notes)
+    with pytest.raises(AnalysisError, match="perfect separation"):
+        fit_personalization_logit(prepare_table(frame), small_sample=True)
