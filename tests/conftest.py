@@ -20,6 +20,19 @@ def require(condition: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_file_folders(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Uploaded and generated files (MEDIA_ROOT, CORPUS_ROOT) go to this run's temporary folder.
+
+    Their defaults are under var/, which a running bin/demo uses too (research job files are named
+    by job id, so a test's job 1 would overwrite the demo's).
+    """
+    from django.conf import settings
+
+    settings.MEDIA_ROOT = str(tmp_path_factory.mktemp("media"))
+    settings.CORPUS_ROOT = str(tmp_path_factory.mktemp("corpora"))
+
+
 @pytest.fixture
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
