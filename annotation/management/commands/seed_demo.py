@@ -82,8 +82,8 @@ class Command(BaseCommand):
         self.stdout.write("")
         self.stdout.write(self.style.SUCCESS("Invitation link for annotators:"))
         self.stdout.write(f"  {invitation_link(invitation)}")
-        self.stdout.write(self.style.SUCCESS("Sign in as the administrator and researcher:"))
-        self.stdout.write(f"  {site}/admin/  (research site: {site}/research/)  user 'admin'  {sign_in}")
+        self.stdout.write(self.style.SUCCESS("Sign in as the administrator:"))
+        self.stdout.write(f"  {site}/admin/  user 'admin'  {sign_in}")
 
     def _admin(self, given: str | None, password_file: Path) -> str:
         """Make sure the 'admin' account exists; say how to sign in with it (every run)."""
