@@ -9,6 +9,7 @@ from typing import Any
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.core import signing
+from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -222,9 +223,39 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
             "earns_code": used >= study_obj.min_ranked_questions,
             "shown": _shown_token(request),
             "persona_editable": used == 0 and not participation.queries.exists(),
+            "coverage": _sources_coverage(study_obj),
         },
         status=400 if form.errors else 200,
     )
+
+
+def _sources_coverage(study_obj: Study) -> dict[str, Any] | None:
+    """Which fields the study's sources cover (the local corpus's or the demo file's), computed once per
+    corpus and kept in the cache for an hour; None for a remote search (OpenAlex covers everything)."""
+    backend = study_obj.retrieval_backend
+    settings_ = study_obj.retrieval_settings if isinstance(study_obj.retrieval_settings, dict) else {}
+    if backend == "corpus":
+        from corpus.models import CorpusDocument
+        from corpus.selectors import corpus_coverage
+
+        latest = CorpusDocument.objects.order_by("-updated_at").values_list("updated_at", flat=True).first()
+        key = f"sources-coverage:corpus:{CorpusDocument.objects.count()}:{latest}"
+        return cache.get_or_set(key, corpus_coverage, 3600)
+    if backend == "demo":
+        from annotation.backends.offline_retrieval import DEFAULT_CORPUS_PATH, load_corpus_index
+        from corpus.selectors import coverage_from_labels
+
+        path = str(settings_.get("corpus_path") or DEFAULT_CORPUS_PATH)
+
+        def compute() -> dict[str, Any] | None:
+            try:
+                documents = load_corpus_index(path).documents
+            except Exception:  # noqa: BLE001 - the retrieval reports a broken corpus; this line is optional
+                return None
+            return coverage_from_labels((d.venue for d in documents), titles=(d.title for d in documents))
+
+        return cache.get_or_set(f"sources-coverage:demo:{path}", compute, 3600)
+    return None
 
 
 @login_required(login_url="annotation:home")

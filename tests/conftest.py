@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,29 @@ def require(condition: bool, reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"CI is missing a prerequisite: {reason}")
     pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_file_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Uploaded and generated files (MEDIA_ROOT, CORPUS_ROOT) go to this run's temporary folder.
+
+    Their defaults are under var/, which a running bin/demo uses too (research job files are named
+    by job id, so a test's job 1 would overwrite the demo's). The environment carries them to the
+    Celery workers the integration tests start.
+    """
+    from django.conf import settings
+
+    saved = {name: os.environ.get(name) for name in ("MEDIA_ROOT", "CORPUS_ROOT")}
+    for name in saved:
+        folder = str(tmp_path_factory.mktemp(name.lower()))
+        setattr(settings, name, folder)
+        os.environ[name] = folder
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture

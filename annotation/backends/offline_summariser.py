@@ -70,11 +70,12 @@ class _Settings:
     max_sentences: int = 5
     min_words: int = 80
     max_words: int = 130
-    persona_weight: float = 0.3
+    persona_weight: float = 0.4
     plain_weight: float = 0.25
     redundancy_threshold: float = 0.5
     mmr_lambda: float = 0.6
     same_source_penalty: float = 0.5
+    on_topic_only: bool = True
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, Any]) -> _Settings:
@@ -83,6 +84,11 @@ class _Settings:
         for name in cls.__dataclass_fields__:
             if name in settings:
                 raw = settings[name]
+                if isinstance(getattr(defaults, name), bool):
+                    if not isinstance(raw, bool):
+                        raise BackendError(f"Setting {name}={raw!r} is not true or false.", transient=False)
+                    values[name] = raw
+                    continue
                 try:
                     values[name] = type(getattr(defaults, name))(raw)
                 except (TypeError, ValueError) as exc:
@@ -101,6 +107,10 @@ class ExtractiveSummariser:
     - "extractive-mmr": maximal marginal relevance, trading query relevance plus a position prior
       (abstracts open with the context a reader needs) against redundancy with what is already
       chosen, where a second sentence from an already cited abstract counts as partly redundant.
+
+    Only sentences sharing a content word with the question are candidates (setting
+    `on_topic_only`, default true; `raw_response["on_topic"]` says how many did, and when none
+    does the whole pool is used and the note says so).
 
     With `request.persona` (the personalised condition) a persona vector built from the profile
     and a role-cue lexicon is mixed into every sentence score, and a novice/beginner expertise
@@ -123,6 +133,7 @@ class ExtractiveSummariser:
         persona = PersonaTerms.from_mapping(request.persona)
 
         query_vec = self._vectorise(Counter(index_terms(request.query)), idf)
+        sentences, topic_note = self._on_topic(sentences, query_vec, settings)
         persona_vec = self._vectorise(Counter(persona.terms), idf) if persona else {}
         relevance = _max_scaled([_cosine(query_vec, s.vector) for s in sentences])
         persona_sim = _max_scaled([_cosine(persona_vec, s.vector) for s in sentences])
@@ -166,6 +177,7 @@ class ExtractiveSummariser:
             "persona_roles": list(persona.roles) if persona else [],
             "persona_plain": bool(persona and persona.plain),
             "candidate_sentences": len(sentences),
+            "on_topic": topic_note,
             "selection_order": selection_order,
             "selected": [
                 {
@@ -212,6 +224,26 @@ class ExtractiveSummariser:
             for rank, position, text, counts in raw
         ]
         return sentences, idf
+
+    @staticmethod
+    def _on_topic(
+        sentences: list[_Sentence], query_vec: Mapping[str, float], settings: _Settings
+    ) -> tuple[list[_Sentence], str]:
+        """Keep to the sentences sharing a content word with the question; say what was done.
+
+        A sentence that shares no word with the question rarely answers it (a question on sepsis
+        answered with a sentence on harvests), so only sentences with some query relevance are
+        candidates, even when that makes the summary shorter than `min_sentences`. When no
+        sentence shares a word, the whole pool is used and the note says so.
+        """
+        if not settings.on_topic_only:
+            return sentences, "all sentences considered (on_topic_only is off)"
+        kept = [s for s in sentences if any(t in query_vec for t in s.vector)]
+        if not kept:
+            return sentences, "no sentence shares a word with the question: summarising the sources as a whole"
+        if len(kept) < settings.min_sentences:
+            return kept, f"only {len(kept)} sentence(s) share a word with the question: a shorter summary"
+        return kept, f"{len(kept)} of {len(sentences)} sentences share a word with the question"
 
     @staticmethod
     def _vectorise(counts: Mapping[str, float], idf: Mapping[str, float]) -> dict[str, float]:

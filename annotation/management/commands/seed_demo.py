@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import secrets
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from annotation.links import invitation_link
 from annotation.models import Invitation, Study
 from annotation.services.participation import invitation_create_bulk
-from annotation.services.study import study_create
+from annotation.services.study import study_create, study_update
+from kernel.exceptions import ApplicationError
 
 DEMO_SLUG = "demo"
 DEMO_INSTRUCTIONS = """This is a demonstration study. The sources are fictional demo abstracts bundled with the platform, \
@@ -20,6 +24,9 @@ and the summaries are written by two offline extractive summarisers, one of them
 Ask about topics such as shift work and sleep in nursing, mRNA vaccines, evaluating language models, \
 summarisation metrics, climate adaptation in farming, childhood literacy, antimicrobial resistance, \
 urban heat, remote patient monitoring or robot learning."""
+CORPUS_INSTRUCTIONS = """This is a demonstration study. The sources are the abstracts imported into this platform's \
+local corpus, and the summaries are written by two offline extractive summarisers, one of them given your profile \
+and one not. Ask about the topics those abstracts cover (listed on the question page)."""
 
 
 class Command(BaseCommand):
@@ -28,35 +35,83 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--uses", type=int, default=100, help="How many annotators the printed link admits.")
         parser.add_argument(
-            "--admin-password", default=None, help="Password for the 'admin' account (random if omitted)."
+            "--admin-password",
+            default=None,
+            help="Set the 'admin' account's password to this (default: generate one once and keep it in the file).",
+        )
+        parser.add_argument(
+            "--admin-password-file",
+            type=Path,
+            default=Path(settings.BASE_DIR) / "var" / "demo-admin-password",
+            help="Where a generated admin password is kept (mode 0600) and read from on every run.",
+        )
+        parser.add_argument(
+            "--retrieval",
+            choices=("demo", "corpus"),
+            default="demo",
+            help="demo: the bundled demo abstracts; corpus: the local corpus filled by import_corpus.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        instructions = CORPUS_INSTRUCTIONS if options["retrieval"] == "corpus" else DEMO_INSTRUCTIONS
         study = Study.objects.filter(slug=DEMO_SLUG).first()
         if study is None:
             study = study_create(
                 slug=DEMO_SLUG,
                 title="Demo: which summary answers your question best?",
-                instructions=DEMO_INSTRUCTIONS,
+                instructions=instructions,
                 consent_text="Your answers are stored under a pseudonymous code and used only to demonstrate the platform.",
                 status=Study.Status.OPEN,
+                retrieval_backend=options["retrieval"],
             )
             self.stdout.write(self.style.SUCCESS(f"Created study '{study.slug}' with {study.systems.count()} systems."))
+        if study.retrieval_backend != options["retrieval"]:
+            try:
+                study = study_update(study=study, retrieval_backend=options["retrieval"], instructions=instructions)
+            except ApplicationError as exc:
+                raise CommandError(
+                    f"Cannot switch the demo study to the {options['retrieval']!r} sources: {exc}"
+                ) from exc
+            self.stdout.write(f"The demo study now retrieves from the {options['retrieval']!r} sources.")
         invitation = (
             Invitation.objects.filter(study=study, note="demo").first()
             or invitation_create_bulk(study=study, count=1, max_uses=options["uses"], note="demo")[0]
         )
-        user_model = get_user_model()
-        admin = user_model.objects.filter(username="admin").first()
-        password = options["admin_password"]
-        if admin is None:
-            password = password or secrets.token_urlsafe(9)
-            user_model.objects.create_superuser("admin", "admin@example.org", password)
-        elif password:
-            admin.set_password(password)
-            admin.save(update_fields=["password"])
+        sign_in = self._admin(options["admin_password"], options["admin_password_file"])
+        site = settings.SITE_URL.rstrip("/")
         self.stdout.write("")
         self.stdout.write(self.style.SUCCESS("Invitation link for annotators:"))
         self.stdout.write(f"  {invitation_link(invitation)}")
-        if password:
-            self.stdout.write(self.style.SUCCESS("Admin: ") + f"/admin/  user 'admin'  password '{password}'")
+        self.stdout.write(self.style.SUCCESS("Sign in as the administrator:"))
+        self.stdout.write(f"  {site}/admin/  user 'admin'  {sign_in}")
+
+    def _admin(self, given: str | None, password_file: Path) -> str:
+        """Make sure the 'admin' account exists; say how to sign in with it (every run)."""
+        user_model = get_user_model()
+        admin = user_model.objects.filter(username="admin").first()
+        stored = password_file.read_text(encoding="utf-8").strip() if password_file.is_file() else None
+        password = given
+        if password is None and admin is None:
+            password = stored or secrets.token_urlsafe(9)
+        if password is None and admin is not None:
+            if stored and admin.check_password(stored):
+                return f"password '{stored}' (kept in {password_file})"
+            return (
+                "password: the one set earlier (not generated by bin/demo); "
+                "to reset it run ADMIN_PASSWORD=... bin/demo or python manage.py changepassword admin"
+            )
+        assert password is not None
+        if admin is None:
+            user_model.objects.create_superuser("admin", "admin@example.org", password)
+        else:
+            admin.set_password(password)
+            admin.save(update_fields=["password"])
+        if given is not None:
+            password_file.unlink(missing_ok=True)  # a stale generated password must not be shown again
+            return f"password '{password}' (as given in ADMIN_PASSWORD / --admin-password)"
+        password_file.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(password + "\n")
+        os.chmod(password_file, 0o600)
+        return f"password '{password}' (generated; kept in {password_file})"

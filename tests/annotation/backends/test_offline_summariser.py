@@ -89,7 +89,7 @@ def test_persona_changes_the_selection_for_most_queries(
 def test_nurse_persona_selects_more_clinical_practice_content(retrieved: dict[str, list[Document]], model: str) -> None:
     generic = sum(_count(CLINICAL_PRACTICE_WORDS, _generate(q, d, model).text) for q, d in retrieved.items())
     nurse = sum(_count(CLINICAL_PRACTICE_WORDS, _generate(q, d, model, NURSE).text) for q, d in retrieved.items())
-    # Measured: centroid 48 vs 23, MMR 39 vs 28 over the ten cluster queries.
+    # Measured: centroid 49 vs 23, MMR 41 vs 28 over the ten cluster queries (48/23 and 39/28 before on_topic_only).
     assert nurse >= 1.25 * generic, (nurse, generic)
 
 
@@ -99,7 +99,7 @@ def test_researcher_persona_selects_more_methodological_content(
 ) -> None:
     generic = sum(_count(METHOD_WORDS, _generate(q, d, model).text) for q, d in retrieved.items())
     researcher = sum(_count(METHOD_WORDS, _generate(q, d, model, RESEARCHER).text) for q, d in retrieved.items())
-    # Measured: centroid 23 vs 11, MMR 22 vs 10.
+    # Measured: centroid 30 vs 6, MMR 30 vs 10 (23/11 and 22/10 before on_topic_only).
     assert researcher >= 1.5 * generic, (researcher, generic)
 
 
@@ -113,7 +113,7 @@ def test_novice_persona_prefers_shorter_sentences(retrieved: dict[str, list[Docu
         ]
         return sum(lengths) / len(lengths)
 
-    # Measured: 19.3 words per sentence for the novice student against 21.4 generic.
+    # Measured: 19.1 words per sentence for the novice student against 20.9 generic (19.3/21.4 before).
     assert mean_sentence_words(STUDENT) < mean_sentence_words(None) - 1.0
 
 
@@ -163,3 +163,59 @@ def test_persona_with_empty_fields_counts_as_generic(retrieved: dict[str, list[D
     query, documents = next(iter(retrieved.items()))
     empty = {"role": "", "domain": "", "expertise": "", "research_area": "", "use_case": ""}
     assert _generate(query, documents, STRATEGIES[0], empty).text == _generate(query, documents, STRATEGIES[0]).text
+
+
+# Two abstracts mixing sentences on sepsis with sentences on harvests (the reported symptom:
+# a sepsis question answered with a sentence about harvests).
+_MIXED = [
+    Document(
+        external_id="a",
+        title="Early care in the emergency department",
+        abstract=(
+            "Early antibiotics reduced deaths from sepsis in the emergency department. "
+            "Wheat harvests in the region were late because of the spring rain. "
+            "Patients with sepsis who received fluids within an hour recovered sooner. "
+            "Farmers stored the grain in new silos."
+        ),
+    ),
+    Document(
+        external_id="b",
+        title="Regional report",
+        abstract=(
+            "The barley harvest doubled after the irrigation scheme opened. "
+            "Screening for sepsis at triage found more cases than clinical judgement alone. "
+            "Market prices for maize fell over the summer."
+        ),
+    ),
+]
+_SEPSIS_SENTENCES = {
+    "Early antibiotics reduced deaths from sepsis in the emergency department.",
+    "Patients with sepsis who received fluids within an hour recovered sooner.",
+    "Screening for sepsis at triage found more cases than clinical judgement alone.",
+}
+
+
+@pytest.mark.parametrize("model", STRATEGIES)
+@pytest.mark.parametrize("persona", [None, NURSE])
+def test_summary_keeps_to_sentences_sharing_a_word_with_the_question(
+    model: str, persona: Mapping[str, str] | None
+) -> None:
+    generation = _generate("How should sepsis be treated?", _MIXED, model, persona)
+    chosen = {uncite(sentence)[0] for sentence in split_cited(generation.text)}
+    # Only three of the seven sentences mention sepsis: the summary is those three, and says so.
+    assert chosen == _SEPSIS_SENTENCES
+    assert generation.raw_response["on_topic"] == "3 of 7 sentences share a word with the question"
+
+
+def test_when_no_sentence_shares_a_word_the_summary_covers_the_sources_with_a_note() -> None:
+    generation = _generate("What about volcanoes?", _MIXED, STRATEGIES[0])
+    assert len(split_cited(generation.text)) >= 3
+    assert generation.raw_response["on_topic"].startswith("no sentence shares a word with the question")
+
+
+def test_on_topic_setting_must_be_a_boolean() -> None:
+    request = GenerationRequest(
+        query="sepsis", documents=_MIXED, prompt="Summarise.", model=STRATEGIES[0], settings={"on_topic_only": "no"}
+    )
+    with pytest.raises(BackendError, match="on_topic_only"):
+        ExtractiveSummariser().generate(request)

@@ -1,0 +1,161 @@
+"""Do offline summaries keep to the question? Off-topic share before and after `on_topic_only`.
+
+For each question, the offline BM25 retrieval finds the top 5 abstracts of a corpus and the
+extractive summariser writes a summary with each strategy, generic and for a nurse persona. A
+summary sentence is off-topic when it shares no content word with the question (lower-cased
+words outside kernel.text.STOP_WORDS, three letters or more, unstemmed: stricter than the
+summariser's own stemmed terms; a second pair of columns compares stems). The table shows the share of off-topic summary sentences with
+the summariser's relevance filter off ("before") and on ("after"), and the persona effect (share
+of questions whose personalised selection differs from the generic one) both ways.
+
+Corpora: SciTLDR-A (each paper's first TLDR as the question, the SciTLDR abstracts as the corpus)
+when ../shared/data/scitldr is there (or --scitldr DIR), and the bundled demo corpus with one
+question per topic. Quick by default (200 SciTLDR questions from the dev split); --full uses every
+TLDR of the dev and test splits.
+
+    .venv/bin/python bench/relevance.py            # quick, about a minute
+    .venv/bin/python bench/relevance.py --full
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from annotation.backends.offline_retrieval import DemoCorpusRetrieval  # noqa: E402
+from annotation.backends.offline_summariser import STRATEGIES, ExtractiveSummariser, split_cited  # noqa: E402
+from kernel.backends import GenerationRequest  # noqa: E402
+from kernel.text import content_words, stem  # noqa: E402
+
+DEFAULT_SCITLDR = ROOT.parent / "shared" / "data" / "scitldr"
+DEMO_QUESTIONS = (
+    "How do night shifts affect nurses' sleep and patient safety?",
+    "What are the side effects and how long does protection from mRNA vaccines last?",
+    "How reliable are benchmarks and LLM judges for evaluating large language models?",
+    "Which automatic metrics agree with human judgements of summary quality?",
+    "How can farmers adapt crops to drought and climate change?",
+    "Which interventions improve children's early reading and literacy?",
+    "How can hospitals reduce antibiotic resistance?",
+    "How can cities reduce urban heat island effects?",
+    "Does remote patient monitoring at home improve outcomes?",
+    "How is reinforcement learning used to train robots?",
+    "What is the best early treatment for sepsis in the emergency department?",
+    "How do wearable sensors detect falls in older adults?",
+)
+NURSE = {
+    "role": "practising nurse",
+    "domain": "acute hospital care",
+    "expertise": "experienced practitioner",
+    "research_area": "",
+    "use_case": "improve care on my ward",
+}
+
+
+def _words(text: str, *, stemmed: bool) -> set[str]:
+    words = content_words(text, min_length=3)
+    return {stem(w) for w in words} if stemmed else set(words)
+
+
+def measure(retrieval: DemoCorpusRetrieval, questions: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Off-topic sentence share and persona effect, with the relevance filter off and on."""
+    summariser = ExtractiveSummariser()
+    out: dict[str, dict[str, float]] = {}
+    # "before" is the summariser as it was: no relevance filter, persona weight 0.3.
+    for label, settings in (("before", {"on_topic_only": False, "persona_weight": 0.3}), ("after", {})):
+        off = off_stemmed = total = changed = runs = 0
+        for question in questions:
+            documents = retrieval.search(question, k=5)
+            asked, asked_stems = _words(question, stemmed=False), _words(question, stemmed=True)
+            for model in STRATEGIES:
+                selections = []
+                for persona in (None, NURSE):
+                    request = GenerationRequest(
+                        query=question,
+                        documents=documents,
+                        prompt="Summarise.",
+                        model=model,
+                        persona=persona,
+                        settings=settings,
+                    )
+                    generation = summariser.generate(request)
+                    selections.append([s["id"] for s in generation.raw_response["selected"]])
+                    for sentence in split_cited(generation.text):
+                        total += 1
+                        off += not (_words(sentence, stemmed=False) & asked)
+                        off_stemmed += not (_words(sentence, stemmed=True) & asked_stems)
+                changed += selections[0] != selections[1]
+                runs += 1
+        out[label] = {
+            "off_topic": off / total,
+            "off_topic_stemmed": off_stemmed / total,
+            "sentences": total,
+            "persona_effect": changed / runs,
+        }
+    return out
+
+
+def scitldr_questions(files: Iterable[Path], limit: int | None) -> tuple[Path, list[str]]:
+    """A JSONL corpus (id, title, abstract) of the SciTLDR papers, and their first TLDRs."""
+    handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8")
+    questions: list[str] = []
+    with handle:
+        for path in files:
+            for line in path.read_text(encoding="utf-8").splitlines():
+                row: Mapping[str, object] = json.loads(line)
+                source, target = row["source"], row["target"]
+                assert isinstance(source, list) and isinstance(target, list)
+                record = {"id": row["paper_id"], "title": row.get("title") or "", "abstract": " ".join(source)}
+                handle.write(json.dumps(record) + "\n")
+                if target and (limit is None or len(questions) < limit):
+                    questions.append(str(target[0]))
+    return Path(handle.name), questions
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scitldr", type=Path, default=DEFAULT_SCITLDR, help="folder with SciTLDR-A_*.jsonl")
+    parser.add_argument("--full", action="store_true", help="every TLDR of the dev and test splits")
+    parser.add_argument("--limit", type=int, default=200, help="SciTLDR questions in the quick run")
+    args = parser.parse_args(argv)
+
+    rows: list[tuple[str, dict[str, dict[str, float]]]] = []
+    rows.append((f"demo corpus ({len(DEMO_QUESTIONS)} questions)", measure(DemoCorpusRetrieval(), DEMO_QUESTIONS)))
+    splits = [args.scitldr / "SciTLDR-A_dev.jsonl"] + ([args.scitldr / "SciTLDR-A_test.jsonl"] if args.full else [])
+    if all(p.is_file() for p in splits):
+        corpus, questions = scitldr_questions(splits, None if args.full else args.limit)
+        try:
+            rows.append(
+                (f"SciTLDR-A, TLDRs as questions ({len(questions)})", measure(DemoCorpusRetrieval(corpus), questions))
+            )
+        finally:
+            corpus.unlink()
+    else:
+        print(f"SciTLDR not found under {args.scitldr}: demo corpus only.", file=sys.stderr)
+
+    print(
+        f"{'corpus':<44} {'off-topic before':>16} {'after':>7} {'(stemmed) before':>17} {'after':>7}"
+        f" {'persona effect before':>22} {'after':>7}"
+    )
+    for name, m in rows:
+        print(
+            f"{name:<44} {m['before']['off_topic']:>16.1%} {m['after']['off_topic']:>7.1%}"
+            f" {m['before']['off_topic_stemmed']:>17.1%} {m['after']['off_topic_stemmed']:>7.1%}"
+            f" {m['before']['persona_effect']:>22.1%} {m['after']['persona_effect']:>7.1%}"
+        )
+    print(
+        "off-topic: share of summary sentences sharing no content word with the question (2 strategies x generic/nurse);"
+    )
+    print("(stemmed): the same with words compared by stem, so that 'nurses' and 'nurse' count as one word.")
+    print("persona effect: share of question x strategy where the nurse's selection differs from the generic one.")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
