@@ -24,7 +24,7 @@ from typing import Any
 
 import networkx as nx
 
-from annotation.backends.offline_summariser import _cite
+from annotation.backends.offline_summariser import _cite, extractive_usage
 from annotation.backends.persona_lexicon import PersonaTerms
 from kernel.backends import BackendError, Document, Generation, GenerationRequest
 from kernel.text import index_terms, split_sentences
@@ -123,7 +123,6 @@ class BaselineSummariser:
         chosen.sort(key=lambda i: (sentences[i].doc_rank, sentences[i].position))
         text = " ".join(_cite(sentences[i].text, sentences[i].doc_rank) for i in chosen)
         n_words = sum(sentences[i].n_words for i in chosen)
-        prompt_words = len(request.prompt.split())
         raw = {
             "backend": "offline-baseline",
             "strategy": request.model,
@@ -139,14 +138,9 @@ class BaselineSummariser:
                 for i in chosen
             ],
         }
-        usage = {
-            "prompt_tokens": prompt_words,
-            "completion_tokens": n_words,
-            "total_tokens": prompt_words + n_words,
-            "source_words": sum(len(d.abstract.split()) for d in request.documents),
-            "input_sentences": len(sentences),
-            "selected_sentences": len(chosen),
-        }
+        usage = extractive_usage(
+            request, completion_words=n_words, input_sentences=len(sentences), selected=len(chosen)
+        )
         return Generation(
             text=text, raw_response=raw, usage=usage, latency_s=time.perf_counter() - started, finish_reason="stop"
         )

@@ -168,8 +168,6 @@ class ExtractiveSummariser:
         chosen.sort(key=lambda i: (sentences[i].doc_rank, sentences[i].position))
         text = " ".join(_cite(sentences[i].text, sentences[i].doc_rank) for i in chosen)
         n_words = sum(sentences[i].n_words for i in chosen)
-        # No tokenizer offline: "tokens" are whitespace-separated words.
-        prompt_words = len(request.prompt.split())
         raw = {
             "backend": "offline-extractive",
             "strategy": request.model,
@@ -191,14 +189,9 @@ class ExtractiveSummariser:
                 for i in chosen
             ],
         }
-        usage = {
-            "prompt_tokens": prompt_words,
-            "completion_tokens": n_words,
-            "total_tokens": prompt_words + n_words,
-            "source_words": sum(len(d.abstract.split()) for d in request.documents),
-            "input_sentences": len(sentences),
-            "selected_sentences": len(chosen),
-        }
+        usage = extractive_usage(
+            request, completion_words=n_words, input_sentences=len(sentences), selected=len(chosen)
+        )
         return Generation(
             text=text, raw_response=raw, usage=usage, latency_s=time.perf_counter() - started, finish_reason="stop"
         )
@@ -310,6 +303,22 @@ class ExtractiveSummariser:
             remaining.discard(best)
             total += sentences[best].n_words
         return chosen
+
+
+def extractive_usage(
+    request: GenerationRequest, *, completion_words: int, input_sentences: int, selected: int
+) -> dict[str, int]:
+    """The usage record of an offline extractive summary. No tokenizer offline: "tokens" are
+    whitespace-separated words."""
+    prompt_words = len(request.prompt.split())
+    return {
+        "prompt_tokens": prompt_words,
+        "completion_tokens": completion_words,
+        "total_tokens": prompt_words + completion_words,
+        "source_words": sum(len(d.abstract.split()) for d in request.documents),
+        "input_sentences": input_sentences,
+        "selected_sentences": selected,
+    }
 
 
 def _cite(sentence: str, rank: int) -> str:
