@@ -5,11 +5,13 @@ kombu's filesystem transport for the Celery broker. `local.py` (management comma
 and `production.py` (gunicorn, Celery) add what differs; `test.py` is the test suite's.
 """
 
+import re
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -255,6 +257,30 @@ LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=120.0)
 LLM_CONCURRENCY = env.int("LLM_CONCURRENCY", default=4)
 # A response cache keyed by the whole request (off unless set): reruns of a study cost nothing.
 LLM_CACHE_DIR = env.str("LLM_CACHE_DIR", default="") or None
+# Model servers across processes and hosts (docs/backends.md, "Model servers (limits, replicas, caches)").
+# LLM_BASE_URLS: replicas of one model, comma-separated (a system's base_url may be a list too); each replica
+# gets at most LLM_CONCURRENCY calls at once from the whole deployment when MODEL_SERVER_LIMIT_URL names a
+# Redis (by default the broker's or the cache's Redis, if either is Redis; "local" keeps the limit per process).
+# LLM_CACHE: "dir" (LLM_CACHE_DIR, one host), "cache" (CACHES[LLM_CACHE_ALIAS], shared by every worker) or "off".
+# METRICS_DEVICE: auto (cuda, else mps, else cpu) | cpu | cuda | cuda:N; METRICS_BATCH_SIZE for embeddings
+# and BERTScore (docs/backends.md, "Accelerators").
+LLM_BASE_URLS = env.str("LLM_BASE_URLS", default="")
+_redis_default = next(
+    (u for u in (CELERY_BROKER_URL, env.str("CACHE_URL", default="")) if u.startswith(("redis://", "rediss://"))), ""
+)
+MODEL_SERVER_LIMIT_URL = env.str("MODEL_SERVER_LIMIT_URL", default=_redis_default)
+if MODEL_SERVER_LIMIT_URL == "local":
+    MODEL_SERVER_LIMIT_URL = ""
+MODEL_SERVER_LEASE_S = env.float("MODEL_SERVER_LEASE_S", default=30.0)
+LLM_CACHE = env.str("LLM_CACHE", default="dir")
+if LLM_CACHE not in {"dir", "cache", "off"}:
+    raise ImproperlyConfigured(f"LLM_CACHE must be dir, cache or off, not {LLM_CACHE!r}")
+LLM_CACHE_ALIAS = env.str("LLM_CACHE_ALIAS", default="default")
+LLM_CACHE_TTL = env.int("LLM_CACHE_TTL", default=None)
+METRICS_DEVICE = env.str("METRICS_DEVICE", default="auto").strip().lower()
+if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", METRICS_DEVICE):
+    raise ImproperlyConfigured(f"METRICS_DEVICE must be auto, cpu, mps, cuda or cuda:N, not {METRICS_DEVICE!r}")
+METRICS_BATCH_SIZE = env.int("METRICS_BATCH_SIZE", default=32)
 OPENALEX_BASE_URL = env.str("OPENALEX_BASE_URL", default="https://api.openalex.org")
 OPENALEX_MAILTO = env.str("OPENALEX_MAILTO", default="")
 OPENALEX_API_KEY = env.str("OPENALEX_API_KEY", default="")
