@@ -110,6 +110,30 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Research outputs (exports, reports, stress results; docs/backends.md, "Object storage"): workers write a job's
+# files to a temporary folder and upload them here, and downloads stream from here, so web servers and workers
+# need share no disk. The embedded default is the folder MEDIA_ROOT/research; RESEARCH_STORAGE=s3 uses any
+# S3-compatible store through django-storages. RESEARCH_DOWNLOAD_REDIRECT sends downloads to a presigned URL
+# (valid AWS_QUERYSTRING_EXPIRE seconds) instead of streaming them through the web server.
+RESEARCH_STORAGE = env.str("RESEARCH_STORAGE", default="local")
+if RESEARCH_STORAGE == "s3":
+    STORAGES["research"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env.str("AWS_STORAGE_BUCKET_NAME"),
+            "endpoint_url": env.str("AWS_S3_ENDPOINT_URL", default="") or None,
+            "access_key": env.str("AWS_ACCESS_KEY_ID", default="") or None,
+            "secret_key": env.str("AWS_SECRET_ACCESS_KEY", default="") or None,
+            "region_name": env.str("AWS_S3_REGION_NAME", default="") or None,
+            "querystring_expire": env.int("AWS_QUERYSTRING_EXPIRE", default=300),
+            "file_overwrite": True,
+        },
+    }
+elif RESEARCH_STORAGE == "local":
+    STORAGES["research"] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}  # under MEDIA_ROOT
+else:
+    raise ImproperlyConfigured(f"RESEARCH_STORAGE must be local or s3, not {RESEARCH_STORAGE!r}")
+RESEARCH_DOWNLOAD_REDIRECT = env.bool("RESEARCH_DOWNLOAD_REDIRECT", default=False)
 
 # Sign-in and who may reach what (docs/permissions.md). Researchers sign in at /accounts/login/ without being
 # staff. Settings that reach outside a study are bounded here: a system's model server must be one of these
