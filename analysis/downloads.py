@@ -26,5 +26,7 @@ def stored_file_response(storage: Storage, key: str, name: str, *, as_attachment
     try:
         handle = storage.open(key, "rb")
     except (FileNotFoundError, OSError) as error:
-        raise Http404(f"The file {name!r} is no longer in the research storage; run the job again.") from error
+        raise Http404(
+            f"The file {name!r} is no longer on the server (not in the research storage); run the job again."
+        ) from error
     return FileResponse(handle, as_attachment=as_attachment, filename=filename)

@@ -91,7 +91,9 @@ def research_job_file(*, user: Any, job_id: int, name: str) -> tuple[Storage, st
         raise Http404(f"Job {job.pk} is {job.status}; its files exist once it is done.")
     if name not in job.files:
         raise Http404(f"Job {job.pk} has no output file {name!r}; its files are {', '.join(job.files) or 'none'}.")
-    gone = Http404(f"The file {name!r} of job {job.pk} is no longer in the research storage; run the job again.")
+    gone = Http404(
+        f"The file {name!r} of job {job.pk} is no longer on the server (not in the research storage); run the job again."
+    )
     if PurePosixPath(name).is_absolute() or ".." in PurePosixPath(name).parts or "\\" in name:
         raise gone
     storage, key = research_storage(), job_file_key(job.pk, name)

@@ -292,7 +292,7 @@ LLM_BASE_URLS = env.str("LLM_BASE_URLS", default="")
 _redis_default = next(
     (u for u in (CELERY_BROKER_URL, env.str("CACHE_URL", default="")) if u.startswith(("redis://", "rediss://"))), ""
 )
-MODEL_SERVER_LIMIT_URL = env.str("MODEL_SERVER_LIMIT_URL", default=_redis_default)
+MODEL_SERVER_LIMIT_URL = env.str("MODEL_SERVER_LIMIT_URL", default="") or _redis_default
 if MODEL_SERVER_LIMIT_URL == "local":
     MODEL_SERVER_LIMIT_URL = ""
 MODEL_SERVER_LEASE_S = env.float("MODEL_SERVER_LEASE_S", default=30.0)
