@@ -147,8 +147,8 @@ def object_storage(*, megabytes: int) -> dict[str, Any]:
         boto3.client(
             "s3",
             endpoint_url=endpoint,
-            aws_access_key_id="bench",
-            aws_secret_access_key="bench",
+            aws_access_key_id=s3_env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=s3_env["AWS_SECRET_ACCESS_KEY"],
             region_name="us-east-1",
         ).create_bucket(Bucket="bench-research")
         with tempfile.TemporaryDirectory() as tmp:
