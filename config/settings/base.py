@@ -8,6 +8,7 @@ and `production.py` (gunicorn, Celery) add what differs; `test.py` is the test s
 import re
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import environ
@@ -106,7 +107,7 @@ STATIC_ROOT = env.str("STATIC_ROOT", default=str(VAR_DIR / "staticfiles"))
 STATICFILES_DIRS = [BASE_DIR / "static"]
 MEDIA_URL = "media/"
 MEDIA_ROOT = env.str("MEDIA_ROOT", default=str(VAR_DIR / "media"))
-STORAGES = {
+STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
