@@ -8,16 +8,17 @@ A study the account is no member of is 404, as if it did not exist; one it may s
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import PurePosixPath
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, SuspiciousFileOperation
+from django.core.files.storage import Storage
 from django.db.models import QuerySet
 from django.http import Http404
 from rest_framework.permissions import BasePermission
 
 from analysis.models import ResearchJob
-from analysis.services import job_dir
+from analysis.services import job_file_key, research_storage
 from annotation.models import Study
 from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
 from scoring.models import ScoringRun
@@ -81,16 +82,25 @@ def research_scoring_run(*, user: Any, run_id: int) -> ScoringRun:
     return run
 
 
-def research_job_file(*, user: Any, job_id: int, name: str) -> Path:
-    """An output file of a finished job, for an account that may download it; 404 naming what is missing
-    (the job, the file among its outputs, or the file on disk) and never a path outside the job's folder."""
+def research_job_file(*, user: Any, job_id: int, name: str) -> tuple[Storage, str]:
+    """The research storage and key of an output file of a finished job, for an account that may download it;
+    404 naming what is missing (the job, the file among its outputs, or the stored object), never a key
+    outside the job's folder."""
     job = research_job(user=user, job_id=job_id, action=StudyAction.ANALYSE)
     if job.status != ResearchJob.Status.DONE:
         raise Http404(f"Job {job.pk} is {job.status}; its files exist once it is done.")
     if name not in job.files:
         raise Http404(f"Job {job.pk} has no output file {name!r}; its files are {', '.join(job.files) or 'none'}.")
-    folder = job_dir(job).resolve()
-    path = (folder / name).resolve()
-    if not path.is_relative_to(folder) or not path.is_file():
-        raise Http404(f"The file {name!r} of job {job.pk} is no longer on the server; run the job again.")
-    return path
+    gone = Http404(
+        f"The file {name!r} of job {job.pk} is no longer on the server (not in the research storage); run the job again."
+    )
+    if PurePosixPath(name).is_absolute() or ".." in PurePosixPath(name).parts or "\\" in name:
+        raise gone
+    storage, key = research_storage(), job_file_key(job.pk, name)
+    try:
+        found = storage.exists(key)
+    except SuspiciousFileOperation:
+        found = False
+    if not found:
+        raise gone
+    return storage, key

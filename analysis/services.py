@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 import shutil
+import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import Storage, storages
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -38,7 +41,31 @@ DEFAULT_SEED = 20240521
 
 
 def job_dir(job: ResearchJob) -> Path:
+    """Where the local default storage keeps a job's files (the folder of its storage keys under MEDIA_ROOT)."""
     return Path(settings.MEDIA_ROOT) / "research" / f"job-{job.pk}"
+
+
+def research_storage() -> Storage:
+    """The storage research outputs live in (STORAGES["research"]: MEDIA_ROOT, or S3-compatible)."""
+    return storages["research"]
+
+
+def job_file_key(job_id: int, name: str) -> str:
+    """The storage key of one output file of a job (`name` relative to the job's folder)."""
+    return f"research/job-{job_id}/{name}"
+
+
+def _publish(job: ResearchJob, out: Path, files: list[str]) -> None:
+    """Upload a job's files from the worker's folder into the research storage, replacing a rerun's."""
+    storage = research_storage()
+    for name in files:
+        key = job_file_key(job.pk, name)
+        if storage.exists(key):
+            storage.delete(key)
+        with (out / name).open("rb") as fh:
+            saved = storage.save(key, File(fh, name=Path(name).name))
+        if saved != key:  # a storage that renamed the file would break the download link
+            raise RuntimeError(f"the research storage saved {key!r} as {saved!r}")
 
 
 def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -134,14 +161,15 @@ def research_job_mark_failed(*, job_id: int, reason: str) -> None:
 
 def research_job_run(*, job_id: int, redelivered: bool = False) -> ResearchJob:
     """Run a job to completion; a failure is stored with its reason and never leaves files half-listed.
-    A job that was running when its worker died starts again from scratch (its folder is emptied)."""
+    A job that was running when its worker died starts again from scratch, in a new scratch folder; its files
+    are uploaded to the research storage before the job is marked done."""
     job = research_job_claim(job_id=job_id, redelivered=redelivered)
     if job is None:
         return ResearchJob.objects.get(pk=job_id)
-    out = job_dir(job)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True, exist_ok=True)
+    # The worker's own scratch folder: the files reach the web servers through the research storage.
+    out = Path(tempfile.mkdtemp(prefix=f"research-job-{job.pk}-"))
     attempt = job.attempts
+    files: list[str] = []
     try:
         runner = {
             ResearchJob.Kind.EXPORT: _run_export,
@@ -154,12 +182,13 @@ def research_job_run(*, job_id: int, redelivered: bool = False) -> ResearchJob:
             name=f"lease of research job {job_id}",
         ):
             manifest = runner(job, out)
+            files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+            _publish(job, out, files)
     except Exception as error:  # stored for the researcher; the task's on_failure covers the rest
         logger.exception("research job %s failed", job.pk)
         message = error.message if isinstance(error, ApplicationError) else f"{type(error).__name__}: {error}"
         research_job_mark_failed(job_id=job.pk, reason=message)
     else:
-        files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
         ResearchJob.objects.filter(pk=job.pk, status=ResearchJob.Status.RUNNING, attempts=attempt).update(
             status=ResearchJob.Status.DONE,
             progress=100,
@@ -169,6 +198,8 @@ def research_job_run(*, job_id: int, redelivered: bool = False) -> ResearchJob:
             finished_at=timezone.now(),
             lease_expires_at=None,
         )
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
     job.refresh_from_db()
     return job
 

@@ -13,13 +13,14 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.views import redirect_to_login
 from django.db import transaction
 from django.db.models import Count, Q
-from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.authtoken.models import Token
 
 from analysis import services
+from analysis.downloads import stored_file_response
 from analysis.models import ResearchJob
 from analysis.permissions import (
     is_researcher,
@@ -166,10 +167,14 @@ def scoring_status(request: HttpRequest, run_id: int) -> JsonResponse:
 
 
 @researcher_required
-def job_file(request: HttpRequest, job_id: int, name: str) -> FileResponse:
-    path = research_job_file(user=request.user, job_id=job_id, name=name)
+def job_file(request: HttpRequest, job_id: int, name: str) -> HttpResponseBase:
+    """One output file of a job, from the research storage; what is missing is said on a 404 page."""
     inline = Path(name).suffix in (".html", ".svg") and request.GET.get("download") != "1"
-    return FileResponse(path.open("rb"), as_attachment=not inline, filename=Path(name).name)
+    try:
+        storage, key = research_job_file(user=request.user, job_id=job_id, name=name)
+        return stored_file_response(storage, key, name, as_attachment=not inline)
+    except Http404 as missing:
+        return render(request, "analysis/no_file.html", {"message": str(missing)}, status=404)
 
 
 @researcher_required

@@ -1,8 +1,8 @@
 """The client for OpenAI-compatible model servers, used by generation, judges and stress-test rewrites.
 
 Pure Python, no Django. `config` holds the request settings, the result and the error;
-`client` the ChatClient and its retry loop; `cache` the disk cache keyed by the request;
-`limits` the per-server concurrency limit and fan-out; `messages` the chat-message shape.
+`client` the ChatClient and its retry loop (and replica failover); `cache` the cache keyed by the request
+(a folder or a key-value store); `limits` the per-server limit (per process, or shared through Redis) and fan-out; `messages` the chat-message shape.
 """
 
 from modelserver.cache import cache_key

@@ -23,9 +23,9 @@ from typing import Any, cast
 
 import openai
 
-from modelserver.cache import DiskCache, cache_key
+from modelserver.cache import ResultCache, cache_for, cache_key
 from modelserver.config import ChatConfig, ChatResult, LLMError
-from modelserver.limits import semaphore_for
+from modelserver.limits import Limiter, LimitTimeout, default_limiter
 
 __all__ = ["BACKOFF_CAP_S", "ChatClient"]
 
@@ -66,30 +66,49 @@ def _server_message(body: object, text: str) -> str:
     return text.strip()[:300]
 
 
+class _ReplicaDown(Exception):
+    def __init__(self, index: int, error: LLMError) -> None:
+        super().__init__(error.reason)
+        self.index = index
+        self.error = error
+
+
 class ChatClient:
-    """Calls one OpenAI-compatible server with retries, an optional disk cache and a concurrency limit."""
+    """Calls one OpenAI-compatible model (one server or several replicas) with retries, a cache and a limit.
+
+    `limiter` (default: this process's, `limits.configure_limiter`) bounds the calls in flight per replica
+    and picks the replica with the fewest; `cache` (default: this process's policy applied to
+    `cache_dir`, `cache.configure_cache`) answers repeated requests. A replica that refuses connections is
+    skipped for `REPLICA_COOLDOWN_S` and the call moves to another replica at once.
+    """
+
+    REPLICA_COOLDOWN_S = 30.0
 
     def __init__(
         self,
         config: ChatConfig,
         cache_dir: Path | None = None,
         *,
+        cache: ResultCache | None = None,
+        limiter: Limiter | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.config = config
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._sleep = sleep
-        self._client = openai.OpenAI(
-            base_url=config.base_url,
-            api_key=config.api_key or "EMPTY",
-            timeout=config.timeout,
-            max_retries=0,
-        )
-        self._cache = DiskCache(self.cache_dir) if self.cache_dir is not None else None
-        self._semaphore = semaphore_for(config.base_url, config.concurrency)
+        self._replicas = list(config.replicas)
+        self._clients = [
+            openai.OpenAI(base_url=url, api_key=config.api_key or "EMPTY", timeout=config.timeout, max_retries=0)
+            for url in self._replicas
+        ]
+        self._client = self._clients[0]
+        self._cache = cache if cache is not None else cache_for(self.cache_dir)
+        self._limiter = limiter if limiter is not None else default_limiter()
+        self._down_until: dict[int, float] = {}
 
     def close(self) -> None:
-        self._client.close()
+        for client in self._clients:
+            client.close()
 
     def __enter__(self) -> ChatClient:
         return self
@@ -146,16 +165,37 @@ class ChatClient:
     # -- one HTTP call ------------------------------------------------------------------
 
     def _call_once(self, messages: list[dict[str, str]]) -> ChatResult:
+        """One call; a replica that refuses the connection is marked down and the next one is tried."""
+        tried: set[int] = set()
+        while True:
+            now = time.monotonic()
+            live = [i for i in range(len(self._replicas)) if i not in tried and self._down_until.get(i, 0) <= now]
+            if not live:
+                live = [i for i in range(len(self._replicas)) if i not in tried]
+            try:
+                return self._call_replica(messages, live)
+            except _ReplicaDown as down:
+                tried.add(down.index)
+                self._down_until[down.index] = time.monotonic() + self.REPLICA_COOLDOWN_S
+                if len(tried) >= len(self._replicas):
+                    raise down.error from down.error.__cause__
+                logger.warning("%s; trying another replica", down.error.reason)
+
+    def _call_replica(self, messages: list[dict[str, str]], candidates: list[int]) -> ChatResult:
         cfg = self.config
         extra: dict[str, Any] = {}
         if cfg.seed is not None:
             extra["seed"] = cfg.seed
-        where = cfg.base_url.rstrip("/")
+        urls = [self._replicas[i] for i in candidates]
+        where = urls[0].rstrip("/")
         started = time.perf_counter()
+        index = candidates[0]
         try:
-            with self._semaphore:
+            with self._limiter.acquire(urls, cfg.concurrency, timeout=cfg.timeout) as picked:
+                index = candidates[picked]
+                where = self._replicas[index].rstrip("/")
                 started = time.perf_counter()
-                response = self._client.chat.completions.with_raw_response.create(
+                response = self._clients[index].chat.completions.with_raw_response.create(
                     model=cfg.model,
                     messages=cast(Any, messages),
                     temperature=cfg.temperature,
@@ -163,22 +203,22 @@ class ChatClient:
                     **extra,
                 )
                 body_text = response.text
+        except LimitTimeout as exc:
+            raise LLMError(f"{exc} (the model-server limit is {cfg.concurrency} per replica)", transient=True) from exc
         except openai.APITimeoutError as exc:
             raise LLMError(f"timed out after {cfg.timeout:g}s waiting for {where}", transient=True) from exc
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
-            raise LLMError(
-                f"connection to {where} failed ({type(cause).__name__}: {cause})",
-                transient=True,
-            ) from exc
+            error = LLMError(f"connection to {where} failed ({type(cause).__name__}: {cause})", transient=True)
+            error.__cause__ = exc
+            raise _ReplicaDown(index, error) from exc
         except openai.APIStatusError as exc:
-            raise self._status_error(exc) from exc
+            raise self._status_error(exc, where) from exc
         latency = time.perf_counter() - started
-        return self._parse(body_text, latency)
+        return self._parse(body_text, latency, where)
 
-    def _status_error(self, exc: openai.APIStatusError) -> LLMError:
+    def _status_error(self, exc: openai.APIStatusError, where: str) -> LLMError:
         status = exc.status_code
-        where = self.config.base_url.rstrip("/")
         message = _server_message(exc.body, exc.response.text if exc.response is not None else "")
         transient = status in _TRANSIENT_STATUSES or status >= 500
         hint = _HINTS.get(status, "")
@@ -198,8 +238,7 @@ class ChatClient:
                 retry_after = None
         return LLMError(reason, transient=transient, status=status, retry_after=retry_after)
 
-    def _parse(self, body_text: str, latency: float) -> ChatResult:
-        where = self.config.base_url.rstrip("/")
+    def _parse(self, body_text: str, latency: float, where: str) -> ChatResult:
         try:
             raw = json.loads(body_text)
         except json.JSONDecodeError as exc:

@@ -23,6 +23,12 @@ class ChatConfig:
     concurrency: int = 4
     backoff_s: float = 0.5
     """First backoff delay in seconds; doubles on each retry, with jitter, capped at 20 s."""
+    base_urls: tuple[str, ...] = ()
+    """Replicas of the model (base_url is then the first); each gets up to `concurrency` calls at once."""
+
+    @property
+    def replicas(self) -> tuple[str, ...]:
+        return self.base_urls or (self.base_url,)
 
 
 @dataclass(frozen=True)

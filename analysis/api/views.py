@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import FileResponse, Http404
+from django.http import Http404, HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, renderers, serializers, status
@@ -19,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analysis import services
+from analysis.downloads import stored_file_response
 from analysis.models import ResearchJob
 from analysis.permissions import IsResearcher, research_job, research_job_file, research_study
 from analysis.selectors import comparison_rows
@@ -131,6 +131,6 @@ class JobFileApi(APIView):
     renderer_classes = [renderers.JSONRenderer, AnyFileRenderer]
 
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY, 404: dict})
-    def get(self, request: Request, job_id: int, name: str) -> FileResponse:
-        path = _scoped(lambda: research_job_file(user=request.user, job_id=job_id, name=name))
-        return FileResponse(path.open("rb"), as_attachment=True, filename=Path(name).name)
+    def get(self, request: Request, job_id: int, name: str) -> HttpResponseBase:
+        storage, key = _scoped(lambda: research_job_file(user=request.user, job_id=job_id, name=name))
+        return _scoped(lambda: stored_file_response(storage, key, name, as_attachment=True))

@@ -40,7 +40,42 @@ _clients: dict[tuple[ChatConfig, str], ChatClient] = {}
 _clients_lock = threading.Lock()
 
 
+_configured = False
+
+
+def configure_model_servers() -> None:
+    """Apply the model-server settings to this process once: the shared limit (MODEL_SERVER_LIMIT_URL,
+    a Redis URL) and the cache policy (LLM_CACHE: dir, cache or off; docs/backends.md). Judges and
+    stress-test rewrites in this process use them too."""
+    global _configured
+    if _configured:
+        return
+    from django.core.cache import caches
+
+    from modelserver.cache import KeyValueCache, configure_cache
+    from modelserver.limits import configure_limiter
+
+    configure_limiter(
+        getattr(settings, "MODEL_SERVER_LIMIT_URL", "") or None,
+        lease_s=float(getattr(settings, "MODEL_SERVER_LEASE_S", 30.0)),
+    )
+    mode = str(getattr(settings, "LLM_CACHE", "dir"))
+    if mode == "cache":
+        store = caches[str(getattr(settings, "LLM_CACHE_ALIAS", "default"))]
+        configure_cache("shared", KeyValueCache(store, timeout=getattr(settings, "LLM_CACHE_TTL", None)))
+    else:
+        configure_cache(mode)
+    _configured = True
+
+
+def base_urls(value: Any) -> tuple[str, ...]:
+    """One model server or its replicas: a URL, a comma-separated string of them, or a list."""
+    items = value if isinstance(value, (list, tuple)) else str(value or "").split(",")
+    return tuple(u for u in (str(item).strip() for item in items) if u)
+
+
 def _client_for(config: ChatConfig, cache_dir: Path | None) -> ChatClient:
+    configure_model_servers()
     key = (config, str(cache_dir or ""))
     with _clients_lock:
         client = _clients.get(key)
@@ -83,8 +118,10 @@ class OpenAIChatGeneration:
     def config_for(self, model: str) -> ChatConfig:
         """The client configuration for `model`: backend settings first, then Django settings."""
         o = self.options
-        base_url = str(o.get("base_url") or getattr(settings, "LLM_BASE_URL", "") or "").strip()
-        if not base_url:
+        urls = base_urls(
+            o.get("base_url") or getattr(settings, "LLM_BASE_URLS", "") or getattr(settings, "LLM_BASE_URL", "")
+        )
+        if not urls:
             raise BackendError(
                 "No model server configured: set base_url in the system's backend settings or LLM_BASE_URL "
                 "(e.g. http://127.0.0.1:8000/v1 for vLLM, http://127.0.0.1:11434/v1 for Ollama).",
@@ -100,7 +137,8 @@ class OpenAIChatGeneration:
         else:
             api_key = str(getattr(settings, "LLM_API_KEY", "") or "EMPTY")
         config = ChatConfig(
-            base_url=base_url,
+            base_url=urls[0],
+            base_urls=urls if len(urls) > 1 else (),
             model=model,
             api_key=api_key,
             temperature=_number(o, "temperature", getattr(settings, "LLM_TEMPERATURE", 0.0), float),

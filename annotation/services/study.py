@@ -144,12 +144,22 @@ def _validate_systems(specs: Sequence[Mapping[str, Any]]) -> None:
 
 
 def _validate_model_server(spec: Mapping[str, Any]) -> None:
-    """A system's own model server (`base_url`) must be an http(s) address on a host the operator allowed in
-    MODEL_SERVER_ALLOWED_HOSTS: the platform sends prompts, and an API key, to it."""
+    """A system's own model server (`base_url`: one address, or a list of replicas) must be an http(s) address
+    on a host the operator allowed in MODEL_SERVER_ALLOWED_HOSTS: the platform sends prompts, and an API key,
+    to it. Every replica is checked."""
     options = spec.get("backend_settings")
-    if not isinstance(options, Mapping) or options.get("base_url") in (None, ""):
+    if not isinstance(options, Mapping) or options.get("base_url") in (None, "", []):
         return
-    url = options["base_url"]
+    given = options["base_url"]
+    label = spec.get("label", "")
+    urls = given if isinstance(given, list) else [given]
+    if len(urls) > 32:
+        raise ApplicationError(f"System {label!r}: base_url lists {len(urls)} replicas; at most 32.", field="systems")
+    for url in urls:
+        _validate_model_server_url(label, url)
+
+
+def _validate_model_server_url(label: Any, url: Any) -> None:
     try:
         parts = urlsplit(url) if isinstance(url, str) else None
         host = parts.hostname if parts else None
@@ -158,13 +168,14 @@ def _validate_model_server(spec: Mapping[str, Any]) -> None:
     # No user part or backslash either: clients disagree on where such an address's host begins.
     if parts is None or parts.scheme not in ("http", "https") or not host or "@" in parts.netloc or "\\" in url:
         raise ApplicationError(
-            f"System {spec.get('label', '')!r}: base_url must be a plain http:// or https:// address (no user part), not {str(url)[:200]!r}.",
+            f"System {label!r}: base_url must be a plain http:// or https:// address (no user part), or a list of "
+            f"them, not {str(url)[:200]!r}.",
             field="systems",
         )
     allowed = list(getattr(settings, "MODEL_SERVER_ALLOWED_HOSTS", []))
     if not validate_host(host.lower(), allowed):
         raise ApplicationError(
-            f"System {spec.get('label', '')!r}: the model server host {host!r} is not allowed; allowed hosts are "
+            f"System {label!r}: the model server host {host!r} is not allowed; allowed hosts are "
             f"{', '.join(allowed) or 'none'} (setting MODEL_SERVER_ALLOWED_HOSTS).",
             field="systems",
         )
@@ -209,7 +220,8 @@ def _validate_served(spec: Mapping[str, Any]) -> None:
             f"System {label!r}: the {backend} backend has no model {model!r}; it serves {', '.join(models)}.",
             field="systems",
         )
-    if models is None and not (options.get("base_url") or getattr(settings, "LLM_BASE_URL", "")):
+    configured = getattr(settings, "LLM_BASE_URLS", "") or getattr(settings, "LLM_BASE_URL", "")
+    if models is None and not (options.get("base_url") or configured):
         raise ApplicationError(
             f"System {label!r}: no model server is configured for {model!r}; set base_url in its backend "
             "settings or LLM_BASE_URL.",

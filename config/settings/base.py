@@ -5,11 +5,14 @@ kombu's filesystem transport for the Celery broker. `local.py` (management comma
 and `production.py` (gunicorn, Celery) add what differs; `test.py` is the test suite's.
 """
 
+import re
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -104,10 +107,34 @@ STATIC_ROOT = env.str("STATIC_ROOT", default=str(VAR_DIR / "staticfiles"))
 STATICFILES_DIRS = [BASE_DIR / "static"]
 MEDIA_URL = "media/"
 MEDIA_ROOT = env.str("MEDIA_ROOT", default=str(VAR_DIR / "media"))
-STORAGES = {
+STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Research outputs (exports, reports, stress results; docs/backends.md, "Object storage"): workers write a job's
+# files to a temporary folder and upload them here, and downloads stream from here, so web servers and workers
+# need share no disk. The embedded default is the folder MEDIA_ROOT/research; RESEARCH_STORAGE=s3 uses any
+# S3-compatible store through django-storages. RESEARCH_DOWNLOAD_REDIRECT sends downloads to a presigned URL
+# (valid AWS_QUERYSTRING_EXPIRE seconds) instead of streaming them through the web server.
+RESEARCH_STORAGE = env.str("RESEARCH_STORAGE", default="local")
+if RESEARCH_STORAGE == "s3":
+    STORAGES["research"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env.str("AWS_STORAGE_BUCKET_NAME"),
+            "endpoint_url": env.str("AWS_S3_ENDPOINT_URL", default="") or None,
+            "access_key": env.str("AWS_ACCESS_KEY_ID", default="") or None,
+            "secret_key": env.str("AWS_SECRET_ACCESS_KEY", default="") or None,
+            "region_name": env.str("AWS_S3_REGION_NAME", default="") or None,
+            "querystring_expire": env.int("AWS_QUERYSTRING_EXPIRE", default=300),
+            "file_overwrite": True,
+        },
+    }
+elif RESEARCH_STORAGE == "local":
+    STORAGES["research"] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}  # under MEDIA_ROOT
+else:
+    raise ImproperlyConfigured(f"RESEARCH_STORAGE must be local or s3, not {RESEARCH_STORAGE!r}")
+RESEARCH_DOWNLOAD_REDIRECT = env.bool("RESEARCH_DOWNLOAD_REDIRECT", default=False)
 
 # Sign-in and who may reach what (docs/permissions.md). Researchers sign in at /accounts/login/ without being
 # staff. Settings that reach outside a study are bounded here: a system's model server must be one of these
@@ -255,6 +282,30 @@ LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=120.0)
 LLM_CONCURRENCY = env.int("LLM_CONCURRENCY", default=4)
 # A response cache keyed by the whole request (off unless set): reruns of a study cost nothing.
 LLM_CACHE_DIR = env.str("LLM_CACHE_DIR", default="") or None
+# Model servers across processes and hosts (docs/backends.md, "Model servers (limits, replicas, caches)").
+# LLM_BASE_URLS: replicas of one model, comma-separated (a system's base_url may be a list too); each replica
+# gets at most LLM_CONCURRENCY calls at once from the whole deployment when MODEL_SERVER_LIMIT_URL names a
+# Redis (by default the broker's or the cache's Redis, if either is Redis; "local" keeps the limit per process).
+# LLM_CACHE: "dir" (LLM_CACHE_DIR, one host), "cache" (CACHES[LLM_CACHE_ALIAS], shared by every worker) or "off".
+# METRICS_DEVICE: auto (cuda, else mps, else cpu) | cpu | cuda | cuda:N; METRICS_BATCH_SIZE for embeddings
+# and BERTScore (docs/backends.md, "Accelerators").
+LLM_BASE_URLS = env.str("LLM_BASE_URLS", default="")
+_redis_default = next(
+    (u for u in (CELERY_BROKER_URL, env.str("CACHE_URL", default="")) if u.startswith(("redis://", "rediss://"))), ""
+)
+MODEL_SERVER_LIMIT_URL = env.str("MODEL_SERVER_LIMIT_URL", default="") or _redis_default
+if MODEL_SERVER_LIMIT_URL == "local":
+    MODEL_SERVER_LIMIT_URL = ""
+MODEL_SERVER_LEASE_S = env.float("MODEL_SERVER_LEASE_S", default=30.0)
+LLM_CACHE = env.str("LLM_CACHE", default="dir")
+if LLM_CACHE not in {"dir", "cache", "off"}:
+    raise ImproperlyConfigured(f"LLM_CACHE must be dir, cache or off, not {LLM_CACHE!r}")
+LLM_CACHE_ALIAS = env.str("LLM_CACHE_ALIAS", default="default")
+LLM_CACHE_TTL = env.int("LLM_CACHE_TTL", default=None)
+METRICS_DEVICE = env.str("METRICS_DEVICE", default="auto").strip().lower()
+if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", METRICS_DEVICE):
+    raise ImproperlyConfigured(f"METRICS_DEVICE must be auto, cpu, mps, cuda or cuda:N, not {METRICS_DEVICE!r}")
+METRICS_BATCH_SIZE = env.int("METRICS_BATCH_SIZE", default=32)
 OPENALEX_BASE_URL = env.str("OPENALEX_BASE_URL", default="https://api.openalex.org")
 OPENALEX_MAILTO = env.str("OPENALEX_MAILTO", default="")
 OPENALEX_API_KEY = env.str("OPENALEX_API_KEY", default="")

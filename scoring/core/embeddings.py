@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,7 +34,9 @@ __all__ = [
     "default_model_name",
     "embeddings_available",
     "embeddings_unavailable_reason",
+    "configure",
     "load_model",
+    "resolve_device",
 ]
 
 FloatArray = npt.NDArray[np.float32]
@@ -41,6 +44,48 @@ EMBEDDINGS_MISSING = (
     "install the 'embeddings' extra (pip install 'satisfy[embeddings]') for torch and sentence-transformers"
 )
 _LOCK = threading.Lock()
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+_settings: dict[str, Any] = {"device": "auto", "batch_size": 32}
+
+
+def parse_device(setting: str) -> str:
+    """The device setting, checked: auto | cpu | mps | cuda | cuda:N. Raises ValueError naming the choices."""
+    value = str(setting).strip().lower()
+    if not _DEVICE.match(value):
+        raise ValueError(f"metrics device {setting!r} is not one of auto, cpu, mps, cuda, cuda:N")
+    return value
+
+
+def resolve_device(
+    setting: str = "auto", *, cuda_available: bool | None = None, mps_available: bool | None = None
+) -> str:
+    """The torch device to run the encoder on: `auto` takes CUDA if there is one, else Apple's MPS, else
+    the CPU; any other value is used as given (after `parse_device`). Availability is asked of torch
+    unless passed in."""
+    value = parse_device(setting)
+    if value != "auto":
+        return value
+    if cuda_available is None or mps_available is None:
+        import torch  # only when a device has to be chosen
+
+        if cuda_available is None:
+            cuda_available = bool(torch.cuda.is_available())
+        if mps_available is None:
+            backend = getattr(torch.backends, "mps", None)
+            mps_available = bool(backend is not None and backend.is_available())
+    if cuda_available:
+        return "cuda"
+    if mps_available:
+        return "mps"
+    return "cpu"
+
+
+def configure(*, device: str = "auto", batch_size: int = 32) -> None:
+    """This process's defaults for the embedding metrics and BERTScore (the Django edge passes
+    METRICS_DEVICE and METRICS_BATCH_SIZE). Models already loaded keep their device."""
+    if batch_size < 1:
+        raise ValueError(f"metrics batch size must be at least 1, not {batch_size}")
+    _settings.update(device=parse_device(device), batch_size=int(batch_size))
 
 
 class EmbeddingsUnavailable(RuntimeError):
@@ -104,8 +149,13 @@ class EmbeddingModel:
         self._window = int(min(model.max_seq_length or 512, 512))
         self._device = next(self._encoder.parameters()).device
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> FloatArray:
+    @property
+    def device(self) -> str:
+        return str(self._device)
+
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = None) -> FloatArray:
         """Normalised sentence embeddings, one row per text (each distinct text is encoded once)."""
+        batch_size = batch_size or int(_settings["batch_size"])
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         unique = list(dict.fromkeys(texts))
@@ -115,7 +165,7 @@ class EmbeddingModel:
         where = {text: i for i, text in enumerate(unique)}
         return np.asarray(vectors, dtype=np.float32)[[where[t] for t in texts]]
 
-    def token_embeddings(self, texts: Sequence[str], *, batch_size: int = 32) -> list[FloatArray]:
+    def token_embeddings(self, texts: Sequence[str], *, batch_size: int | None = None) -> list[FloatArray]:
         """Normalised contextual embeddings of every word piece of each text (special tokens dropped).
 
         A text longer than the encoder's window is split into consecutive chunks
@@ -124,6 +174,7 @@ class EmbeddingModel:
         """
         import torch
 
+        batch_size = batch_size or int(_settings["batch_size"])
         unique = list(dict.fromkeys(texts))
         tok = self._tokenizer
         body = self._window - 2
@@ -169,8 +220,9 @@ _MODELS: dict[str, EmbeddingModel] = {}
 _FAILED: dict[str, str] = {}
 
 
-def load_model(name: str | None = None) -> EmbeddingModel:
-    """Load (once per process) the encoder ``name`` or the default MiniLM, offline, on CPU unless CUDA is there.
+def load_model(name: str | None = None, *, device: str | None = None) -> EmbeddingModel:
+    """Load (once per process and device) the encoder ``name`` or the default MiniLM, offline, on ``device``
+    (default: the configured one, `auto` unless set: CUDA, else MPS, else the CPU).
 
     Raises EmbeddingsUnavailable with a readable reason when the extra is missing or
     the weights are not on this machine.
@@ -179,8 +231,9 @@ def load_model(name: str | None = None) -> EmbeddingModel:
     if reason is not None:
         raise EmbeddingsUnavailable(reason)
     resolved = name or default_model_name()
+    where = resolve_device(device or str(_settings["device"]))
     with _LOCK:
-        cached = _MODELS.get(resolved)
+        cached = _MODELS.get(f"{resolved}@{where}")
         if cached is not None:
             return cached
         if resolved in _FAILED:
@@ -188,13 +241,13 @@ def load_model(name: str | None = None) -> EmbeddingModel:
         from sentence_transformers import SentenceTransformer
 
         try:
-            model = SentenceTransformer(resolved, device="cpu", local_files_only=True)
+            model = SentenceTransformer(resolved, device=where, local_files_only=True)
         except Exception as exc:
             # Remember the failure: a batch falls back to row-by-row scoring and must not retry each row.
             _FAILED[resolved] = f"embedding model {resolved} is unavailable offline ({type(exc).__name__}: {exc})"
             raise EmbeddingsUnavailable(_FAILED[resolved]) from exc
         model.eval()
-        loaded = _MODELS[resolved] = EmbeddingModel(model, resolved)
+        loaded = _MODELS[f"{resolved}@{where}"] = EmbeddingModel(model, resolved)
         return loaded
 
 

@@ -58,6 +58,9 @@ class OpenAIStandIn:
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    """The most chat-completions requests this server was answering at the same moment."""
 
     @property
     def completions(self) -> int:
@@ -140,9 +143,16 @@ def openai_standin(
             if not isinstance(messages, list) or not messages:
                 self.send_json(400, _error("invalid_request_error", "'messages' must be a non-empty array."))
                 return
-            if delay:
-                time.sleep(delay)
-            text = reply(body)
+            with state.lock:
+                state.in_flight += 1
+                state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
+            try:
+                if delay:
+                    time.sleep(delay)
+                text = reply(body)
+            finally:
+                with state.lock:
+                    state.in_flight -= 1
             finish = "stop"
             max_tokens = body.get("max_tokens")
             if isinstance(max_tokens, int) and _words(text) > max_tokens:

@@ -1,0 +1,60 @@
+"""A system's base_url may list replicas of one model: every one is checked like a single address."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from annotation.backends.openai_chat import OpenAIChatGeneration
+from annotation.models import Study
+
+pytestmark = pytest.mark.django_db
+
+
+def _systems(base_url: object) -> list[dict]:
+    return [
+        {
+            "label": f"s{i}",
+            "model_name": f"m{i}",
+            "condition": "generic",
+            "generation_backend": "openai",
+            "backend_settings": {"base_url": base_url},
+        }
+        for i in range(2)
+    ]
+
+
+@pytest.fixture
+def admin() -> APIClient:
+    client = APIClient()
+    client.force_authenticate(get_user_model().objects.create_superuser("root", password="pw"))
+    return client
+
+
+def test_every_replica_must_be_on_an_allowed_host(admin: APIClient, settings) -> None:
+    settings.MODEL_SERVER_ALLOWED_HOSTS = ["gpu1.lab", "gpu2.lab"]
+    body = {"slug": "replicas", "title": "Replicas"}
+    sneaky = _systems(["http://gpu1.lab:8000/v1", "http://169.254.169.254/latest"])
+    refused = admin.post("/api/v1/admin/studies/", {**body, "systems": sneaky}, format="json")
+    assert refused.status_code == 400
+    assert "host '169.254.169.254' is not allowed" in refused.json()["extra"]["fields"]["systems"][0]
+    not_a_url = admin.post(
+        "/api/v1/admin/studies/", {**body, "systems": _systems(["http://gpu1.lab/v1", 7])}, format="json"
+    )
+    assert not_a_url.status_code == 400 and "http:// or https://" in not_a_url.json()["message"]
+    assert not Study.objects.filter(slug="replicas").exists()
+
+    both = _systems(["http://gpu1.lab:8000/v1", "http://gpu2.lab:8000/v1"])
+    created = admin.post("/api/v1/admin/studies/", {**body, "systems": both}, format="json")
+    assert created.status_code == 201, created.json()
+
+
+def test_a_list_a_comma_separated_string_and_one_url_configure_the_client(settings) -> None:
+    settings.LLM_BASE_URLS = ""
+    one = OpenAIChatGeneration({"base_url": "http://a:1/v1"}).config_for("m")
+    assert (one.base_url, one.replicas) == ("http://a:1/v1", ("http://a:1/v1",))
+    listed = OpenAIChatGeneration({"base_url": ["http://a:1/v1", "http://b:1/v1"]}).config_for("m")
+    assert listed.replicas == ("http://a:1/v1", "http://b:1/v1")
+    settings.LLM_BASE_URLS = "http://c:1/v1, http://d:1/v1"
+    assert OpenAIChatGeneration({}).config_for("m").replicas == ("http://c:1/v1", "http://d:1/v1")

@@ -1,0 +1,45 @@
+"""Which device the embedding metrics and BERTScore run on (METRICS_DEVICE), and their batch size."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from scoring.core import embeddings
+from scoring.core.embeddings import configure, parse_device, resolve_device
+
+
+@pytest.mark.parametrize(
+    ("cuda", "mps", "expected"),
+    [(True, True, "cuda"), (True, False, "cuda"), (False, True, "mps"), (False, False, "cpu")],
+)
+def test_auto_prefers_cuda_then_mps_then_the_cpu(cuda: bool, mps: bool, expected: str) -> None:
+    assert resolve_device("auto", cuda_available=cuda, mps_available=mps) == expected
+
+
+def test_auto_on_this_cpu_only_machine_is_the_cpu() -> None:
+    assert not torch.cuda.is_available()  # the CPU build of torch is installed here
+    assert resolve_device("auto") == "cpu"
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"), [("cpu", "cpu"), ("CUDA", "cuda"), (" cuda:1 ", "cuda:1"), ("mps", "mps")]
+)
+def test_a_forced_device_is_used_even_when_another_is_there(given: str, expected: str) -> None:
+    assert resolve_device(given, cuda_available=True, mps_available=True) == expected
+
+
+@pytest.mark.parametrize("bad", ["gpu", "cuda:", "cuda:x", "", "tpu:0"])
+def test_an_unknown_device_is_refused_with_the_choices(bad: str) -> None:
+    with pytest.raises(ValueError, match="auto, cpu, mps, cuda, cuda:N"):
+        parse_device(bad)
+
+
+def test_batch_size_must_be_positive_and_becomes_the_default() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        configure(batch_size=0)
+    try:
+        configure(device="cpu", batch_size=7)
+        assert embeddings._settings == {"device": "cpu", "batch_size": 7}
+    finally:
+        configure()
