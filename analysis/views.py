@@ -64,11 +64,31 @@ def _offline_metrics() -> list[str]:
         return []
 
 
-def _stress_tests() -> list[str]:
-    # scoring.stress brings numpy and the openai client into the web process; load it only here.
-    from scoring.stress import TESTS
+# The dashboard's stress job runs without a rewriter model, so the tests whose perturbations a language model
+# writes cannot run from here (docs/stress-tests.md: run them from the command line with a model server).
+NEEDS_MODEL = (
+    "needs a language model server to rewrite the summaries, which the dashboard does not use: "
+    "run it from the command line with a model server (see docs/stress-tests.md)"
+)
 
-    return list(TESTS)
+
+def _stress_tests() -> list[dict[str, str]]:
+    """Every stress test with why it cannot run from the dashboard ("" when it can)."""
+    # scoring.stress brings numpy and the openai client into the web process; load it only here.
+    from scoring.stress.perturb import TESTS, TestKind
+
+    return [{"name": name, "blocked": NEEDS_MODEL if spec.kind is TestKind.LLM else ""} for name, spec in TESTS.items()]
+
+
+def _check_stress_tests(names: list[str]) -> None:
+    blocked = {t["name"] for t in _stress_tests() if t["blocked"]}
+    refused = [name for name in names if name in blocked]
+    if refused:
+        raise ApplicationError(
+            f"The stress test{'s' if len(refused) > 1 else ''} {', '.join(refused)} {NEEDS_MODEL}. "
+            "Choose among the other tests.",
+            field="tests",
+        )
 
 
 @researcher_required
@@ -93,7 +113,7 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         "n_queries_ranked": Query.objects.filter(participation__study=study, status=Query.Status.RANKED).count(),
         "n_comparisons": judgments.count(),
         "n_neither": judgments.filter(choice="neither").count(),
-        "median_seconds": round(median(seconds)) if seconds else None,
+        "median_seconds": _seconds(median(seconds)) if seconds else None,
         "n_candidates": Candidate.objects.filter(
             query__participation__study=study, status=Candidate.Status.DONE
         ).count(),
@@ -109,6 +129,11 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         "can_analyse": study_allows(user=request.user, study=study, action=StudyAction.ANALYSE),
     }
     return render(request, "analysis/study_dashboard.html", context)
+
+
+def _seconds(value: float) -> str:
+    """Whole seconds from ten on, tenths below (a sub-second median is not "0 s")."""
+    return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
 
 
 @researcher_required
@@ -127,6 +152,7 @@ def job_start(request: HttpRequest, slug: str) -> HttpResponse:
             options["n_resamples"] = _int(request.POST.get("n_resamples", "2000"), "n_resamples")
         elif kind == ResearchJob.Kind.STRESS:
             options["tests"] = request.POST.getlist("tests")
+            _check_stress_tests(options["tests"])
             options["metrics"] = request.POST.getlist("metrics")
             options["limit"] = _int(request.POST.get("limit") or "200", "limit")
         elif kind == "scoring":

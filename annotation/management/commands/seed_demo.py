@@ -14,8 +14,10 @@ from annotation.services.participation import invitation_create_bulk
 from annotation.services.study import study_create
 
 DEMO_SLUG = "demo"
-DEMO_INSTRUCTIONS = """This is a demonstration study. The sources are fictional demo abstracts bundled with the platform, \
-and the summaries are written by two offline extractive summarisers, one of them given your profile and one not.
+# Neutral on purpose: annotators are not told how the summaries differ (telling them would bias the rankings).
+DEMO_INSTRUCTIONS = """This is a demonstration study. The sources are fictional demo abstracts bundled with the platform. \
+For each question you ask, four summaries of the sources are written; you see them two at a time and pick the one \
+that answers your question better, or "neither" if none does.
 
 Ask about topics such as shift work and sleep in nursing, mRNA vaccines, evaluating language models, \
 summarisation metrics, climate adaptation in farming, childhood literacy, antimicrobial resistance, \
@@ -42,6 +44,10 @@ class Command(BaseCommand):
                 status=Study.Status.OPEN,
             )
             self.stdout.write(self.style.SUCCESS(f"Created study '{study.slug}' with {study.systems.count()} systems."))
+        elif "given your profile" in study.instructions:
+            # Created by an earlier release, whose instructions told annotators about the manipulation.
+            study.instructions = DEMO_INSTRUCTIONS
+            study.save(update_fields=["instructions"])
         invitation = (
             Invitation.objects.filter(study=study, note="demo").first()
             or invitation_create_bulk(study=study, count=1, max_uses=options["uses"], note="demo")[0]
