@@ -16,6 +16,7 @@ from django.db.models import Count, Q
 from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.authtoken.models import Token
 
@@ -195,7 +196,22 @@ def scoring_status(request: HttpRequest, run_id: int) -> JsonResponse:
 def job_file(request: HttpRequest, job_id: int, name: str) -> FileResponse:
     path = research_job_file(user=request.user, job_id=job_id, name=name)
     inline = Path(name).suffix in (".html", ".svg") and request.GET.get("download") != "1"
+    if inline and name == "report.html":
+        return _report_with_way_back(request, job_id, path)
     return FileResponse(path.open("rb"), as_attachment=not inline, filename=Path(name).name)
+
+
+def _report_with_way_back(request: HttpRequest, job_id: int, path: Path) -> HttpResponse:
+    """The report as the browser shows it: the file (self-contained, downloaded as is with ?download=1)
+    with a link back to its study's dashboard at the top."""
+    job = research_job(user=request.user, job_id=job_id)
+    back = format_html(
+        '<nav style="margin:0 0 1rem"><a href="{}">← Back to {}</a></nav>',
+        reverse("analysis:study", args=[job.study.slug]),
+        job.study.title,
+    )
+    html = path.read_text(encoding="utf-8")
+    return HttpResponse(html.replace("<body>", f"<body>{back}", 1), content_type="text/html; charset=utf-8")
 
 
 @researcher_required

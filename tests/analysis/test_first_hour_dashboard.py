@@ -63,3 +63,22 @@ def test_the_median_time_per_page_keeps_sub_second_times(played_study, researche
         )
     html = _dashboard(researcher_client, played_study)
     assert re.search(r"<dt>Median time per page</dt><dd>([^<]*)</dd>", html).group(1) == shown
+
+
+def test_the_report_page_links_back_to_the_study_dashboard(
+    played_study, researcher_client, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    settings.MEDIA_ROOT = str(tmp_path)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = researcher_client.post(
+            f"/research/studies/{played_study.slug}/jobs/", {"kind": "report", "n_resamples": "50", "seed": "1"}
+        )
+    assert response.status_code == 302
+    job = ResearchJob.objects.get(kind="report")
+    assert job.status == "done", job.error
+    shown = researcher_client.get(f"/research/studies/{played_study.slug}/report/", follow=True)
+    html = shown.content.decode()
+    assert f'href="/research/studies/{played_study.slug}/"' in html and "Back to Played study" in html
+    assert "<svg" in html or "Win rate" in html or "win rate" in html
+    download = researcher_client.get(f"/research/jobs/{job.pk}/files/report.html?download=1")
+    assert b"Back to" not in b"".join(download.streaming_content), "the downloaded file is the report as written"

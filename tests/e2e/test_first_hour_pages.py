@@ -120,25 +120,29 @@ def test_the_stress_form_offers_only_tests_that_can_run_here(browser: Browser, l
     expect(page.locator("#tests-blocked")).to_contain_text("need a model server")
 
 
-def test_the_admin_study_page_fits_1280_px(browser: Browser, live_server: Any) -> None:
-    study = _played_study()
+def test_the_admin_study_pages_fit_1280_px(browser: Browser, live_server: Any) -> None:
+    fresh = StudyFactory(slug="fresh")  # editable systems: inputs and a settings box on every row
+    played = _played_study()  # systems locked (summaries exist): shown as text
     page = _signed_in(browser, live_server)
-    page.goto(f"{live_server.url}/admin/annotation/study/{study.pk}/change/")
-    expect(page.get_by_role("heading", level=1)).to_be_visible()
-    width = page.evaluate("document.documentElement.scrollWidth")
-    assert width <= 1280, f"the study page is {width} px wide at 1,280 px"
+    for url in (
+        f"/admin/annotation/study/{fresh.pk}/change/",
+        f"/admin/annotation/study/{played.pk}/change/",
+        "/admin/annotation/study/add/",
+    ):
+        page.goto(f"{live_server.url}{url}")
+        expect(page.get_by_role("heading", level=1)).to_be_visible()
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 1280, f"{url} is {width} px wide at 1,280 px"
+    page.goto(f"{live_server.url}/admin/annotation/study/{fresh.pk}/change/")
+    assert page.locator("#id_systems-0-backend_settings").is_visible()
 
 
-def test_sources_are_numbered_once_and_the_question_button_shows_it_is_busy(
-    browser: Browser, live_server: Any
-) -> None:
+def test_sources_are_numbered_once_and_the_question_button_shows_it_is_busy(browser: Browser, live_server: Any) -> None:
     study = StudyFactory(slug="first-hour")
     page = arrive_and_describe_yourself(browser, live_server, study)
     page.get_by_label("Your question").fill("How does night shift work affect nurses' sleep?")
     # Hold the submission in the page (after the site's own handler has run) to see the button meanwhile.
-    page.evaluate(
-        "document.querySelector('form').addEventListener('submit', function (e) { e.preventDefault(); })"
-    )
+    page.evaluate("document.querySelector('form').addEventListener('submit', function (e) { e.preventDefault(); })")
     page.get_by_role("button", name="Find and summarise").click()
     expect(page.locator("button[type=submit]")).to_have_text("Sending…")
     expect(page.locator("button[type=submit]")).to_be_disabled()
