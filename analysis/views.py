@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
+from io import BytesIO
 from pathlib import Path
 from statistics import median
 from typing import Any, TypeVar, cast
@@ -201,7 +202,7 @@ def job_file(request: HttpRequest, job_id: int, name: str) -> FileResponse:
     return FileResponse(path.open("rb"), as_attachment=not inline, filename=Path(name).name)
 
 
-def _report_with_way_back(request: HttpRequest, job_id: int, path: Path) -> HttpResponse:
+def _report_with_way_back(request: HttpRequest, job_id: int, path: Path) -> FileResponse:
     """The report as the browser shows it: the file (self-contained, downloaded as is with ?download=1)
     with a link back to its study's dashboard at the top."""
     job = research_job(user=request.user, job_id=job_id)
@@ -211,7 +212,8 @@ def _report_with_way_back(request: HttpRequest, job_id: int, path: Path) -> Http
         job.study.title,
     )
     html = path.read_text(encoding="utf-8")
-    return HttpResponse(html.replace("<body>", f"<body>{back}", 1), content_type="text/html; charset=utf-8")
+    page = html.replace("<body>", f"<body>{back}", 1).encode("utf-8")
+    return FileResponse(BytesIO(page), content_type="text/html; charset=utf-8", filename="report.html")
 
 
 @researcher_required

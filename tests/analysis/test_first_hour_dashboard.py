@@ -77,7 +77,7 @@ def test_the_report_page_links_back_to_the_study_dashboard(
     job = ResearchJob.objects.get(kind="report")
     assert job.status == "done", job.error
     shown = researcher_client.get(f"/research/studies/{played_study.slug}/report/", follow=True)
-    html = shown.content.decode()
+    html = b"".join(shown.streaming_content).decode()
     assert f'href="/research/studies/{played_study.slug}/"' in html and "Back to Played study" in html
     assert "<svg" in html or "Win rate" in html or "win rate" in html
     download = researcher_client.get(f"/research/jobs/{job.pk}/files/report.html?download=1")
