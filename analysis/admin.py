@@ -3,11 +3,11 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from analysis.models import ResearchJob
-from annotation.admin import STUDY_FILTER, StudyScopedAdmin
+from annotation.admin import STUDY_FILTER, RecordAdmin
 
 
 @admin.register(ResearchJob)
-class ResearchJobAdmin(StudyScopedAdmin):
+class ResearchJobAdmin(RecordAdmin):
     """Jobs of the studies the user researches (docs/permissions.md)."""
 
     list_display = ["pk", "study", "kind", "status", "progress", "created_at", "research_page"]

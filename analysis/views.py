@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
+from io import BytesIO
 from pathlib import Path
 from statistics import median
 from typing import Any, TypeVar, cast
@@ -11,11 +12,13 @@ from urllib.parse import urlencode
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.views import redirect_to_login
+from django.core.files.storage import Storage
 from django.db import transaction
 from django.db.models import Count, Q
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.authtoken.models import Token
 
@@ -65,11 +68,31 @@ def _offline_metrics() -> list[str]:
         return []
 
 
-def _stress_tests() -> list[str]:
-    # scoring.stress brings numpy and the openai client into the web process; load it only here.
-    from scoring.stress import TESTS
+# The dashboard's stress job runs without a rewriter model, so the tests whose perturbations a language model
+# writes cannot run from here (docs/stress-tests.md: run them from the command line with a model server).
+NEEDS_MODEL = (
+    "needs a language model server to rewrite the summaries, which the dashboard does not use: "
+    "run it from the command line with a model server (see docs/stress-tests.md)"
+)
 
-    return list(TESTS)
+
+def _stress_tests() -> list[dict[str, str]]:
+    """Every stress test with why it cannot run from the dashboard ("" when it can)."""
+    # scoring.stress brings numpy and the openai client into the web process; load it only here.
+    from scoring.stress.perturb import TESTS, TestKind
+
+    return [{"name": name, "blocked": NEEDS_MODEL if spec.kind is TestKind.LLM else ""} for name, spec in TESTS.items()]
+
+
+def _check_stress_tests(names: list[str]) -> None:
+    blocked = {t["name"] for t in _stress_tests() if t["blocked"]}
+    refused = [name for name in names if name in blocked]
+    if refused:
+        raise ApplicationError(
+            f"The stress test{'s' if len(refused) > 1 else ''} {', '.join(refused)} {NEEDS_MODEL}. "
+            "Choose among the other tests.",
+            field="tests",
+        )
 
 
 @researcher_required
@@ -94,7 +117,7 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         "n_queries_ranked": Query.objects.filter(participation__study=study, status=Query.Status.RANKED).count(),
         "n_comparisons": judgments.count(),
         "n_neither": judgments.filter(choice="neither").count(),
-        "median_seconds": round(median(seconds)) if seconds else None,
+        "median_seconds": _seconds(median(seconds)) if seconds else None,
         "n_candidates": Candidate.objects.filter(
             query__participation__study=study, status=Candidate.Status.DONE
         ).count(),
@@ -110,6 +133,11 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         "can_analyse": study_allows(user=request.user, study=study, action=StudyAction.ANALYSE),
     }
     return render(request, "analysis/study_dashboard.html", context)
+
+
+def _seconds(value: float) -> str:
+    """Whole seconds from ten on, tenths below (a sub-second median is not "0 s")."""
+    return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
 
 
 @researcher_required
@@ -128,6 +156,7 @@ def job_start(request: HttpRequest, slug: str) -> HttpResponse:
             options["n_resamples"] = _int(request.POST.get("n_resamples", "2000"), "n_resamples")
         elif kind == ResearchJob.Kind.STRESS:
             options["tests"] = request.POST.getlist("tests")
+            _check_stress_tests(options["tests"])
             options["metrics"] = request.POST.getlist("metrics")
             options["limit"] = _int(request.POST.get("limit") or "200", "limit")
         elif kind == "scoring":
@@ -172,9 +201,31 @@ def job_file(request: HttpRequest, job_id: int, name: str) -> HttpResponseBase:
     inline = Path(name).suffix in (".html", ".svg") and request.GET.get("download") != "1"
     try:
         storage, key = research_job_file(user=request.user, job_id=job_id, name=name)
+        if inline and name == "report.html":
+            return _report_with_way_back(request, job_id, storage, key)
         return stored_file_response(storage, key, name, as_attachment=not inline)
     except Http404 as missing:
         return render(request, "analysis/no_file.html", {"message": str(missing)}, status=404)
+
+
+def _report_with_way_back(request: HttpRequest, job_id: int, storage: Storage, key: str) -> FileResponse:
+    """The report as the browser shows it: the file (self-contained, downloaded as is with ?download=1)
+    with a link back to its study's dashboard at the top."""
+    job = research_job(user=request.user, job_id=job_id)
+    back = format_html(
+        '<nav style="margin:0 0 1rem"><a href="{}">← Back to {}</a></nav>',
+        reverse("analysis:study", args=[job.study.slug]),
+        job.study.title,
+    )
+    try:
+        with storage.open(key, "rb") as handle:
+            html = handle.read().decode("utf-8")
+    except (FileNotFoundError, OSError) as error:
+        raise Http404(
+            "The report is no longer on the server (not in the research storage); run the job again."
+        ) from error
+    page = html.replace("<body>", f"<body>{back}", 1).encode("utf-8")
+    return FileResponse(BytesIO(page), content_type="text/html; charset=utf-8", filename="report.html")
 
 
 @researcher_required

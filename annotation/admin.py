@@ -109,6 +109,29 @@ class StudyScopedAdmin(admin.ModelAdmin):
         return scoped_to_studies(queryset, user=request.user, action=self.change_action, path=self.study_path)
 
 
+class RecordAdmin(StudyScopedAdmin):
+    """Records the platform writes (matches, generations, scores, jobs): viewed, never edited or deleted one by
+    one, so their pages show no Save or Delete. List actions allowed by the change permission (retry) stay."""
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def format_latency(seconds: float | None) -> str:
+    """A generation's latency as people read it: "12 ms", "3.4 s", "2 min 5 s"."""
+    if seconds is None:
+        return "–"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s"
+
+
 class ReadOnlyInline(admin.TabularInline):
     extra = 0
     can_delete = False
@@ -179,6 +202,9 @@ class StudyPartInline(admin.TabularInline):
     """Rows that are part of a study (its systems, its members): they follow the study's permissions, since
     the study's service saves them with it. Whoever may add the study, or change it as its owner, edits
     them; whoever may view it sees them."""
+
+    class Media:
+        css = {"all": ["css/admin-study.css"]}  # the inlines fit a 1,280 px window
 
     def _edits(self, request: HttpRequest, obj: Study | None) -> bool:
         if obj is None:
@@ -464,12 +490,16 @@ class DocumentInline(ReadOnlyInline):
 
 class CandidateInline(ReadOnlyInline):
     model = Candidate
-    fields = ["system", "position", "status", "attempts", "failure_reason", "latency_s"]
+    fields = ["system", "position", "status", "attempts", "failure_reason", "latency"]
     show_change_link = True
+
+    @admin.display(description="Latency")
+    def latency(self, obj: Candidate) -> str:
+        return format_latency(obj.latency_s)
 
 
 @admin.register(Query)
-class QueryAdmin(StudyScopedAdmin):
+class QueryAdmin(RecordAdmin):
     study_path = "participation__study"
     list_display = ["__str__", "status", "created_at"]
     list_filter = ["status", ("participation__study", STUDY_FILTER)]
@@ -496,7 +526,7 @@ class QueryAdmin(StudyScopedAdmin):
 
 
 @admin.register(Candidate)
-class CandidateAdmin(StudyScopedAdmin):
+class CandidateAdmin(RecordAdmin):
     study_path = "query__participation__study"
     list_display = [
         "pk",
@@ -507,12 +537,17 @@ class CandidateAdmin(StudyScopedAdmin):
         "status",
         "attempts",
         "short_reason",
-        "latency_s",
+        "latency",
     ]
     list_filter = ["status", ("system__study", STUDY_FILTER), "model_name", "condition"]
     search_fields = ["failure_reason", "query__text"]
-    readonly_fields = [f.name for f in Candidate._meta.fields]
+    readonly_fields = [*(f.name for f in Candidate._meta.fields if f.name != "latency_s"), "latency"]
+    exclude = ["latency_s"]  # shown rounded, as `latency`
     actions = ["retry"]
+
+    @admin.display(description="Latency", ordering="latency_s")
+    def latency(self, obj: Candidate) -> str:
+        return format_latency(obj.latency_s)
 
     @admin.display(description="Failure reason")
     def short_reason(self, obj: Candidate) -> str:
@@ -534,7 +569,7 @@ class JudgmentInline(ReadOnlyInline):
 
 
 @admin.register(Match)
-class MatchAdmin(StudyScopedAdmin):
+class MatchAdmin(RecordAdmin):
     study_path = "bracket__query__participation__study"
     list_display = ["pk", "bracket", "label", "status", "shown_at"]
     list_filter = ["status", "label", ("bracket__query__participation__study", STUDY_FILTER)]
@@ -544,12 +579,9 @@ class MatchAdmin(StudyScopedAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
 
 @admin.register(Bracket)
-class BracketAdmin(StudyScopedAdmin):
+class BracketAdmin(RecordAdmin):
     study_path = "query__participation__study"
     list_display = ["pk", "query", "seed", "created_at"]
     readonly_fields = ["query", "seed", "created_at"]

@@ -193,6 +193,9 @@ class Query(models.Model):
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.RETRIEVING)
     failure_reason = models.TextField(blank=True)
     retrieval_backend = models.CharField(max_length=40)
+    retrieval_note = models.TextField(
+        blank=True, default="", help_text="Why the sources may not answer the question (nothing in the corpus matched)."
+    )
     feedback = models.TextField(blank=True, default="", help_text="The annotator's free-text comment (legacy imports).")
     created_at = models.DateTimeField(auto_now_add=True)
     # --- the annotator's way through the question (time on page, setting aside) ---
@@ -211,6 +214,7 @@ class Query(models.Model):
         choices=[
             ("failed", "Generation failed"),
             ("too_slow", "Taking too long"),
+            ("no_sources", "No matching sources"),
             ("stopped", "Study stopped"),
         ],
         blank=True,

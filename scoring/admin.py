@@ -1,11 +1,11 @@
 from django.contrib import admin
 
-from annotation.admin import STUDY_FILTER, StudyScopedAdmin
+from annotation.admin import STUDY_FILTER, RecordAdmin
 from scoring.models import CandidateScore, PairwiseVote, ScoringRun
 
 
 @admin.register(ScoringRun)
-class ScoringRunAdmin(StudyScopedAdmin):
+class ScoringRunAdmin(RecordAdmin):
     """Scoring runs and scores of the studies the user researches (docs/permissions.md)."""
 
     list_display = ["pk", "study", "status", "done", "total", "created_at", "finished_at"]
@@ -17,7 +17,7 @@ class ScoringRunAdmin(StudyScopedAdmin):
 
 
 @admin.register(CandidateScore)
-class CandidateScoreAdmin(StudyScopedAdmin):
+class CandidateScoreAdmin(RecordAdmin):
     study_path = "candidate__query__participation__study"
     list_display = ["candidate", "metric", "judge_model", "judge_server", "value", "version", "reason", "computed_at"]
     list_filter = ["metric", "judge_model", "judge_server"]
@@ -29,7 +29,7 @@ class CandidateScoreAdmin(StudyScopedAdmin):
 
 
 @admin.register(PairwiseVote)
-class PairwiseVoteAdmin(StudyScopedAdmin):
+class PairwiseVoteAdmin(RecordAdmin):
     study_path = "match__bracket__query__participation__study"
     list_display = ["match", "judge_model", "judge_server", "prompt_version", "order", "choice", "computed_at"]
     list_filter = ["judge_model", "judge_server", "order", "choice"]

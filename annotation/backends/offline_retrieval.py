@@ -120,7 +120,8 @@ class DemoCorpusRetrieval:
     share its beginning (at least 4 characters, and all but at most one character of the shorter
     term, e.g. "vaccinology" -> "vaccin"), and BM25 runs on those. If that also finds nothing, the
     first k documents in corpus order are returned with score 0.0 so that a study never starts
-    with an empty context.
+    with an empty context; a score of 0 says the document matched nothing in the question, and the
+    platform tells the annotator so before the summaries are ranked (Query.retrieval_note).
 
     Ties are broken by corpus order, so results are deterministic. Filters: `year_min`,
     `year_max` (inclusive) and `venue` (case-insensitive exact match); other keys are an error.

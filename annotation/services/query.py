@@ -15,7 +15,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.backends.registry import get_retrieval_backend
-from annotation.models import Candidate, Participation, Query, RetrievedDocument
+from annotation.models import Candidate, Judgment, Participation, Query, RetrievedDocument
 from annotation.services.generation import (
     candidate_retry,
     candidates_sweep,
@@ -46,6 +46,12 @@ RETRIEVAL_REQUEUE_AFTER = timedelta(minutes=5)
 RETRIEVAL_RESENT_LEASE = timedelta(minutes=1)
 # A query whose last candidate just finished draws its own bracket; the sweeper only repairs older ones.
 _SETTLE = timedelta(minutes=1)
+
+
+NO_MATCH_NOTE = (
+    "We found no sources closely matching your question; the summaries may not answer it. "
+    "You can set this question aside (it will not count) or continue."
+)
 
 
 def _send_retrieval_on_commit(query: Query) -> None:
@@ -133,14 +139,20 @@ def query_discard(*, query: Query) -> Query:
         return query
     participation_require_active(participation=query.participation)
     failed = query.status == Query.Status.FAILED or query.candidates.filter(status=Candidate.Status.FAILED).exists()
-    if not failed and query.status not in (Query.Status.RETRIEVING, Query.Status.GENERATING):
+    # Sources that match nothing in the question (retrieval_note): it may be set aside before its first answer.
+    unmatched = (
+        query.status == Query.Status.READY
+        and bool(query.retrieval_note)
+        and not Judgment.objects.filter(match__bracket__query=query).exists()
+    )
+    if not failed and not unmatched and query.status not in (Query.Status.RETRIEVING, Query.Status.GENERATING):
         raise ApplicationError(
             "Only a question that is still being prepared, or whose summaries could not be written, can be set aside.",
             status=409,
         )
     query.status = Query.Status.DISCARDED
     query.set_aside_at = timezone.now()
-    query.set_aside_reason = "failed" if failed else "too_slow"
+    query.set_aside_reason = "failed" if failed else "no_sources" if unmatched else "too_slow"
     query.save(update_fields=["status", "set_aside_at", "set_aside_reason"])
     candidates_cancel_set_aside(query_ids=[query.pk])
     return query
@@ -194,6 +206,10 @@ def query_retrieve(*, query_id: int) -> Query:
             documents = backend.search(query.text, k=study.retrieval_k, filters=filters)
         if not documents:
             return query_mark_failed(query_id=query.pk, reason="No sources were found for this question.")
+        if all(doc.score == 0 for doc in documents):
+            # A backend scores a document 0 when it matched nothing of the question in it (the offline corpus's
+            # fallback, docs/backends.md): the annotator is told before ranking summaries of unrelated papers.
+            Query.objects.filter(pk=query.pk).update(retrieval_note=NO_MATCH_NOTE)
         RetrievedDocument.objects.bulk_create(
             [
                 RetrievedDocument(

@@ -9,7 +9,11 @@
       if (form.dataset.submitted) { event.preventDefault(); return; }
       form.dataset.submitted = "1";
       setTimeout(function () {
-        form.querySelectorAll("button").forEach(function (b) { b.disabled = true; b.setAttribute("aria-busy", "true"); });
+        form.querySelectorAll("button").forEach(function (b) {
+          b.disabled = true; b.setAttribute("aria-busy", "true");
+          // A button's busy label ("Sending…") replaces its text while the server answers.
+          if (b.dataset.busyLabel && (!event.submitter || event.submitter === b)) { b.textContent = b.dataset.busyLabel; }
+        });
       }, 0);
     });
   });
@@ -98,10 +102,30 @@
   }
 })();
 
-// Research pages: progress bars of background jobs update until the job ends, then the page reloads.
+// Research pages: progress bars of background jobs update until the job ends, then the page reloads to show
+// its files, unless the researcher has started filling in a form: then a notice offers the reload instead, so
+// nothing typed is lost. Only running jobs carry data-poll, so a page with none polls nothing.
 (function () {
   "use strict";
   var bars = document.querySelectorAll("progress[data-poll]");
+  if (!bars.length) { return; }
+  var edited = false;
+  document.addEventListener("input", function () { edited = true; });
+  document.addEventListener("change", function () { edited = true; });
+  var finished = function (bar) {
+    if (!edited) { window.location.reload(); return; }
+    var cell = bar.parentNode;
+    if (cell.querySelector(".job-finished")) { return; }
+    var note = document.createElement("span");
+    note.className = "job-finished";
+    note.setAttribute("role", "status");
+    note.appendChild(document.createTextNode(" Finished. "));
+    var link = document.createElement("a");
+    link.href = window.location.pathname;
+    link.textContent = "Reload the page to see the results";
+    note.appendChild(link);
+    cell.appendChild(note);
+  };
   bars.forEach(function (bar) {
     var poll = function () {
       fetch(bar.dataset.poll, { credentials: "same-origin" })
@@ -110,7 +134,7 @@
           bar.value = data.progress;
           var state = bar.parentNode.querySelector(".state");
           if (state) { state.textContent = data.status + (data.stage ? ": " + data.stage : ""); }
-          if (data.status === "done" || data.status === "failed") { window.location.reload(); return; }
+          if (data.status !== "queued" && data.status !== "running") { finished(bar); return; }
           setTimeout(poll, 1500);
         })
         .catch(function () { setTimeout(poll, 5000); });

@@ -18,15 +18,18 @@ from annotation.services.study import study_create, study_update
 from kernel.exceptions import ApplicationError
 
 DEMO_SLUG = "demo"
-DEMO_INSTRUCTIONS = """This is a demonstration study. The sources are fictional demo abstracts bundled with the platform, \
-and the summaries are written by two offline extractive summarisers, one of them given your profile and one not.
+# Neutral on purpose: annotators are not told how the summaries differ (telling them would bias the rankings).
+DEMO_INSTRUCTIONS = """This is a demonstration study. The sources are fictional demo abstracts bundled with the platform. \
+For each question you ask, four summaries of the sources are written; you see them two at a time and pick the one \
+that answers your question better, or "neither" if none does.
 
 Ask about topics such as shift work and sleep in nursing, mRNA vaccines, evaluating language models, \
 summarisation metrics, climate adaptation in farming, childhood literacy, antimicrobial resistance, \
 urban heat, remote patient monitoring or robot learning."""
 CORPUS_INSTRUCTIONS = """This is a demonstration study. The sources are the abstracts imported into this platform's \
-local corpus, and the summaries are written by two offline extractive summarisers, one of them given your profile \
-and one not. Ask about the topics those abstracts cover (listed on the question page)."""
+local corpus. For each question you ask, four summaries of the sources are written; you see them two at a time and \
+pick the one that answers your question better, or "neither" if none does. Ask about the topics those abstracts \
+cover (listed on the question page)."""
 
 
 class Command(BaseCommand):
@@ -73,6 +76,10 @@ class Command(BaseCommand):
                     f"Cannot switch the demo study to the {options['retrieval']!r} sources: {exc}"
                 ) from exc
             self.stdout.write(f"The demo study now retrieves from the {options['retrieval']!r} sources.")
+        elif "given your profile" in study.instructions:
+            # Created by an earlier release, whose instructions told annotators about the manipulation.
+            study.instructions = instructions
+            study.save(update_fields=["instructions"])
         invitation = (
             Invitation.objects.filter(study=study, note="demo").first()
             or invitation_create_bulk(study=study, count=1, max_uses=options["uses"], note="demo")[0]

@@ -1,0 +1,130 @@
+"""What a newcomer meets first: the demo study's instructions, a question the corpus does not cover, the
+home page's way to the research pages, and admin record pages that cannot be edited."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+
+from annotation.admin import format_latency
+from annotation.models import Candidate, Match, Query, Study
+from annotation.selectors.tournament import match_current
+from annotation.services.query import query_submit
+from annotation.services.tournament import judgment_record
+from tests.annotation.factories import StudyFactory, join
+
+pytestmark = pytest.mark.django_db
+
+NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 8: "eight"}
+# Nothing in the demo corpus shares a word, or a long enough word beginning, with this.
+UNCOVERED = "Which glorptastic wibblers frobnicate quuxes?"
+
+
+def test_the_demo_study_instructions_reveal_no_manipulation_and_count_the_summaries(capsys):
+    call_command("seed_demo", "--admin-password", "pw")
+    study = Study.objects.get(slug="demo")
+    text = study.instructions.lower()
+    for word in ("profile", "persona", "personalis", "personaliz", "tailored", "one not"):
+        assert word not in text, f"the instructions tell annotators about the manipulation ({word!r})"
+    per_question = study.systems.count()  # one summary per system is written for every question
+    assert f"{NUMBER_WORDS[per_question]} summaries" in text
+
+
+def test_seed_demo_replaces_the_old_instructions_of_an_existing_demo_study(capsys):
+    call_command("seed_demo", "--admin-password", "pw")
+    Study.objects.filter(slug="demo").update(instructions="... one of them given your profile and one not.")
+    call_command("seed_demo")
+    assert "profile" not in Study.objects.get(slug="demo").instructions
+
+
+def _annotator_client(participation) -> Client:
+    client = Client()
+    client.force_login(participation.annotator)
+    return client
+
+
+def test_an_uncovered_question_is_flagged_and_the_annotator_told_before_ranking(django_capture_on_commit_callbacks):
+    study = StudyFactory(slug="uncovered")
+    participation = join(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = query_submit(participation=participation, text=UNCOVERED, client_token="")
+    query.refresh_from_db()
+    assert query.status == Query.Status.READY
+    assert "no sources closely matching" in query.retrieval_note
+    client = _annotator_client(participation)
+    page = client.get(reverse("annotation:compare", args=[study.slug, query.index])).content.decode()
+    assert "We found no sources closely matching your question" in page
+    assert "Set this question aside" in page
+    # Setting it aside works from there, and the question does not count.
+    response = client.post(reverse("annotation:discard", args=[study.slug, query.index]))
+    assert response.status_code == 302
+    query.refresh_from_db()
+    assert query.status == Query.Status.DISCARDED and query.set_aside_reason == "no_sources"
+
+
+def test_a_covered_question_carries_no_warning_and_later_matches_repeat_none(django_capture_on_commit_callbacks):
+    study = StudyFactory(slug="covered")
+    participation = join(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        covered = query_submit(participation=participation, text="night shift work and nurses' sleep", client_token="")
+    covered.refresh_from_db()
+    assert covered.retrieval_note == ""
+    client = _annotator_client(participation)
+    page = client.get(reverse("annotation:compare", args=[study.slug, covered.index])).content.decode()
+    assert "no sources closely matching" not in page
+
+
+def test_the_warning_is_on_the_first_comparison_only(django_capture_on_commit_callbacks):
+    study = StudyFactory(slug="once")
+    participation = join(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = query_submit(participation=participation, text=UNCOVERED, client_token="")
+    judgment_record(match=match_current(query=query), choice="left", by=participation)
+    page = _annotator_client(participation).get(reverse("annotation:compare", args=[study.slug, query.index]))
+    assert "Comparison 2 of" in page.content.decode()
+    assert "no sources closely matching" not in page.content.decode()
+    # Once answered, it is a question like any other: setting it aside is refused as before.
+    refused = _annotator_client(participation).post(reverse("annotation:discard", args=[study.slug, query.index]))
+    assert refused.status_code == 409
+
+
+def test_the_home_page_sends_researchers_to_the_research_pages():
+    page = Client().get(reverse("annotation:home")).content.decode()
+    assert 'href="/research/"' in page
+    assert 'href="/accounts/login/"' in page
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"), [(0.012041856999985612, "12 ms"), (0.4, "400 ms"), (3.44, "3.4 s"), (125, "2 min 5 s")]
+)
+def test_latency_reads_as_people_write_it(seconds, shown):
+    assert format_latency(seconds) == shown
+
+
+def test_read_only_records_show_no_save_or_delete(django_capture_on_commit_callbacks):
+    study = StudyFactory(slug="records")
+    participation = join(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = query_submit(participation=participation, text="night shift work and sleep", client_token="")
+    Candidate.objects.filter(query=query).update(latency_s=0.012041856999985612)
+    client = Client()
+    client.force_login(get_user_model().objects.create_superuser("root", "root@example.org", "pw"))
+    candidate = Candidate.objects.filter(query=query).first()
+    match = Match.objects.filter(bracket__query=query).first()
+    for url in (
+        reverse("admin:annotation_candidate_change", args=[candidate.pk]),
+        reverse("admin:annotation_match_change", args=[match.pk]),
+        reverse("admin:annotation_query_change", args=[query.pk]),
+    ):
+        html = client.get(url).content.decode()
+        assert 'name="_save"' not in html, url
+        assert "deletelink" not in html, url
+    candidate_page = client.get(reverse("admin:annotation_candidate_change", args=[candidate.pk])).content.decode()
+    assert "12 ms" in candidate_page and "0.0120418" not in candidate_page
+    changelist = client.get(reverse("admin:annotation_candidate_changelist")).content.decode()
+    assert "12 ms" in changelist and "0.0120418" not in changelist
+    # The list action that needs the change permission (retry failed generations) is still offered.
+    assert 'value="retry"' in changelist
