@@ -104,6 +104,13 @@ def first_comparison_s(study: Any, n: int) -> float:
     return time.monotonic() - started
 
 
+def set_routes(app: Any, routes: Any) -> None:
+    """Route this process's sends by `routes` (the router caches the table it was built with)."""
+    app.conf.task_routes = routes
+    app.amqp.flush_routes()
+    app.amqp.router = app.amqp.Router()
+
+
 def wait_part(args: argparse.Namespace, broker: str, database: str, work: Path) -> list[dict[str, Any]]:
     from celery import current_app
     from django.conf import settings
@@ -157,8 +164,7 @@ def wait_part(args: argparse.Namespace, broker: str, database: str, work: Path) 
         for layout, workers in layouts.items():
             saved_routes = current_app.conf.task_routes
             if layout == "single":
-                current_app.conf.task_routes = {}
-                current_app.amqp.flush_routes()
+                set_routes(current_app, {})
             try:
                 for name, options in workers:
                     pool.start(f"{layout}-{name}", **options)
@@ -190,8 +196,7 @@ def wait_part(args: argparse.Namespace, broker: str, database: str, work: Path) 
                 pool.stop_all()
                 pool.workers.clear()
                 flush_broker(broker)
-                current_app.conf.task_routes = saved_routes
-                current_app.amqp.flush_routes()
+                set_routes(current_app, saved_routes)
             rows.append(
                 {
                     "layout": layout,
