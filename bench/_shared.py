@@ -110,10 +110,10 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str], log: Path) -> subproce
 
 
 def celery_worker_argv(*, concurrency: int, name: str, pool: str | None = None) -> list[str]:
-    """`celery worker` on the default queue as the benchmarks run it: one task prefetched per slot,
-    no start-up handshakes (nothing to synchronise with), named `name@%h`."""
+    """`celery worker` on every queue (no -Q: the routed queues of config/settings/base.py) as the benchmarks
+    run it: one task prefetched per slot, no start-up handshakes (nothing to synchronise with), named `name@%h`."""
     return [
-        str(VENV_BIN / "celery"), "-A", "config", "worker", "-l", "INFO", "-Q", "default",
+        str(VENV_BIN / "celery"), "-A", "config", "worker", "-l", "INFO",
         *(["--pool", pool] if pool is not None else []),
         "--concurrency", str(concurrency), "--prefetch-multiplier", "1",
         "--without-gossip", "--without-mingle", "--without-heartbeat",

@@ -1,8 +1,14 @@
 #!/bin/sh
-# Celery worker for background generation: late acks, one task at a time per process.
+# Celery worker: late acks, one task at a time per process.
+# CELERY_QUEUES (comma-separated) names the queues it consumes: unset, every queue (one worker does all);
+# a deployment runs one worker per queue (docker-compose.yml: CELERY_QUEUES=annotator, =research).
 # The periodic sweepers run from one beat process per deployment (platform/celery-beat.sh), never here.
+set -e
+if [ -n "${CELERY_QUEUES:-}" ]; then
+  set -- -Q "$CELERY_QUEUES"
+fi
 exec celery -A config worker \
   --loglevel="${CELERY_LOGLEVEL:-INFO}" \
   --concurrency="${CELERY_CONCURRENCY:-4}" \
   --prefetch-multiplier=1 \
-  -Q "${CELERY_QUEUES:-default}"
+  "$@"

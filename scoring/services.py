@@ -155,8 +155,19 @@ def _run_create(*, study: Study, metrics: list[str], options: dict[str, Any], by
         chunks=[ids[start : start + CHUNK_SIZE] for start in range(0, len(ids), CHUNK_SIZE)],
         lease_expires_at=timezone.now() + REQUEUE_WINDOW,
     )
-    _send_chunks(run=run, indexes=range(len(run.chunks)))
+    _send_chunks(run=run, indexes=range(min(len(run.chunks), _max_inflight())))
     return run
+
+
+def _max_inflight() -> int:
+    return max(1, int(settings.RESEARCH_MAX_INFLIGHT_CHUNKS))
+
+
+def _sent(run: ScoringRun) -> int:
+    """How many chunks, in order, have been sent so far. A run sends its first RESEARCH_MAX_INFLIGHT_CHUNKS
+    and each counted chunk sends the next one, so chunks 0 .. done + N - 1 have been sent and at most N are
+    queued or running at any time: a run over a whole study never floods the broker."""
+    return min(len(run.chunks), len(run.chunks_done) + _max_inflight())
 
 
 def _send_chunks(*, run: ScoringRun, indexes: Any) -> None:
@@ -218,6 +229,11 @@ def scoring_run_chunk(*, run_id: int, candidate_ids: list[int], chunk_index: int
             run.lease_expires_at = None
             fields += ["status", "finished_at"]
         run.save(update_fields=fields)
+        if index is not None and not finished:
+            # This chunk's slot goes to the next unsent one (sent once the count is committed).
+            following = len(run.chunks_done) - 1 + _max_inflight()
+            if following < len(run.chunks):
+                _send_chunks(run=run, indexes=[following])
     return count
 
 
@@ -334,7 +350,8 @@ def scoring_runs_sweep(*, now: datetime | None = None) -> dict[str, int]:
             Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True, created_at__lt=now - REQUEUE_WINDOW),
             status=ScoringRun.Status.RUNNING,
         ):
-            missing = [i for i in range(len(run.chunks)) if i not in run.chunks_done]
+            # Only the chunks already sent: the rest follow as these are counted.
+            missing = [i for i in range(_sent(run)) if i not in run.chunks_done]
             if run.restarts >= MAX_RESTARTS or not missing:
                 scoring_run_mark_failed(
                     run_id=run.pk,

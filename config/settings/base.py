@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -46,6 +47,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "config.health.HealthzMiddleware",  # /healthz/ on any host name, before ALLOWED_HOSTS (config/health.py)
     "django.middleware.security.SecurityMiddleware",
     "kernel.middleware.RejectUnstorableInputMiddleware",  # NUL in a path, query or header: 400, not a 500
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -209,6 +211,15 @@ elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # the longest task (a research job's 3,700 s hard limit). A dead worker's work does not wait for it:
     # the sweepers send it again once its lease lapses (docs/backends.md, "Sweepers").
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("REDIS_VISIBILITY_TIMEOUT_S", default=2 * 3600)}
+elif CELERY_BROKER_URL.startswith(("amqp://", "amqps://", "pyamqp://")):
+    # RabbitMQ closes the channel of a consumer that holds an unacknowledged message longer than its
+    # consumer_timeout (30 min by default), and with late acks a task holds its message while it runs: so,
+    # as with Redis, the timeout must outlast the longest task. RabbitMQ 3.12+ takes it per queue from
+    # x-consumer-timeout (set below); older servers need `consumer_timeout = 7200000` in rabbitmq.conf
+    # (docs/deploy.md, "Brokers"). Heartbeats notice a dead connection; publisher confirms mean a task
+    # that `delay` returned for is on the broker. Queues are classic, durable.
+    CELERY_BROKER_HEARTBEAT = env.int("AMQP_HEARTBEAT_S", default=60)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -218,6 +229,38 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
+# Queues (docs/deploy.md, "Queues"). Annotator-facing work (retrieval, generation and their sweeper) goes to
+# ANNOTATOR_QUEUE, research work (scoring chunks, research jobs: reports, exports, stress tests, and their
+# sweepers) to RESEARCH_QUEUE, so a study-wide scoring run never stands between an annotator and the
+# comparison. CELERY_TASK_ROUTES (JSON: {"task name": {"queue": "name"}}) replaces the whole table. A worker
+# consumes the queues in CELERY_QUEUES (platform/celery-worker.sh): all of them by default (bin/demo, one
+# worker), one per worker in a deployment (docker-compose.yml: worker-annotator, worker-research).
+ANNOTATOR_QUEUE = env.str("ANNOTATOR_QUEUE", default="annotator")
+RESEARCH_QUEUE = env.str("RESEARCH_QUEUE", default="research")
+CELERY_TASK_ROUTES = env.json(
+    "CELERY_TASK_ROUTES",
+    default={
+        "annotation.tasks.retrieve_query": {"queue": ANNOTATOR_QUEUE},
+        "annotation.tasks.generate_candidate": {"queue": ANNOTATOR_QUEUE},
+        "annotation.tasks.sweep_generation": {"queue": ANNOTATOR_QUEUE},
+        "scoring.tasks.score_chunk": {"queue": RESEARCH_QUEUE},
+        "scoring.tasks.sweep_scoring_runs": {"queue": RESEARCH_QUEUE},
+        "analysis.tasks.run_research_job": {"queue": RESEARCH_QUEUE},
+        "analysis.tasks.sweep_research_jobs": {"queue": RESEARCH_QUEUE},
+    },
+)
+# Every queue a route names: a worker started without -Q (bin/demo, CELERY_QUEUES unset) consumes them all.
+# On RabbitMQ 3.12+ x-consumer-timeout lets a task hold its message this long (see "amqp" above); the
+# other transports ignore queue arguments, so every process declares the queues alike.
+AMQP_CONSUMER_TIMEOUT_MS = env.int("AMQP_CONSUMER_TIMEOUT_MS", default=2 * 3600 * 1000)
+_QUEUE_ARGUMENTS = {"x-consumer-timeout": AMQP_CONSUMER_TIMEOUT_MS}
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(name), routing_key=name, queue_arguments=_QUEUE_ARGUMENTS)
+    for name in sorted({CELERY_TASK_DEFAULT_QUEUE, *(r["queue"] for r in CELERY_TASK_ROUTES.values())})
+]
+# A scoring run keeps at most this many chunks queued or running at once; each counted chunk sends the
+# next, so a run over a whole study never floods the broker (scoring/services.py).
+RESEARCH_MAX_INFLIGHT_CHUNKS = env.int("RESEARCH_MAX_INFLIGHT_CHUNKS", default=8)
 # Every task declares its own time limits and retries (annotation/tasks.py, scoring/tasks.py,
 # analysis/tasks.py); the retry arithmetic is in docs/backends.md ("Retries and time limits").
 #

@@ -1,4 +1,4 @@
-"""A real Celery worker process on Redis for tests, pointed at pytest-django's test database.
+"""A real Celery worker process for tests, on Redis or RabbitMQ, pointed at pytest-django's test database.
 
     with running_worker(broker_url, name="w1") as worker: ...
 
@@ -25,11 +25,38 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CELERY = Path(sys.executable).with_name("celery")
 # A Redis database no other test run uses; override with TEST_WORKER_BROKER_URL.
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/9"
+# RabbitMQ (guest/guest on this machine; override with TEST_WORKER_AMQP_URL, a URL without a vhost): each
+# test session gets a vhost of its own (rabbitmqctl), so parallel runs never share a queue.
+DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672"
 READY_TIMEOUT_S = 30.0
+BROKERS = ["redis", "rabbitmq"]
 
 
 def broker_url() -> str:
     return os.environ.get("TEST_WORKER_BROKER_URL", DEFAULT_BROKER_URL)
+
+
+def _rabbitmqctl(*args: str) -> None:
+    subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, timeout=60)
+
+
+@contextmanager
+def rabbitmq_vhost() -> Iterator[str]:
+    """An AMQP URL on a fresh vhost of this session's own, deleted afterwards."""
+    vhost = f"satisfy-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    _rabbitmqctl("add_vhost", vhost)
+    try:
+        _rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+        yield f"{os.environ.get('TEST_WORKER_AMQP_URL', DEFAULT_AMQP_URL).rstrip('/')}/{vhost}"
+    finally:
+        _rabbitmqctl("delete_vhost", vhost)
+
+
+def all_queues() -> list[str]:
+    """Every queue the routes name (config/settings/base.py): what one worker consumes by default."""
+    from django.conf import settings
+
+    return [queue.name for queue in settings.CELERY_TASK_QUEUES]
 
 
 def worker_database_url() -> str:
@@ -47,6 +74,17 @@ def worker_database_url() -> str:
 
 
 def flush_broker(url: str) -> None:
+    if url.startswith("amqp"):
+        from kombu import Connection
+
+        with Connection(url) as connection:
+            channel = connection.default_channel
+            for queue in all_queues():
+                try:
+                    channel.queue_purge(queue)
+                except Exception:  # noqa: BLE001 - not declared yet: nothing to purge
+                    channel = connection.channel()
+        return
     import redis
 
     client = redis.Redis.from_url(url)
@@ -96,7 +134,18 @@ def celery_app_sending_to(url: str) -> Iterator[Any]:
 class CeleryWorker:
     """One `celery worker` process; its log is kept for assertions and failure messages."""
 
-    def __init__(self, *, database_url: str, broker: str, log_dir: Path, name: str, concurrency: int = 2) -> None:
+    def __init__(
+        self,
+        *,
+        database_url: str,
+        broker: str,
+        log_dir: Path,
+        name: str,
+        concurrency: int = 2,
+        queues: list[str] | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        self.queues = queues or all_queues()
         self.name = f"{name}-{uuid.uuid4().hex[:6]}"
         self.hostname = f"{self.name}@localhost"
         self.log_path = log_dir / f"{self.name}.log"
@@ -108,10 +157,11 @@ class CeleryWorker:
             "CELERY_TASK_ALWAYS_EAGER": "false",
             "PYTHONUNBUFFERED": "1",
             "LOG_LEVEL": "INFO",
+            **(extra_env or {}),
         }
         self.args = [
             str(CELERY), "-A", "config", "worker",
-            "--pool=prefork", f"--concurrency={concurrency}", "-Q", "default",
+            "--pool=prefork", f"--concurrency={concurrency}", "-Q", ",".join(self.queues),
             "-n", self.hostname, "--loglevel=INFO",
             # Nothing to synchronise with in a test: skip the start-up handshakes.
             "--without-mingle", "--without-gossip", "--without-heartbeat",
@@ -199,8 +249,10 @@ class WorkerPool:
         self.log_dir = log_dir
         self.workers: list[CeleryWorker] = []
 
-    def start(self, name: str = "worker") -> CeleryWorker:
-        worker = CeleryWorker(database_url=self.database_url, broker=self.broker, log_dir=self.log_dir, name=name)
+    def start(self, name: str = "worker", **options: Any) -> CeleryWorker:
+        worker = CeleryWorker(
+            database_url=self.database_url, broker=self.broker, log_dir=self.log_dir, name=name, **options
+        )
         self.workers.append(worker)
         return worker.start()
 
@@ -208,18 +260,40 @@ class WorkerPool:
         for worker in self.workers:
             worker.stop()
 
-    def idle(self, worker: CeleryWorker, queue: str = "default") -> bool:
-        """Nothing left to do: the queue is empty, no message is out unacknowledged, and the worker
-        is running, holding or scheduling no task."""
+    def queued(self) -> int:
+        """Messages waiting in the broker, over every queue (with Redis, unacknowledged ones too)."""
+        if self.broker.startswith("amqp"):
+            from kombu import Connection
+
+            with Connection(self.broker) as connection:
+                total = 0
+                for queue in all_queues():
+                    try:
+                        total += connection.default_channel.queue_declare(queue, passive=True).message_count
+                    except Exception:  # noqa: BLE001 - not declared yet: empty
+                        connection.close()
+                        connection.connect()
+                return total
         import redis
-        from celery import current_app
 
         client = redis.Redis.from_url(self.broker)
         try:
-            if client.llen(queue) or client.hlen("unacked"):
-                return False
+            # One MULTI/EXEC: a message moving from its queue to "unacked" is counted once.
+            with client.pipeline(transaction=True) as pipe:
+                for queue in all_queues():
+                    pipe.llen(queue)
+                pipe.hlen("unacked")
+                return sum(int(n) for n in pipe.execute())
         finally:
             client.close()
+
+    def idle(self, worker: CeleryWorker) -> bool:
+        """Nothing left to do: the queues are empty, no message is out unacknowledged, and the worker
+        is running, holding or scheduling no task."""
+        from celery import current_app
+
+        if self.queued():
+            return False
         inspect = current_app.control.inspect(destination=[worker.hostname], timeout=2.0, limit=1)
         for held in (inspect.active(), inspect.reserved(), inspect.scheduled()):
             if held is None or any(held.values()):
@@ -244,10 +318,10 @@ def wait_for(
         time.sleep(interval)
 
 
-@pytest.fixture
-def celery_workers(transactional_db: None, tmp_path: Path) -> Iterator[WorkerPool]:
-    """A fresh Redis database, this process sending real tasks to it, and a way to start workers."""
-    url = broker_url()
+@contextmanager
+def worker_pool(tmp_path: Path, url: str) -> Iterator[WorkerPool]:
+    """A fresh broker (Redis database or RabbitMQ vhost), this process sending real tasks to it, and a way
+    to start workers, every one of them gone at the end."""
     flush_broker(url)
     pool = WorkerPool(database_url=worker_database_url(), broker=url, log_dir=tmp_path)
     with celery_app_sending_to(url):
@@ -258,7 +332,28 @@ def celery_workers(transactional_db: None, tmp_path: Path) -> Iterator[WorkerPoo
             flush_broker(url)
 
 
+@pytest.fixture(scope="session")
+def rabbitmq_url() -> Iterator[str]:
+    with rabbitmq_vhost() as url:
+        yield url
+
+
+@pytest.fixture(params=BROKERS)
+def worker_broker_url(request: pytest.FixtureRequest) -> str:
+    """Each real-worker test of tests/integration runs on both brokers of a deployment: Redis and RabbitMQ."""
+    if request.param == "rabbitmq":
+        return str(request.getfixturevalue("rabbitmq_url"))
+    return broker_url()
+
+
+@pytest.fixture
+def celery_workers(transactional_db: None, tmp_path: Path) -> Iterator[WorkerPool]:
+    """Workers on Redis (tests/integration's conftest runs its tests on both brokers)."""
+    with worker_pool(tmp_path, broker_url()) as pool:
+        yield pool
+
+
 @pytest.fixture
 def celery_worker(celery_workers: WorkerPool) -> CeleryWorker:
-    """One running worker (prefork, two pool processes, queue "default")."""
+    """One running worker (prefork, two pool processes, every queue)."""
     return celery_workers.start("worker")
