@@ -17,6 +17,7 @@ from playwright.sync_api import Error as PlaywrightError
 from annotation.models import Judgment, Match, Participation, Query, Study
 from annotation.services.participation import invitation_create_bulk
 from annotation.services.study import study_create
+from tests.e2e.viewports import SIZES, Camera, new_context
 from tests.integration.worker import WorkerPool
 from tests.support.openai_standin import openai_standin
 
@@ -29,8 +30,6 @@ QUESTIONS = (
     "Which interventions reduce fatigue in intensive care staff working rotating shifts?",
 )
 CONDITION_WORDS = re.compile(r"\b(persona|personali[sz]ed|generic)\b", re.IGNORECASE)
-DESKTOP = {"width": 1280, "height": 900}
-MOBILE = {"width": 390, "height": 844}
 
 
 def responder(body: dict[str, Any]) -> str:
@@ -89,15 +88,15 @@ def status_reply(response: Any, replies: list[str]) -> None:
 class Journey:
     """The annotator's browser tab, with the checks every page must pass."""
 
-    def __init__(self, page: Page, study: Study, shots: Path) -> None:
+    def __init__(self, page: Page, study: Study, camera: Camera) -> None:
         self.page = page
         self.study = study
-        self.shots = shots
+        self.camera = camera
         self.forbidden = [*MODELS, *study.systems.values_list("label", flat=True)]
         self.answers: dict[int, str] = {}  # match id -> choice, as given in the browser
 
     def shot(self, name: str, page: Page | None = None) -> None:
-        (page or self.page).screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
+        self.camera.shot(page or self.page, name)
 
     def assert_blind(self, page: Page | None = None) -> None:
         """Nothing on the page tells which model or condition wrote a summary."""
@@ -153,6 +152,7 @@ class Journey:
         expect(page).to_have_url(at("/ask/"))
         expect(page.locator(".progress-label")).to_have_text(f"Question {number} of 8")
         expect(page.get_by_role("heading", level=1)).to_have_text(f"Question {number} of 8")
+        self.shot(f"q{number}-ask")
         page.get_by_label("Your question").fill(question)
         page.get_by_role("button", name="Find and summarise").click()
         expect(page).to_have_url(at(rf"/q/{number}/wait/"))
@@ -206,22 +206,23 @@ def layout_of_summaries(page: Page) -> str:
     return f"neither: {left} {right}"
 
 
+@pytest.mark.parametrize("size", SIZES)
 def test_a_new_annotator_asks_two_questions_ranks_them_and_finishes(
-    celery_workers: WorkerPool, live_server: Any, browser: Browser, screenshots: Path
+    celery_workers: WorkerPool, live_server: Any, browser: Browser, screenshots: Path, size: str
 ) -> None:
     started = time.monotonic()
     celery_workers.start("journey")
     with openai_standin(responder, delay=1.0) as standin:
         study = open_study(standin.base_url)
         token = invitation_create_bulk(study=study, count=1)[0].token
-        context = browser.new_context(viewport=DESKTOP, base_url=live_server.url)
+        context = new_context(browser, size, base_url=live_server.url)
         page = context.new_page()
         page.set_default_timeout(15_000)
         seen: list[tuple[str, list[list[str]]]] = []
         record_progress(page, seen)
         status_replies: list[str] = []
         page.on("response", lambda response: status_reply(response, status_replies))
-        journey = Journey(page, study, screenshots)
+        journey = Journey(page, study, Camera(screenshots, "annotator", size))
 
         # Invitation and consent.
         page.goto(f"/join/{token}/")
@@ -235,6 +236,7 @@ def test_a_new_annotator_asks_two_questions_ranks_them_and_finishes(
 
         # Persona questionnaire: an empty submit shows errors; a partial one keeps what was typed.
         expect(page.get_by_role("heading", name="About you")).to_be_visible()
+        journey.shot("persona")
         page.get_by_role("button", name="Save and continue").click()
         expect(page.locator(".field.has-error")).to_have_count(4)
         expect(page.locator(".error").first).to_have_text("This field is required.")
@@ -246,7 +248,7 @@ def test_a_new_annotator_asks_two_questions_ranks_them_and_finishes(
         expect(page.get_by_label("Your role")).to_have_value("practising nurse")
         expect(page.get_by_label("Your domain")).to_have_value("intensive care")
         expect(page.get_by_label("Research or work area (optional)")).to_have_value("patient safety")
-        journey.shot("profile-errors")
+        journey.shot("persona-errors")
         page.get_by_label("Intermediate: some background").check()
         page.get_by_label("What will you use the answers for?").fill("organising night shifts on my ward")
         page.get_by_role("button", name="Save and continue").click()
@@ -255,10 +257,11 @@ def test_a_new_annotator_asks_two_questions_ranks_them_and_finishes(
         journey.ask(1, QUESTIONS[0])
         assert_progress_was_live(seen, 1)
         ab = journey.expect_match(1, 1, 3)
-        journey.shot("q1-compare-desktop")
+        journey.shot("q1-compare")
         page.locator("article.summary a.cite").first.click()
         expect(page).to_have_url(re.compile(r"/q/1/compare/#source-\d+$"))
-        journey.choose(button="Right is better", expected="right")
+        # On a phone the right summary is the bottom one, and the button says so.
+        journey.choose(button="Bottom is better" if size == "phone" else "Right is better", expected="right")
 
         cd = journey.expect_match(1, 2, 3)
         assert cd != ab
@@ -269,7 +272,7 @@ def test_a_new_annotator_asks_two_questions_ranks_them_and_finishes(
         for move in (page.go_back, page.go_back, page.go_forward, page.go_forward):
             move()
             assert journey.expect_match(1, 2, 3) == cd
-            expect(page.get_by_role("button", name=re.compile("Left is better"))).to_be_enabled()
+            expect(page.get_by_role("button", name=re.compile("(Left|Top) is better"))).to_be_enabled()
         assert Judgment.objects.filter(match_id=ab).count() == 1
         journey.choose(key="1", expected="left")
 
@@ -281,18 +284,21 @@ def test_a_new_annotator_asks_two_questions_ranks_them_and_finishes(
         journey.ask(2, QUESTIONS[1])
         assert_progress_was_live(seen, 2)
         journey.expect_match(2, 1, 3)
-        # The same comparison at a phone's width: the two summaries stack; on a desktop they sit side by side.
-        assert layout_of_summaries(page) == "side by side"
-        phone = browser.new_context(viewport=MOBILE, base_url=live_server.url, storage_state=context.storage_state())
-        mobile = phone.new_page()
-        mobile.goto(f"/study/{study.slug}/q/2/compare/")
-        assert journey.match_id(mobile) == journey.match_id()
-        assert layout_of_summaries(mobile) == "stacked"
-        journey.assert_blind(mobile)
-        journey.shot("q2-compare-mobile", mobile)
-        mobile.screenshot(path=str(screenshots / "q2-compare-mobile-viewport.png"))
-        phone.close()
-        journey.choose(key="n", expected="neither")
+        # On a phone the two summaries stack; on a desktop they sit side by side.
+        journey.shot("q2-compare")
+        assert layout_of_summaries(page) == ("stacked" if size == "phone" else "side by side")
+        if size == "desktop":  # the same comparison opened on a phone by the same annotator
+            phone = new_context(browser, "phone", base_url=live_server.url, storage_state=context.storage_state())
+            mobile = phone.new_page()
+            mobile.goto(f"/study/{study.slug}/q/2/compare/")
+            assert journey.match_id(mobile) == journey.match_id()
+            assert layout_of_summaries(mobile) == "stacked"
+            journey.assert_blind(mobile)
+            phone.close()
+        if size == "phone":  # on a touch screen: a tap rather than a key
+            journey.choose(button="Neither", expected="neither")
+        else:
+            journey.choose(key="n", expected="neither")
         # After a "neither" the final cannot happen; the label still counts it (see the report).
         journey.expect_match(2, 2, "2|3")
         journey.choose(key="2", expected="right")

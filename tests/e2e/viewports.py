@@ -1,0 +1,47 @@
+"""The two screen sizes every journey runs at, and a camera that saves each page the journey shows as
+<screenshots>/<journey>-<size>/NN-<page>.png (the directory is conftest.SCREENSHOTS) and, at phone size,
+checks that the page does not scroll sideways."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Browser, BrowserContext, Page
+
+SIZES: dict[str, dict[str, Any]] = {
+    "desktop": {"viewport": {"width": 1280, "height": 800}},
+    "phone": {
+        "viewport": {"width": 390, "height": 844},
+        "is_mobile": True,
+        "has_touch": True,
+        "device_scale_factor": 2,
+    },
+}
+
+
+def new_context(browser: Browser, size: str, **kwargs: Any) -> BrowserContext:
+    return browser.new_context(**SIZES[size], **kwargs)
+
+
+class Camera:
+    def __init__(self, screenshots: Path, journey: str, size: str) -> None:
+        self.folder = screenshots / f"{journey}-{size}"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for old in self.folder.glob("*.png"):
+            old.unlink()
+        self.size = size
+        self.count = 0
+        self.pages: list[str] = []
+
+    def shot(self, page: Page, name: str) -> None:
+        """Save the whole page; on a phone, fail if it is wider than the screen."""
+        page.wait_for_load_state("load")
+        self.count += 1
+        self.pages.append(name)
+        page.screenshot(path=str(self.folder / f"{self.count:02d}-{name}.png"), full_page=True)
+        if self.size == "phone":
+            widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+            assert widths[0] <= widths[1], (
+                f"{name} ({page.url}) scrolls sideways on a phone: {widths[0]}px > {widths[1]}px"
+            )
