@@ -1,5 +1,6 @@
-"""Scale benchmark, part "wait": an annotator's time from submitting a question to its first comparison,
-with and without a study-wide scoring run in the background, side by side in one run, for two layouts:
+"""Scale benchmark (issue 13). Parts (1) generation throughput, (2) an export through object storage and (4)
+peak concurrency at the model server are bench/scale_backends.py, run from here too; part (3), "wait", is
+here: an annotator's time from submitting a question to its first comparison, with and without a study-wide scoring run in the background, side by side in one run, for two layouts:
 
 - split: the deployment's layout (docker-compose.yml): one worker on the annotator queue, one on the research
   queue (config/settings/base.py routes; RESEARCH_MAX_INFLIGHT_CHUNKS bounds the run's chunks in the broker);
@@ -8,7 +9,8 @@ with and without a study-wide scoring run in the background, side by side in one
 Target: with the scoring run, the split layout's mean wait within 1.2x of its wait without it.
 Real Celery workers (tests/integration/worker.py) on PostgreSQL and Redis.
 
-    .venv/bin/python bench/scale.py                 # quick: 4 questions per cell
+    .venv/bin/python bench/scale.py                 # all four parts, quick (4 questions per cell)
+    .venv/bin/python bench/scale.py --part wait     # only part (3)
     .venv/bin/python bench/scale.py --questions 12  # the long run
 """
 
@@ -18,6 +20,7 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +34,12 @@ TARGET = 1.2
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--part", choices=["wait"], default="wait", help="the part to run (the others: see bench/README.md)")
+    p.add_argument(
+        "--part",
+        choices=["all", "wait", "backends"],
+        default="all",
+        help="wait: part (3) here; backends: parts (1), (2) and (4) (bench/scale_backends.py); all: both",
+    )
     p.add_argument("--questions", type=int, default=4, help="annotator questions per cell (one after another)")
     p.add_argument("--concurrency", type=int, default=2, help="processes per worker (single layout: twice this)")
     p.add_argument("--seed-queries", type=int, default=6, help="questions generated for the scored study")
@@ -50,6 +58,16 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
+    status = 0
+    if args.part in ("all", "backends"):
+        # Parts (1) generation throughput, (2) export through object storage, (4) peak concurrency at the server.
+        status = subprocess.call([sys.executable, str(Path(__file__).with_name("scale_backends.py"))])
+        if args.part == "backends":
+            return status
+    return wait_main(args) or status
+
+
+def wait_main(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     broker = f"{args.redis}/{args.redis_db}"
     database = f"{args.postgres}/{args.db_name}"
