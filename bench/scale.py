@@ -40,6 +40,9 @@ def parse_args() -> argparse.Namespace:
         default="all",
         help="wait: part (3) here; backends: parts (1), (2) and (4) (bench/scale_backends.py); all: both",
     )
+    p.add_argument(
+        "--research-nice", type=int, default=10, help="the research worker's nice value (WORKER_NICE; compose: 10)"
+    )
     p.add_argument("--questions", type=int, default=4, help="annotator questions per cell (one after another)")
     p.add_argument("--concurrency", type=int, default=2, help="processes per worker (single layout: twice this)")
     p.add_argument("--seed-queries", type=int, default=6, help="questions generated for the scored study")
@@ -171,7 +174,7 @@ def wait_part(args: argparse.Namespace, broker: str, database: str, work: Path) 
             "split": [
                 ("annotator", {"queues": [settings.ANNOTATOR_QUEUE], "concurrency": args.concurrency}),
                 ("research", {"queues": [settings.RESEARCH_QUEUE, settings.CELERY_TASK_DEFAULT_QUEUE],
-                              "concurrency": args.concurrency}),
+                              "concurrency": args.concurrency, "nice": args.research_nice}),
             ],
             "single": [
                 ("all", {"queues": ["default"], "concurrency": 2 * args.concurrency,

@@ -7,7 +7,14 @@ set -e
 if [ -n "${CELERY_QUEUES:-}" ]; then
   set -- -Q "$CELERY_QUEUES"
 fi
-exec celery -A config worker \
+# WORKER_NICE lowers the worker's CPU priority (nice -n): the research worker's, when it shares a host with
+# the annotator worker, so CPU-bound scoring never slows an annotator's question (docs/deploy.md).
+run=""
+if [ -n "${WORKER_NICE:-}" ]; then
+  run="nice -n ${WORKER_NICE}"
+fi
+# shellcheck disable=SC2086  # $run is empty or "nice -n N": split on purpose
+exec $run celery -A config worker \
   --loglevel="${CELERY_LOGLEVEL:-INFO}" \
   --concurrency="${CELERY_CONCURRENCY:-4}" \
   --prefetch-multiplier=1 \

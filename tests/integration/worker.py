@@ -144,6 +144,7 @@ class CeleryWorker:
         concurrency: int = 2,
         queues: list[str] | None = None,
         extra_env: dict[str, str] | None = None,
+        nice: int | None = None,
     ) -> None:
         self.queues = queues or all_queues()
         self.name = f"{name}-{uuid.uuid4().hex[:6]}"
@@ -166,6 +167,8 @@ class CeleryWorker:
             # Nothing to synchronise with in a test: skip the start-up handshakes.
             "--without-mingle", "--without-gossip", "--without-heartbeat",
         ]  # fmt: skip
+        if nice is not None:  # a lower CPU priority, as platform/celery-worker.sh's WORKER_NICE
+            self.args = ["nice", "-n", str(nice), *self.args]
         self.process: subprocess.Popen[bytes] | None = None
         self.signalled = False
 
