@@ -72,6 +72,19 @@ def flush_broker(url: str) -> None:
         client.close()
 
 
+def suite_worker_env(*, database_url: str, broker_url: str, work: Path, **extra: str) -> dict[str, str]:
+    """The environment of a benchmark that starts the test suite's real workers (tests/integration/worker.py)."""
+    return {
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",  # the settings the suite's workers run with
+        "DATABASE_URL": database_url,
+        "CELERY_BROKER_URL": broker_url,
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+        "LOG_LEVEL": "WARNING",
+        "ENV_FILE": str(work / "no.env"),  # a developer's .env must not leak into the benchmark
+        **extra,
+    }
+
+
 def production_env(*, database_url: str, broker_url: str, work: Path, **extra: str) -> dict[str, str]:
     """The environment of the production processes, on the benchmark's own database and broker."""
     return {

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _shared import manage, recreate_database  # bench/ is the script directory
+from _shared import manage, recreate_database, suite_worker_env  # bench/ is the script directory
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -95,15 +95,12 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-faults-"))
     broker = f"{args.redis}/{args.redis_db}"
     database = f"{args.postgres}/{args.db_name}"
-    env = {
-        "DJANGO_SETTINGS_MODULE": "config.settings.test",  # the settings the suite's workers run with
-        "DATABASE_URL": database,
-        "CELERY_BROKER_URL": broker,
-        "CELERY_TASK_ALWAYS_EAGER": "false",
-        "LOG_LEVEL": "WARNING",
-        "ENV_FILE": str(work / "no.env"),  # a developer's .env must not leak into the benchmark
-        "DJANGO_ALLOW_ASYNC_UNSAFE": "true",  # Playwright's sync API keeps an event loop on this thread
-    }
+    env = suite_worker_env(
+        database_url=database,
+        broker_url=broker,
+        work=work,
+        DJANGO_ALLOW_ASYNC_UNSAFE="true",  # Playwright's sync API keeps an event loop on this thread
+    )
     os.environ.update(env)
 
     def on_term(signum: int, frame: Any) -> None:

@@ -27,7 +27,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _shared import QUESTIONS, REPO, check_db_name, flush_broker, manage, recreate_database  # bench/: script dir
+from _shared import (  # bench/: script dir
+    QUESTIONS,
+    REPO,
+    check_db_name,
+    flush_broker,
+    manage,
+    recreate_database,
+    suite_worker_env,
+)
 
 TARGET = 1.2
 
@@ -74,14 +82,7 @@ def wait_main(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     broker = f"{args.redis}/{args.redis_db}"
     database = f"{args.postgres}/{args.db_name}"
-    env = {
-        "DJANGO_SETTINGS_MODULE": "config.settings.test",  # the settings the suite's workers run with
-        "DATABASE_URL": database,
-        "CELERY_BROKER_URL": broker,
-        "CELERY_TASK_ALWAYS_EAGER": "false",
-        "LOG_LEVEL": "WARNING",
-        "ENV_FILE": str(work / "no.env"),
-    }
+    env = suite_worker_env(database_url=database, broker_url=broker, work=work)
     os.environ.update(env)
     print(f"database {args.db_name}, broker {broker}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     recreate_database(f"{args.postgres}/postgres", args.db_name)
