@@ -146,9 +146,16 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "analysis:studies"
 LOGOUT_REDIRECT_URL = "login"
 CORPUS_ROOT = env.str("CORPUS_ROOT", default=str(VAR_DIR / "corpora"))
+# By default the hosts of the operator's own model servers (LLM_BASE_URL and every replica in LLM_BASE_URLS)
+# and this machine.
+_operator_model_hosts = [
+    urlsplit(u.strip()).hostname
+    for u in [env.str("LLM_BASE_URL", default=""), *env.str("LLM_BASE_URLS", default="").split(",")]
+    if u.strip()
+]
 MODEL_SERVER_ALLOWED_HOSTS = env.list(
     "MODEL_SERVER_ALLOWED_HOSTS",
-    default=[h for h in (urlsplit(env.str("LLM_BASE_URL", default="")).hostname, "localhost", "127.0.0.1", "::1") if h],
+    default=list(dict.fromkeys(h for h in (*_operator_model_hosts, "localhost", "127.0.0.1", "::1") if h)),
 )
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

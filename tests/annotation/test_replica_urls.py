@@ -58,3 +58,30 @@ def test_a_list_a_comma_separated_string_and_one_url_configure_the_client(settin
     assert listed.replicas == ("http://a:1/v1", "http://b:1/v1")
     settings.LLM_BASE_URLS = "http://c:1/v1, http://d:1/v1"
     assert OpenAIChatGeneration({}).config_for("m").replicas == ("http://c:1/v1", "http://d:1/v1")
+
+
+def test_the_operators_own_replicas_are_allowed_by_default(tmp_path) -> None:
+    """Without MODEL_SERVER_ALLOWED_HOSTS, the hosts of LLM_BASE_URL and of every LLM_BASE_URLS replica are
+    allowed (settings are read once at start-up, so a fresh process reads them)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "MODEL_SERVER_ALLOWED_HOSTS"}
+    env |= {
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",
+        "LLM_BASE_URL": "http://gpu0.lab:8000/v1",
+        "LLM_BASE_URLS": "http://gpu1.lab:8000/v1, http://gpu2.lab:8001/v1",
+    }
+    code = "import django; django.setup(); from django.conf import settings; print(settings.MODEL_SERVER_ALLOWED_HOSTS)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    assert out.strip() == "['gpu0.lab', 'gpu1.lab', 'gpu2.lab', 'localhost', '127.0.0.1', '::1']"
