@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
@@ -155,11 +156,16 @@ def _run_create(*, study: Study, metrics: list[str], options: dict[str, Any], by
         chunks=[ids[start : start + CHUNK_SIZE] for start in range(0, len(ids), CHUNK_SIZE)],
         lease_expires_at=timezone.now() + REQUEUE_WINDOW,
     )
-    _send_chunks(run=run, indexes=range(min(len(run.chunks), _max_inflight())))
+    _send_chunks(run=run, indexes=range(min(len(run.chunks), _max_inflight(run))))
     return run
 
 
-def _max_inflight() -> int:
+def _max_inflight(run: ScoringRun) -> int:
+    if current_app.conf.task_always_eager:
+        # Run in this process (`score_study --now`): no broker to flood, and a chunk sending the next from its
+        # own commit would nest one call per chunk until Python's recursion limit (about 90 chunks) stopped
+        # the run. Every chunk is sent at the start, and each runs after the one before has returned.
+        return max(1, len(run.chunks))
     return max(1, int(settings.RESEARCH_MAX_INFLIGHT_CHUNKS))
 
 
@@ -167,7 +173,7 @@ def _sent(run: ScoringRun) -> int:
     """How many chunks, in order, have been sent so far. A run sends its first RESEARCH_MAX_INFLIGHT_CHUNKS
     and each counted chunk sends the next one, so chunks 0 .. done + N - 1 have been sent and at most N are
     queued or running at any time: a run over a whole study never floods the broker."""
-    return min(len(run.chunks), len(run.chunks_done) + _max_inflight())
+    return min(len(run.chunks), len(run.chunks_done) + _max_inflight(run))
 
 
 def _send_chunks(*, run: ScoringRun, indexes: Any) -> None:
@@ -231,7 +237,7 @@ def scoring_run_chunk(*, run_id: int, candidate_ids: list[int], chunk_index: int
         run.save(update_fields=fields)
         if index is not None and not finished:
             # This chunk's slot goes to the next unsent one (sent once the count is committed).
-            following = len(run.chunks_done) - 1 + _max_inflight()
+            following = len(run.chunks_done) - 1 + _max_inflight(run)
             if following < len(run.chunks):
                 _send_chunks(run=run, indexes=[following])
     return count
