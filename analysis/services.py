@@ -279,7 +279,10 @@ def _run_report(job: ResearchJob, out: Path) -> dict[str, Any]:
 
 def _run_stress(job: ResearchJob, out: Path) -> dict[str, Any]:
     # The stress runner loads numpy, the openai client and the metric suite: in the worker only.
+    from annotation.backends.openai_chat import configure_model_servers
     from scoring.stress.runner import run_stress
+
+    configure_model_servers()  # LLM rewrites and judges share the deployment's model-server limit and cache
 
     _progress(job, 5, "reading candidates")
     candidates = (
