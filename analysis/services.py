@@ -55,8 +55,21 @@ def job_file_key(job_id: int, name: str) -> str:
     return f"research/job-{job_id}/{name}"
 
 
+def _stored_keys(storage: Storage, folder: str) -> list[str]:
+    """Every key under `folder` in the storage (a local folder or an S3 prefix), depth first."""
+    try:
+        folders, names = storage.listdir(folder)
+    except FileNotFoundError:
+        return []
+    keys = [f"{folder}/{name}" for name in names]
+    for sub in folders:
+        keys += _stored_keys(storage, f"{folder}/{sub}")
+    return keys
+
+
 def _publish(job: ResearchJob, out: Path, files: list[str]) -> None:
-    """Upload a job's files from the worker's folder into the research storage, replacing a rerun's."""
+    """Upload a job's files from the worker's folder into the research storage, replacing a rerun's; what an
+    earlier attempt left there and this one did not write again is deleted."""
     storage = research_storage()
     for name in files:
         key = job_file_key(job.pk, name)
@@ -66,6 +79,42 @@ def _publish(job: ResearchJob, out: Path, files: list[str]) -> None:
             saved = storage.save(key, File(fh, name=Path(name).name))
         if saved != key:  # a storage that renamed the file would break the download link
             raise RuntimeError(f"the research storage saved {key!r} as {saved!r}")
+    wanted = {job_file_key(job.pk, name) for name in files}
+    for key in _stored_keys(storage, f"research/job-{job.pk}"):
+        if key not in wanted:
+            storage.delete(key)
+
+
+def research_storage_sweep() -> dict[str, int]:
+    """Delete the stored files no job lists: those of deleted jobs (a job or its study deleted in the admin),
+    and those a failed attempt uploaded before it failed. Run hourly by the beat process."""
+    storage = research_storage()
+    try:
+        folders, _ = storage.listdir("research")
+    except FileNotFoundError:
+        return {"research_files_deleted": 0}
+    ids = {int(f.removeprefix("job-")) for f in folders if f.startswith("job-") and f[4:].isdigit()}
+    kept = {
+        pk: files
+        for pk, status, files in ResearchJob.objects.filter(pk__in=ids).values_list("pk", "status", "files")
+        # A queued or running job may be uploading right now; its files are settled when it finishes.
+        if status != ResearchJob.Status.FAILED
+    }
+    active = set(
+        ResearchJob.objects.filter(
+            pk__in=ids, status__in=[ResearchJob.Status.QUEUED, ResearchJob.Status.RUNNING]
+        ).values_list("pk", flat=True)
+    )
+    deleted = 0
+    for pk in sorted(ids - active):
+        wanted = {job_file_key(pk, name) for name in kept.get(pk, [])}
+        for key in _stored_keys(storage, f"research/job-{pk}"):
+            if key not in wanted:
+                storage.delete(key)
+                deleted += 1
+    if deleted:
+        logger.info("research storage: deleted %s file(s) no job lists", deleted)
+    return {"research_files_deleted": deleted}
 
 
 def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -31,3 +31,10 @@ def sweep_research_jobs() -> dict[str, int]:
     result = services.research_jobs_sweep()
     sweeper_record_run(name="research", result=result)
     return result
+
+
+@shared_task(soft_time_limit=600, time_limit=660)
+def sweep_research_storage() -> dict[str, int]:
+    result = services.research_storage_sweep()
+    sweeper_record_run(name="research-storage", result=result)
+    return result

@@ -254,6 +254,7 @@ CELERY_TASK_ROUTES = env.json(
         "scoring.tasks.sweep_scoring_runs": {"queue": RESEARCH_QUEUE},
         "analysis.tasks.run_research_job": {"queue": RESEARCH_QUEUE},
         "analysis.tasks.sweep_research_jobs": {"queue": RESEARCH_QUEUE},
+        "analysis.tasks.sweep_research_storage": {"queue": RESEARCH_QUEUE},
     },
 )
 # Every queue a route names: a worker started without -Q (bin/demo, CELERY_QUEUES unset) consumes them all.
@@ -292,6 +293,8 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-generation": {"task": "annotation.tasks.sweep_generation", "schedule": SWEEP_INTERVAL_S},
     "sweep-scoring-runs": {"task": "scoring.tasks.sweep_scoring_runs", "schedule": SWEEP_INTERVAL_S},
     "sweep-research-jobs": {"task": "analysis.tasks.sweep_research_jobs", "schedule": SWEEP_INTERVAL_S},
+    # Files in the research storage that no job lists (deleted jobs and studies, failed attempts).
+    "sweep-research-storage": {"task": "analysis.tasks.sweep_research_storage", "schedule": 3600.0},
 }
 
 # Login throttling (django-axes) for every password login: the admin's and any LoginView, since axes
