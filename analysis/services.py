@@ -117,6 +117,22 @@ def research_storage_sweep() -> dict[str, int]:
     return {"research_files_deleted": deleted}
 
 
+# A research job's stress test runs without a rewriter model, so the tests whose perturbations a language model
+# writes cannot run as a job (docs/stress-tests.md: run them from the command line with a model server).
+NEEDS_MODEL = (
+    "needs a language model server to rewrite the summaries, which research jobs do not use: "
+    "run it from the command line with a model server (see docs/stress-tests.md)"
+)
+
+
+def stress_tests_blocked() -> dict[str, str]:
+    """Every stress test, with why it cannot run as a research job ("" when it can)."""
+    # scoring.stress brings numpy and the openai client into the web process; load it only here.
+    from scoring.stress.perturb import TESTS, TestKind
+
+    return {name: NEEDS_MODEL if spec.kind is TestKind.LLM else "" for name, spec in TESTS.items()}
+
+
 def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
     options = dict(options)
     if kind == ResearchJob.Kind.EXPORT:
@@ -140,6 +156,14 @@ def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
             raise ApplicationError(
                 f"Choose stress tests from: {', '.join(TESTS)}"
                 + (f" (unknown: {', '.join(unknown)})" if unknown else ""),
+                field="tests",
+            )
+        blocked = stress_tests_blocked()
+        refused = [name for name in tests if blocked[name]]
+        if refused:
+            raise ApplicationError(
+                f"The stress test{'s' if len(refused) > 1 else ''} {', '.join(refused)} {NEEDS_MODEL}. "
+                "Choose among the other tests.",
                 field="tests",
             )
         if not options.get("metrics"):

@@ -68,31 +68,9 @@ def _offline_metrics() -> list[str]:
         return []
 
 
-# The dashboard's stress job runs without a rewriter model, so the tests whose perturbations a language model
-# writes cannot run from here (docs/stress-tests.md: run them from the command line with a model server).
-NEEDS_MODEL = (
-    "needs a language model server to rewrite the summaries, which the dashboard does not use: "
-    "run it from the command line with a model server (see docs/stress-tests.md)"
-)
-
-
 def _stress_tests() -> list[dict[str, str]]:
     """Every stress test with why it cannot run from the dashboard ("" when it can)."""
-    # scoring.stress brings numpy and the openai client into the web process; load it only here.
-    from scoring.stress.perturb import TESTS, TestKind
-
-    return [{"name": name, "blocked": NEEDS_MODEL if spec.kind is TestKind.LLM else ""} for name, spec in TESTS.items()]
-
-
-def _check_stress_tests(names: list[str]) -> None:
-    blocked = {t["name"] for t in _stress_tests() if t["blocked"]}
-    refused = [name for name in names if name in blocked]
-    if refused:
-        raise ApplicationError(
-            f"The stress test{'s' if len(refused) > 1 else ''} {', '.join(refused)} {NEEDS_MODEL}. "
-            "Choose among the other tests.",
-            field="tests",
-        )
+    return [{"name": name, "blocked": reason} for name, reason in services.stress_tests_blocked().items()]
 
 
 @researcher_required
@@ -156,7 +134,6 @@ def job_start(request: HttpRequest, slug: str) -> HttpResponse:
             options["n_resamples"] = _int(request.POST.get("n_resamples", "2000"), "n_resamples")
         elif kind == ResearchJob.Kind.STRESS:
             options["tests"] = request.POST.getlist("tests")
-            _check_stress_tests(options["tests"])
             options["metrics"] = request.POST.getlist("metrics")
             options["limit"] = _int(request.POST.get("limit") or "200", "limit")
         elif kind == "scoring":

@@ -82,3 +82,16 @@ def test_the_report_page_links_back_to_the_study_dashboard(
     assert "<svg" in html or "Win rate" in html or "win rate" in html
     download = researcher_client.get(f"/research/jobs/{job.pk}/files/report.html?download=1")
     assert b"Back to" not in b"".join(download.streaming_content), "the downloaded file is the report as written"
+
+
+def test_the_api_refuses_a_rewrite_test_as_the_page_does(played_study, researcher_client):
+    """A stress job runs without a rewriter model, whether started from the page, the API or plain Python."""
+    refused = researcher_client.post(
+        f"/api/v1/research/studies/{played_study.slug}/jobs/",
+        {"kind": "stress", "options": {"tests": ["distractor", "negated"], "metrics": ["rouge1"], "limit": 10}},
+        content_type="application/json",
+    )
+    assert refused.status_code == 400
+    message = refused.json()["extra"]["fields"]["tests"][0]
+    assert "negated" in message and "language model" in message
+    assert not ResearchJob.objects.filter(kind="stress").exists(), "nothing was queued"
