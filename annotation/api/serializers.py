@@ -15,6 +15,7 @@ from annotation.models import (
     Query,
     RetrievedDocument,
     Study,
+    StudyMembership,
     StudySystem,
 )
 from annotation.services.study import LIMITS, STUDY_FIELDS, limit_message
@@ -276,3 +277,8 @@ class ProgressSerializer(serializers.Serializer):
         if obj.completed_at is not None:
             return "completed"
         return "stopped" if obj.stopped_at is not None else "in_progress"
+
+
+class MembershipSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+    role = serializers.ChoiceField(choices=StudyMembership.Role.choices)

@@ -12,5 +12,9 @@ router.register("admin/failed-candidates", views.FailedCandidateAdminViewSet, ba
 
 urlpatterns = [
     path("invitations/<str:token>/accept/", views.InvitationAcceptApi.as_view(), name="invitation-accept"),
+    path("admin/studies/<slug:slug>/members/", views.StudyMembersApi.as_view(), name="admin-study-members"),
+    path(
+        "admin/studies/<slug:slug>/members/<str:username>/", views.StudyMemberApi.as_view(), name="admin-study-member"
+    ),
     path("", include(router.urls)),
 ]

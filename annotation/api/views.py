@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, status, viewsets
@@ -20,7 +21,12 @@ from annotation.selectors.membership import StudyAction, scoped_to_studies, stud
 from annotation.selectors.study import study_progress
 from annotation.selectors.tournament import match_current, match_own
 from annotation.services.generation import candidate_retry, candidates_retry_failed
-from annotation.services.membership import study_create_owned, study_update_as
+from annotation.services.membership import (
+    membership_remove_as,
+    membership_set_as,
+    study_create_owned,
+    study_update_as,
+)
 from annotation.services.participation import invitation_create_bulk, invitation_join, participation_finish
 from annotation.services.persona import persona_save
 from annotation.services.query import query_discard, query_resend, query_submit
@@ -294,6 +300,62 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
     @action(detail=True, methods=["get"])
     def progress(self, request: Request, slug: str) -> Response:
         return Response(s.ProgressSerializer(study_progress(study=self.get_object()), many=True).data)
+
+
+class StudyMembersApi(APIView):
+    """A study's members and their roles: GET for members who may analyse, POST {username, role} to add one
+    or change a role (owners). Members are edited with the study (its admin page's inline), so they take
+    the study's model permissions."""
+
+    permission_classes = [ModelPermissionsByAction]
+    required_permissions = {":GET": ["annotation.view_study"], ":POST": ["annotation.change_study"]}
+
+    @extend_schema(responses=s.MembershipSerializer(many=True))
+    def get(self, request: Request, slug: str) -> Response:
+        study = _member_study(request, slug, StudyAction.ANALYSE)
+        return Response(_members(study))
+
+    @extend_schema(request=s.MembershipSerializer, responses=s.MembershipSerializer(many=True))
+    def post(self, request: Request, slug: str) -> Response:
+        study = _member_study(request, slug, StudyAction.SEE)
+        body = s.MembershipSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        user = _member_user(body.validated_data["username"])
+        membership_set_as(by=request.user, study=study, user=user, role=body.validated_data["role"])
+        return Response(_members(study))
+
+
+class StudyMemberApi(APIView):
+    """DELETE ends one membership (owners; idempotent; never the last owner's)."""
+
+    permission_classes = [ModelPermissionsByAction]
+    required_permissions = {":DELETE": ["annotation.change_study"]}
+
+    @extend_schema(request=None, responses={204: None})
+    def delete(self, request: Request, slug: str, username: str) -> Response:
+        study = _member_study(request, slug, StudyAction.SEE)
+        membership_remove_as(by=request.user, study=study, user=_member_user(username))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _member_study(request: Request, slug: str, action: StudyAction) -> Study:
+    study = get_object_or_404(
+        studies_for(user=request.user, action=StudyAction.SEE, queryset=Study.objects.all()), slug=slug
+    )
+    _require_role(request, study, action)
+    return study
+
+
+def _members(study: Study) -> Any:
+    rows = study.memberships.select_related("user").order_by("user__username")
+    return s.MembershipSerializer([{"username": m.user.username, "role": m.role} for m in rows], many=True).data
+
+
+def _member_user(username: str) -> Any:
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise ApplicationError(f"No user named {username!r}.", field="username")
+    return user
 
 
 class FailedCandidateAdminViewSet(viewsets.ReadOnlyModelViewSet):

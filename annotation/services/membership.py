@@ -110,3 +110,27 @@ def study_update_as(
         by=by, retrieval_settings=fields.get("retrieval_settings", study.retrieval_settings), systems=specs, study=study
     )
     return study_update(study=study, systems=specs, **fields)
+
+
+def _would_leave_no_owner(*, study: Study, user: Any, role: str | None) -> bool:
+    owners = StudyMembership.objects.select_for_update().filter(study=study, role=StudyMembership.Role.OWNER)
+    return role != StudyMembership.Role.OWNER and not owners.exclude(user=user).exists() and owners.exists()
+
+
+@transaction.atomic
+def membership_set_as(*, by: Any, study: Study, user: Any, role: str) -> StudyMembership:
+    """An owner (or a superuser) gives a user a role in the study; the last owner cannot step down, so that
+    someone besides the superusers can always manage the study."""
+    _require(by=by, study=study, action=StudyAction.MANAGE)
+    if _would_leave_no_owner(study=study, user=user, role=role):
+        raise ApplicationError("A study keeps at least one owner: make someone else owner first.", field="role")
+    return membership_set(study=study, user=user, role=role)
+
+
+@transaction.atomic
+def membership_remove_as(*, by: Any, study: Study, user: Any) -> None:
+    """An owner (or a superuser) ends a user's membership (idempotent); never the last owner's."""
+    _require(by=by, study=study, action=StudyAction.MANAGE)
+    if _would_leave_no_owner(study=study, user=user, role=None):
+        raise ApplicationError("A study keeps at least one owner: make someone else owner first.", field="username")
+    StudyMembership.objects.filter(study=study, user=user).delete()
