@@ -4,9 +4,34 @@ Seed 002 section 3.1 (distractor, incremental, lengthen, shorten, audience) and 
 (meaning-preserving rewrites, retrieval window, claim similarity). Pure Python, no Django.
 """
 
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from scoring.stress.directions import Direction
 from scoring.stress.perturb import TESTS, StressError, StressRow, TestSpec
-from scoring.stress.runner import StressReport, run_stress
-from scoring.stress.stats import Direction, StressResult, Verdict, compute_statistics
+
+if TYPE_CHECKING:
+    from scoring.stress.runner import StressReport, run_stress
+    from scoring.stress.stats import StressResult, Verdict, compute_statistics
+
+# The runner (the model-server client) and the statistics (numpy, scipy) load on first use, so that a web
+# process listing the tests (the research dashboard) does not pay for them.
+_LAZY = {
+    "StressReport": "scoring.stress.runner",
+    "run_stress": "scoring.stress.runner",
+    "StressResult": "scoring.stress.stats",
+    "Verdict": "scoring.stress.stats",
+    "compute_statistics": "scoring.stress.stats",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "TESTS",

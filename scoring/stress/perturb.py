@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from kernel.text import split_sentences, tokenize
-from scoring.stress.stats import Direction
+from scoring.stress.directions import Direction
 
 __all__ = [
     "MEANING_PRESERVING",

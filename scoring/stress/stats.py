@@ -17,6 +17,8 @@ from typing import Any, TypeGuard
 import numpy as np
 from scipy import stats as sps
 
+from scoring.stress.directions import Direction
+
 __all__ = [
     "DIRECTIONAL_RHO",
     "MONOTONICITY_PASS",
@@ -42,14 +44,6 @@ MONOTONICITY_PASS = 0.5
 STABLE_TOLERANCE = 0.05
 """A stable transition is correct when |change| < 5% of the baseline mean."""
 _EPS = 1e-9
-
-
-class Direction(StrEnum):
-    """How a faithful metric should move as the perturbation level grows."""
-
-    INCREASE = "increase"
-    DECREASE = "decrease"
-    STABLE = "stable"
 
 
 class Verdict(StrEnum):
