@@ -51,6 +51,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--research-nice", type=int, default=10, help="the research worker's nice value (WORKER_NICE; compose: 10)"
     )
+    p.add_argument(
+        "--research-sched",
+        choices=["normal", "idle"],
+        default="idle",
+        help="the research worker's scheduling policy (WORKER_SCHED; compose: idle, i.e. chrt --idle 0)",
+    )
     p.add_argument("--questions", type=int, default=4, help="annotator questions per cell (one after another)")
     p.add_argument("--concurrency", type=int, default=2, help="processes per worker (single layout: twice this)")
     p.add_argument("--seed-queries", type=int, default=6, help="questions generated for the scored study")
@@ -141,7 +147,7 @@ def wait_part(args: argparse.Namespace, broker: str, database: str, work: Path) 
     from scoring import services
     from scoring.models import ScoringRun
     from tests.annotation.factories import StudyFactory, join
-    from tests.integration.worker import WorkerPool, celery_app_sending_to
+    from tests.integration.worker import CeleryWorker, WorkerPool, celery_app_sending_to
 
     pool = WorkerPool(database_url=database, broker=broker, log_dir=work)
     rows: list[dict[str, Any]] = []
@@ -189,7 +195,15 @@ def wait_part(args: argparse.Namespace, broker: str, database: str, work: Path) 
                 set_routes(current_app, {})
             try:
                 for name, options in workers:
-                    pool.start(f"{layout}-{name}", **options)
+                    if name == "research" and args.research_sched == "idle":
+                        # As platform/celery-worker.sh with WORKER_SCHED=idle: SCHED_IDLE, then nice.
+                        worker = CeleryWorker(database_url=pool.database_url, broker=pool.broker,
+                                              log_dir=pool.log_dir, name=f"{layout}-{name}", **options)  # fmt: skip
+                        worker.args = ["chrt", "--idle", "0", *worker.args]
+                        pool.workers.append(worker)
+                        worker.start()
+                    else:
+                        pool.start(f"{layout}-{name}", **options)
                 annotator_study = StudyFactory(slug=f"scale-{layout}")
                 first_comparison_s(annotator_study, number)  # warm-up, not counted
                 number += 1
@@ -233,7 +247,8 @@ def wait_part(args: argparse.Namespace, broker: str, database: str, work: Path) 
 
 
 def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    print(f"\nquestion -> first comparison, {args.questions} questions per cell (seconds: mean, max)")
+    print(f"\nquestion -> first comparison, {args.questions} questions per cell (seconds: mean, max); split layout's "
+          f"research worker: nice {args.research_nice}, scheduling {args.research_sched}")  # fmt: skip
     print(f"{'layout':<8} {'no scoring run':>16} {'with scoring run':>18} {'ratio':>7} {'target':>7}  background")
     for r in rows:
         quiet = f"{statistics.mean(r['quiet']):.2f}, {max(r['quiet']):.2f}"

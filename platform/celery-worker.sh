@@ -7,13 +7,18 @@ set -e
 if [ -n "${CELERY_QUEUES:-}" ]; then
   set -- -Q "$CELERY_QUEUES"
 fi
-# WORKER_NICE lowers the worker's CPU priority (nice -n): the research worker's, when it shares a host with
-# the annotator worker, so CPU-bound scoring never slows an annotator's question (docs/deploy.md).
+# WORKER_NICE lowers the worker's CPU priority (nice -n), and WORKER_SCHED=idle runs it under Linux's
+# SCHED_IDLE policy (chrt --idle: CPU time only when nothing else wants it): the research worker's, when it
+# shares a host with the annotator worker, so CPU-bound scoring never slows an annotator's question
+# (docs/deploy.md).
 run=""
-if [ -n "${WORKER_NICE:-}" ]; then
-  run="nice -n ${WORKER_NICE}"
+if [ "${WORKER_SCHED:-}" = "idle" ]; then
+  run="chrt --idle 0"
 fi
-# shellcheck disable=SC2086  # $run is empty or "nice -n N": split on purpose
+if [ -n "${WORKER_NICE:-}" ]; then
+  run="$run nice -n ${WORKER_NICE}"
+fi
+# shellcheck disable=SC2086  # $run is empty, "chrt --idle 0" and/or "nice -n N": split on purpose
 exec $run celery -A config worker \
   --loglevel="${CELERY_LOGLEVEL:-INFO}" \
   --concurrency="${CELERY_CONCURRENCY:-4}" \
