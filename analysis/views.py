@@ -33,8 +33,8 @@ from analysis.permissions import (
     research_studies,
     research_study,
 )
-from analysis.serializers import job_json
 from analysis.selectors import exclusion_default
+from analysis.serializers import job_json
 from annotation.models import Candidate, Judgment, Participation, Query
 from annotation.selectors.membership import StudyAction, study_allows
 from annotation.selectors.quality import participation_quality

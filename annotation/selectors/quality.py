@@ -64,10 +64,7 @@ def participation_quality(*, study: Study, code: str | None = None) -> list[Part
             answered[participation_id] += 1
             failed[participation_id] += choice != expected
     out = []
-    for p in (
-        participations.order_by("code")
-        .only("pk", "code", "screened_out_at", "excluded_at", "exclusion_reason")
-    ):
+    for p in participations.order_by("code").only("pk", "code", "screened_out_at", "excluded_at", "exclusion_reason"):
         times = seconds.get(p.pk, [])
         out.append(
             ParticipationQuality(

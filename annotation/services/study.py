@@ -4,7 +4,6 @@ updating a study, setting its status, and the open-study check. The admin and th
 from __future__ import annotations
 
 import math
-
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any

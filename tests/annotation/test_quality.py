@@ -126,7 +126,9 @@ def test_a_failed_check_under_warn_shows_a_gentle_notice_and_carries_on(
     page = client.post(url, {"match_id": check.pk, "choice": "neither"}, follow=True).content.decode()
     assert "did not match it" in page
     # Only once: the next page has no notice.
-    assert "did not match it" not in client.get(reverse("annotation:study", args=["warned"]), follow=True).content.decode()
+    assert (
+        "did not match it" not in client.get(reverse("annotation:study", args=["warned"]), follow=True).content.decode()
+    )
     participation.refresh_from_db()
     assert participation.stopped_at is None and participation.screened_out_at is None
     (quality,) = participation_quality(study=study, code=participation.code)

@@ -96,6 +96,13 @@ API: list[Row] = [
     ("GET", "/api/v1/admin/studies/{slug}/invitations/", STUDY + "invitations/", None, A_API_ANALYSE),
     ("POST", "/api/v1/admin/studies/{slug}/invitations/", STUDY + "invitations/", {"count": 1}, A_API_MANAGE(201)),
     ("GET", "/api/v1/admin/studies/{slug}/progress/", STUDY + "progress/", None, A_API_SEE),
+    (
+        "POST",
+        "/api/v1/admin/studies/{slug}/participations/{code}/exclusion/",
+        STUDY + "participations/{code}/exclusion/",
+        {"reason": "too fast"},
+        A_API_ANALYSE,
+    ),
     ("GET", "/api/v1/admin/failed-candidates/", "/api/v1/admin/failed-candidates/", None, A_API_LIST),
     ("GET", "/api/v1/admin/failed-candidates/{id}/", FAILED, None, (403, 403, 403, 403, 403, 200, 404, 404, 200, 200)),
     ("POST", "/api/v1/admin/failed-candidates/{id}/retry/", FAILED + "retry/", None, A_API_MANAGE(200)),
@@ -166,6 +173,13 @@ PAGES: list[Row] = [
         R_PAGE_ANALYSE(302),
     ),
     ("GET", "/research/studies/<slug:slug>/report/", "/research/studies/{slug}/report/", None, R_PAGE_ANALYSE(302)),
+    (
+        "POST",
+        "/research/studies/<slug:slug>/participations/<str:code>/exclusion/",
+        "/research/studies/{slug}/participations/{code}/exclusion/",
+        {"reason": "too fast"},
+        R_PAGE_ANALYSE(302),
+    ),
     ("GET", "/research/jobs/<int:job_id>/status/", "/research/jobs/{job}/status/", None, R_PAGE_SEE),
     (
         "GET",
