@@ -276,6 +276,34 @@ class StudyAdminForm(forms.ModelForm):
         min_value=LIMITS["max_query_chars"][0], max_value=LIMITS["max_query_chars"][1], initial=1000
     )
     retrieval_k = forms.IntegerField(min_value=LIMITS["retrieval_k"][0], max_value=LIMITS["retrieval_k"][1], initial=10)
+    # Quality control: optional on the form (a form without them keeps the defaults: no checks, warn, 1).
+    check_share = forms.FloatField(
+        required=False, min_value=0, max_value=1, initial=0.0, help_text=Study._meta.get_field("check_share").help_text
+    )
+    check_policy = forms.ChoiceField(required=False, choices=Study.CheckPolicy.choices, initial=Study.CheckPolicy.WARN)
+    check_max_failures = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=1000,
+        initial=1,
+        help_text=Study._meta.get_field("check_max_failures").help_text,
+    )
+    screen_out_url = forms.URLField(
+        required=False,
+        max_length=500,
+        assume_scheme="https",
+        help_text=Study._meta.get_field("screen_out_url").help_text,
+    )
+
+    def clean_check_share(self) -> float:
+        value = self.cleaned_data.get("check_share")
+        return 0.0 if value is None else value
+
+    def clean_check_policy(self) -> str:
+        return self.cleaned_data.get("check_policy") or Study.CheckPolicy.WARN
+
+    def clean_check_max_failures(self) -> int:
+        return self.cleaned_data.get("check_max_failures") or 1
 
     class Meta:
         model = Study
