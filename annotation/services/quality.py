@@ -5,6 +5,7 @@ from the analysis (docs/annotators.md, "Attention checks"; docs/analysis.md, "Ex
 from __future__ import annotations
 
 import random
+import string
 from typing import Any
 
 from django.db import transaction
@@ -19,7 +20,6 @@ from kernel.exceptions import ApplicationError
 # A check match sits after the real matches of its round (index 90 and up), so that (round, index) order
 # shows it between two rounds or after the final, and the tournament's slots (index < size) never meet it.
 CHECK_INDEX = 90
-CHECK_LABEL = "check"
 # The decoy is drawn among this many of the study's newest other summaries: one indexed read, however big.
 DECOY_POOL = 50
 
@@ -46,15 +46,24 @@ def check_match_create(*, bracket: Bracket, study_id: int, candidate_ids: list[i
     real, decoy = rng.choice(sorted(candidate_ids)), rng.choice(decoys)
     expected = rng.choice(["left", "right"])
     left, right = (real, decoy) if expected == "left" else (decoy, real)
+    round_number = rng.randint(1, bracket.rounds)
     return Match.objects.create(
         bracket=bracket,
-        round=rng.randint(1, bracket.rounds),
+        round=round_number,
         index=CHECK_INDEX,
-        label=CHECK_LABEL,
+        # The label of the round's first match: the API shows labels, and "check" would give it away.
+        label=_first_label(round_number, bracket.rounds),
         left_id=left,
         right_id=right,
         check_expected=expected,
     )
+
+
+def _first_label(round_number: int, total_rounds: int) -> str:
+    """As annotation.services.tournament labels the round's first match (round1_ab, round2_abcd, final)."""
+    if round_number == total_rounds:
+        return "final"
+    return f"round{round_number}_{string.ascii_lowercase[: 2**round_number]}"
 
 
 def check_failures(*, participation: Participation) -> int:

@@ -111,6 +111,10 @@ def test_a_check_renders_exactly_like_a_data_match(client: Client, django_captur
     check_page = client.get(url).content.decode()
     assert f'value="{check.pk}"' in check_page
     assert _strip(check_page) == _strip(data_page)
+    # The API shows the same fields, with the label of a tournament match.
+    shown = client.get(f"/api/v1/matches/{check.pk}/").json()
+    data = client.get(f"/api/v1/matches/{query.bracket.matches.get(label='round1_ab', check_expected='').pk}/").json()
+    assert shown.keys() == data.keys() and shown["label"] in ("round1_ab", "final")
 
 
 def test_a_failed_check_under_warn_shows_a_gentle_notice_and_carries_on(
