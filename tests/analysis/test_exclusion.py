@@ -151,3 +151,32 @@ def test_manage_analyze_states_the_rule_and_its_counts_in_the_report_and_the_man
     }
     refused = api.get(url, {"exclude": "fast"})
     assert refused.status_code == 400 and "fast" in refused.content.decode()
+
+
+@pytestmark_db
+def test_the_research_job_form_and_api_take_the_rule_and_keep_it_with_the_job():
+    from django.contrib.auth.models import Group
+
+    from analysis.models import ResearchJob
+
+    StudyFactory(slug="jobs", check_share=0.5)
+    researcher = get_user_model().objects.create_user(username="r", is_superuser=True)
+    researcher.groups.add(Group.objects.get_or_create(name="researchers")[0])
+    client = Client()
+    client.force_login(researcher)
+    start = "/research/studies/jobs/jobs/"
+    client.post(start, {"kind": "report", "n_resamples": "10", "exclusion_form": "1", "exclude": ["speed", "manual"]})
+    client.post(start, {"kind": "export", "format": "csv", "exclusion_form": "1"})  # no box ticked: "none"
+    client.post(start, {"kind": "export", "format": "csv"})  # no form: the study's default
+    assert [j.options["exclude"] for j in ResearchJob.objects.order_by("pk")] == [
+        ["speed", "manual"],
+        [],
+        ["checks", "manual"],
+    ]
+    refused = client.post(
+        "/api/v1/research/studies/jobs/jobs/",
+        {"kind": "report", "options": {"exclude": "checks,fast"}},
+        content_type="application/json",
+    )
+    assert refused.status_code == 400 and "fast" in refused.content.decode()
+    assert ResearchJob.objects.count() == 3
