@@ -114,6 +114,8 @@ class ExportManifest(ResultMixin):
     created_at: str
     files: tuple[ExportedFile, ...]
     includes_texts: bool = False
+    exclusion: Mapping[str, Any] | None = None
+    """The exclusion rule applied to the table and its counts (``ExclusionSummary.to_dict()``); None: none."""
 
     def write(self, path: Path) -> Path:
         path.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
@@ -220,6 +222,7 @@ def _manifest(
     study: str | None,
     filters: Mapping[str, Any] | None,
     seed: int | None,
+    exclusion: Mapping[str, Any] | None = None,
 ) -> ExportManifest:
     if study is None and "study" in frame.columns:
         studies = sorted({str(s) for s in frame["study"].dropna()})
@@ -237,6 +240,7 @@ def _manifest(
         created_at=now_iso(),
         files=tuple(files),
         includes_texts=any(c in frame.columns for c in TEXT_COLUMNS),
+        exclusion=dict(exclusion) if exclusion is not None else None,
     )
 
 
@@ -247,12 +251,13 @@ def write_comparisons(
     study: str | None = None,
     filters: Mapping[str, Any] | None = None,
     seed: int | None = None,
+    exclusion: Mapping[str, Any] | None = None,
 ) -> ExportManifest:
     """Write one file (format from the suffix: .csv, .jsonl, .parquet) and ``<file>.manifest.json`` beside it."""
     fmt = path.suffix.lstrip(".").lower()
     frame = _prepare(table)
     exported = _write_one(frame, path, fmt)
-    manifest = _manifest(frame, [exported], study=study, filters=filters, seed=seed)
+    manifest = _manifest(frame, [exported], study=study, filters=filters, seed=seed, exclusion=exclusion)
     manifest.write(path.with_name(path.name + ".manifest.json"))
     return manifest
 
@@ -278,11 +283,12 @@ def export_comparisons(
     study: str | None = None,
     filters: Mapping[str, Any] | None = None,
     seed: int | None = None,
+    exclusion: Mapping[str, Any] | None = None,
 ) -> ExportManifest:
     """Write the table in several formats and one ``<stem>.manifest.json`` listing every file's sha256."""
     frame = _prepare(table)
     files = [_write_one(frame, out_dir / f"{stem}.{fmt}", fmt) for fmt in formats]
-    manifest = _manifest(frame, files, study=study, filters=filters, seed=seed)
+    manifest = _manifest(frame, files, study=study, filters=filters, seed=seed, exclusion=exclusion)
     manifest.write(out_dir / f"{stem}.manifest.json")
     return manifest
 

@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from django.db.models import QuerySet
 
 from analysis.stats.systems import system_id
 from annotation.models import Candidate, Judgment, Study
+from annotation.selectors.quality import participation_quality
+from kernel.exceptions import ApplicationError
 from scoring.core.judges import JudgeIdentity, judge_column
 from scoring.models import CandidateScore, PairwiseVote
 
+# The reasons of analysis.stats.exclusion.REASONS, here too so that the web process checks a rule without
+# loading the statistics package (pandas).
+EXCLUSION_REASONS = ("checks", "speed", "manual")
 BRACKET_PAIRS = {"round1_ab": "AB", "round1_cd": "CD", "final": "final"}
 
 
 def _judgments(study: Study) -> QuerySet[Judgment]:
     return (
-        Judgment.objects.filter(match__bracket__query__participation__study=study)
+        # Attention checks are never data (annotation.services.quality): not in the table, nor anything built on it.
+        Judgment.objects.filter(match__bracket__query__participation__study=study, match__check_expected="")
         .select_related(
             "match__bracket__query__participation",
             "match__left__system",
@@ -143,6 +150,71 @@ def comparison_rows(
             row[f"left__{metric}"], row[f"right__{metric}"] = pair if pair else (None, None)
         rows.append(row)
     return rows
+
+
+def exclusion_default(*, study: Study) -> tuple[str, ...]:
+    """The reasons applied when none are asked for: manual exclusions always; failed checks when the study
+    inserts checks; the speed flag when it sets a speed threshold (docs/analysis.md, "Exclusion rule")."""
+    reasons = ["manual"]
+    if study.check_share > 0:
+        reasons.insert(0, "checks")
+    if study.speed_threshold_seconds is not None:
+        reasons.insert(-1, "speed")
+    return tuple(reasons)
+
+
+def exclusion_reasons(*, study: Study, exclude: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The reasons of an asked-for rule (``"checks,speed,manual"``, ``"none"``, a list), or the study's default.
+    An unknown reason is an ApplicationError naming it (a field error on ``exclude``)."""
+    if exclude is None:
+        return exclusion_default(study=study)
+    parts = exclude.split(",") if isinstance(exclude, str) else list(exclude)
+    names = [str(p).strip().lower() for p in parts if str(p).strip()]
+    if names == ["none"]:
+        return ()
+    unknown = [n for n in names if n not in EXCLUSION_REASONS]
+    if unknown:
+        raise ApplicationError(
+            f"Unknown exclusion reason {', '.join(unknown)}: choose among {', '.join(EXCLUSION_REASONS)} "
+            "(comma-separated), or none.",
+            field="exclude",
+        )
+    return tuple(r for r in EXCLUSION_REASONS if r in names)
+
+
+def annotator_flags(*, study: Study) -> dict[str, Any]:
+    """Each participation's quality flags by its code, as ``analysis.stats.exclusion.AnnotatorFlags``."""
+    from analysis.stats.exclusion import AnnotatorFlags  # the statistics package loads pandas: on demand only
+
+    return {
+        q.code: AnnotatorFlags(checks=q.checks_flagged, speed=q.speed_flagged, manual=q.excluded)
+        for q in participation_quality(study=study)
+    }
+
+
+def comparison_rows_kept(
+    *, study: Study, exclude: str | Sequence[str] | None = None, with_scores: bool = True
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The comparison rows the exclusion rule keeps, and what it left out (``ExclusionSummary.to_dict()``)."""
+    from analysis.stats.exclusion import ExclusionRule, exclusion_summary  # loads pandas: on demand only
+
+    rule = ExclusionRule(exclusion_reasons(study=study, exclude=exclude))
+    rows = comparison_rows(study=study, with_scores=with_scores)
+    summary = exclusion_summary(Counter(str(r["annotator"]) for r in rows), annotator_flags(study=study), rule)
+    dropped = set(summary.excluded_annotators)
+    return [r for r in rows if r["annotator"] not in dropped], summary.to_dict()
+
+
+def analysis_frame(
+    *, study: Study, exclude: str | Sequence[str] | None = None, metrics: list[str] | None = None
+) -> tuple[Any, Any]:
+    """The comparison table as every analysis and export of the study uses it: without attention checks, and
+    without the comparisons the exclusion rule (``exclude``, default the study's) leaves out; with the
+    ``ExclusionSummary`` saying what was left out, for the report and the manifest."""
+    from analysis.stats.exclusion import ExclusionRule, apply_exclusion  # loads pandas: on demand only
+
+    rule = ExclusionRule(exclusion_reasons(study=study, exclude=exclude))
+    return apply_exclusion(comparison_frame(study=study, metrics=metrics), annotator_flags(study=study), rule)
 
 
 def comparison_frame(*, study: Study, metrics: list[str] | None = None) -> Any:

@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from analysis.models import ResearchJob
-from analysis.selectors import comparison_frame
+from analysis.selectors import analysis_frame, exclusion_reasons
 from annotation.models import Candidate, Study
 from kernel import leases
 from kernel.exceptions import ApplicationError
@@ -180,10 +180,17 @@ def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
 def research_job_start(
     *, study: Study, kind: str, options: dict[str, Any] | None = None, by: Any = None
 ) -> ResearchJob:
+    options = _validate(kind, options or {})
+    if kind in (ResearchJob.Kind.EXPORT, ResearchJob.Kind.REPORT):
+        # The rule is resolved now (the study's default when none is asked for) and kept with the job.
+        exclude = options.get("exclude")
+        if exclude is not None and not isinstance(exclude, str | list):
+            raise ApplicationError("exclude must be a comma-separated text or a list of reasons.", field="exclude")
+        options["exclude"] = list(exclusion_reasons(study=study, exclude=exclude))
     job = ResearchJob.objects.create(
         study=study,
         kind=kind,
-        options=_validate(kind, options or {}),
+        options=options,
         created_by=by if by is not None and getattr(by, "is_authenticated", False) else None,
         queued_at=timezone.now(),
     )
@@ -310,14 +317,20 @@ def _run_export(job: ResearchJob, out: Path) -> dict[str, Any]:
     from analysis.exports import export_comparisons
 
     _progress(job, 10, "reading comparisons")
-    frame = comparison_frame(study=job.study)
+    frame, exclusion = analysis_frame(study=job.study, exclude=job.options.get("exclude"))
     if job.options.get("include_texts"):
         from analysis.texts import with_texts  # beside the frame: pandas is loaded by now
 
         frame = with_texts(frame, study=job.study)
     _progress(job, 60, f"writing {len(frame)} rows")
     manifest = export_comparisons(
-        frame, out, formats=[job.options["format"]], study=job.study.slug, filters={}, seed=job.options.get("seed")
+        frame,
+        out,
+        formats=[job.options["format"]],
+        study=job.study.slug,
+        filters={},
+        seed=job.options.get("seed"),
+        exclusion=exclusion.to_dict(),
     )
     return manifest.to_dict()
 
@@ -336,18 +349,22 @@ def _run_report(job: ResearchJob, out: Path) -> dict[str, Any]:
     from analysis.stats.analyze import analyze
 
     _progress(job, 10, "reading comparisons")
-    frame = comparison_frame(study=job.study)
+    frame, exclusion = analysis_frame(study=job.study, exclude=job.options.get("exclude"))
     if frame.empty:
-        raise ApplicationError("This study has no answered comparisons yet.")
+        raise ApplicationError(
+            "This study has no answered comparisons yet."
+            if not exclusion.total_comparisons
+            else f"The exclusion rule ({exclusion.rule}) left no comparisons to analyse."
+        )
     _progress(job, 30, f"analysing {len(frame)} comparisons")
     config = analysis_config_for(
         frame, seed=job.options["seed"], n_resamples=job.options["n_resamples"], extra=job.options.get("config")
     )
-    report = analyze(frame, config=config)
+    report = analyze(frame, config=config, exclusion=exclusion)
     _progress(job, 80, "writing the report")
     # The same files as `manage.py analyze` and the command line: report, tables/*.csv, the exports.
     write_analysis(report, frame, out, title=f"{job.study.title}: analysis", study=job.study.slug)
-    return {"provenance": report.to_dict().get("provenance", {}), "rows": len(frame)}
+    return {"provenance": report.to_dict().get("provenance", {}), "rows": len(frame), "exclusion": exclusion.to_dict()}
 
 
 def _run_stress(job: ResearchJob, out: Path) -> dict[str, Any]:

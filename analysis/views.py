@@ -33,9 +33,12 @@ from analysis.permissions import (
     research_studies,
     research_study,
 )
+from analysis.selectors import exclusion_default
 from analysis.serializers import job_json
-from annotation.models import Candidate, Judgment, Query
+from annotation.models import Candidate, Judgment, Participation, Query
 from annotation.selectors.membership import StudyAction, study_allows
+from annotation.selectors.quality import participation_quality
+from annotation.services.quality import participation_exclude, participation_include
 from kernel.exceptions import ApplicationError
 from scoring.models import ScoringRun
 from scoring.services import scoring_run_start
@@ -82,10 +85,18 @@ def study_list(request: HttpRequest) -> HttpResponse:
     return render(request, "analysis/study_list.html", {"studies": studies})
 
 
+EXCLUSION_CHOICES = (
+    ("checks", "failed attention checks"),
+    ("speed", "speed flag"),
+    ("manual", "manual exclusions"),
+)
+
+
 @researcher_required
 def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     study = research_study(user=request.user, slug=slug)
-    judgments = Judgment.objects.filter(match__bracket__query__participation__study=study)
+    # Attention checks are not data: the counts leave them out (their pass rates are under "Quality").
+    judgments = Judgment.objects.filter(match__bracket__query__participation__study=study, match__check_expected="")
     seconds = [s for s in judgments.values_list("seconds_on_page", flat=True) if s is not None]
 
     context = {
@@ -109,8 +120,29 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         ).first(),
         "error": request.GET.get("error", ""),
         "can_analyse": study_allows(user=request.user, study=study, action=StudyAction.ANALYSE),
+        "quality": participation_quality(study=study),
+        "exclusion_default": exclusion_default(study=study),
+        "exclusion_choices": EXCLUSION_CHOICES,
     }
     return render(request, "analysis/study_dashboard.html", context)
+
+
+@researcher_required
+@require_POST
+def participation_exclusion(request: HttpRequest, slug: str, code: str) -> HttpResponse:
+    """Exclude a participation from the analysis with a reason (``reason``), or undo it (``undo=1``)."""
+    study = research_study(user=request.user, slug=slug, action=StudyAction.ANALYSE)
+    participation = Participation.objects.select_related("study").filter(study=study, code=code).first()
+    if participation is None:
+        raise Http404("No such participation in this study.")
+    try:
+        if request.POST.get("undo") == "1":
+            participation_include(participation=participation, by=request.user)
+        else:
+            participation_exclude(participation=participation, reason=request.POST.get("reason", ""), by=request.user)
+    except ApplicationError as error:
+        return redirect(f"{reverse('analysis:study', args=[slug])}?{urlencode({'error': error.message})}#quality")
+    return redirect(f"{reverse('analysis:study', args=[slug])}#quality")
 
 
 def _seconds(value: float) -> str:
@@ -139,6 +171,9 @@ def job_start(request: HttpRequest, slug: str) -> HttpResponse:
         elif kind == "scoring":
             scoring_run_start(study=study, metrics=request.POST.getlist("metrics"), by=request.user)
             return redirect("analysis:study", slug=slug)
+        if kind in (ResearchJob.Kind.EXPORT, ResearchJob.Kind.REPORT) and request.POST.get("exclusion_form") == "1":
+            # The form's boxes: none ticked is the rule "none", not the study's default.
+            options["exclude"] = request.POST.getlist("exclude") or "none"
         services.research_job_start(study=study, kind=kind, options=options, by=request.user)
     except ApplicationError as error:
         return redirect(f"{reverse('analysis:study', args=[slug])}?{urlencode({'error': error.message})}")

@@ -10,6 +10,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ActionForm
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
@@ -46,6 +47,7 @@ from annotation.services.membership import (
     study_update_as,
 )
 from annotation.services.participation import invitation_create_bulk
+from annotation.services.quality import participation_exclude, participation_include
 from annotation.services.query import query_retry_failed
 from annotation.services.study import (
     LIMITS,
@@ -274,6 +276,34 @@ class StudyAdminForm(forms.ModelForm):
         min_value=LIMITS["max_query_chars"][0], max_value=LIMITS["max_query_chars"][1], initial=1000
     )
     retrieval_k = forms.IntegerField(min_value=LIMITS["retrieval_k"][0], max_value=LIMITS["retrieval_k"][1], initial=10)
+    # Quality control: optional on the form (a form without them keeps the defaults: no checks, warn, 1).
+    check_share = forms.FloatField(
+        required=False, min_value=0, max_value=1, initial=0.0, help_text=Study._meta.get_field("check_share").help_text
+    )
+    check_policy = forms.ChoiceField(required=False, choices=Study.CheckPolicy.choices, initial=Study.CheckPolicy.WARN)
+    check_max_failures = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=1000,
+        initial=1,
+        help_text=Study._meta.get_field("check_max_failures").help_text,
+    )
+    screen_out_url = forms.URLField(
+        required=False,
+        max_length=500,
+        assume_scheme="https",
+        help_text=Study._meta.get_field("screen_out_url").help_text,
+    )
+
+    def clean_check_share(self) -> float:
+        value = self.cleaned_data.get("check_share")
+        return 0.0 if value is None else value
+
+    def clean_check_policy(self) -> str:
+        return self.cleaned_data.get("check_policy") or Study.CheckPolicy.WARN
+
+    def clean_check_max_failures(self) -> int:
+        return self.cleaned_data.get("check_max_failures") or 1
 
     class Meta:
         model = Study
@@ -445,10 +475,31 @@ class QueryInline(ReadOnlyInline):
     fields = ["index", "text", "status", "created_at"]
 
 
+class ExclusionActionForm(ActionForm):
+    """The changelist's action bar with the reason a manual exclusion needs."""
+
+    reason = forms.CharField(required=False, max_length=1000, label="Reason (to exclude)")
+
+
 @admin.register(Participation)
 class ParticipationAdmin(StudyScopedAdmin):
-    list_display = ["code", "study", "consented_at", "queries_ranked", "queries_asked", "completed_at", "stopped_at"]
-    list_filter = [("study", STUDY_FILTER), ("completed_at", admin.EmptyFieldListFilter)]
+    list_display = [
+        "code",
+        "study",
+        "consented_at",
+        "queries_ranked",
+        "queries_asked",
+        "completed_at",
+        "stopped_at",
+        "screened_out_at",
+        "excluded_at",
+        "exclusion_reason",
+    ]
+    list_filter = [
+        ("study", STUDY_FILTER),
+        ("completed_at", admin.EmptyFieldListFilter),
+        ("excluded_at", admin.EmptyFieldListFilter),
+    ]
     search_fields = ["code", "completion_code"]
     readonly_fields = [
         "study",
@@ -459,8 +510,42 @@ class ParticipationAdmin(StudyScopedAdmin):
         "completed_at",
         "completion_code",
         "stopped_at",
+        "screened_out_at",
+        "excluded_at",
+        "exclusion_reason",
+        "excluded_by",
     ]
     inlines = [PersonaInline, QueryInline]
+    action_form = ExclusionActionForm
+    actions = ["exclude_participations", "include_participations"]
+
+    def _each(self, request: HttpRequest, queryset: QuerySet[Participation], write: Any, done: str) -> None:
+        """Apply one service per participation; each refusal (role too low, no reason) is reported, not raised."""
+        changed, refused = 0, []
+        for participation in queryset.select_related("study"):
+            try:
+                write(participation)
+                changed += 1
+            except ApplicationError as error:
+                refused.append(f"{participation.code}: {error.message}")
+        if changed:
+            self.message_user(request, f"{changed} participation(s) {done}.", messages.SUCCESS)
+        for line in refused:
+            self.message_user(request, line, messages.ERROR)
+
+    @admin.action(description="Exclude from the analysis (with the reason above)", permissions=["view"])
+    def exclude_participations(self, request: HttpRequest, queryset: QuerySet[Participation]) -> None:
+        reason = request.POST.get("reason", "")
+        self._each(
+            request,
+            queryset,
+            lambda p: participation_exclude(participation=p, reason=reason, by=request.user),
+            "excluded",
+        )
+
+    @admin.action(description="Undo the exclusion", permissions=["view"])
+    def include_participations(self, request: HttpRequest, queryset: QuerySet[Participation]) -> None:
+        self._each(request, queryset, lambda p: participation_include(participation=p, by=request.user), "included")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Participation]:
         return (

@@ -55,6 +55,31 @@ class Study(models.Model):
         default=False,
         help_text="Every first-round match pairs a persona system with a generic one (needs as many of each).",
     )
+
+    # --- quality control (docs/annotators.md, "Attention checks"; docs/analysis.md, "Exclusion rule") ---
+    class CheckPolicy(models.TextChoices):
+        WARN = "warn", "Warn: show a gentle notice after a failed check"
+        STOP = "stop", "Stop: end the participation after the set number of failed checks"
+
+    check_share = models.FloatField(
+        default=0.0,
+        help_text="Share of questions (0 to 1) whose comparisons include one attention check: this question's "
+        "summary against one written for another question. 0: no checks.",
+    )
+    check_policy = models.CharField(max_length=4, choices=CheckPolicy.choices, default=CheckPolicy.WARN)
+    check_max_failures = models.PositiveSmallIntegerField(
+        default=1,
+        help_text="Failed checks that end the participation (stop policy) and exclude it from the analysis "
+        "(the 'checks' exclusion rule).",
+    )
+    speed_threshold_seconds = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Flag a participation whose median time per comparison is under this many seconds. Empty: no flag.",
+    )
+    screen_out_url = models.URLField(
+        max_length=500, blank=True, help_text="Where a screened-out annotator is sent (crowd platforms' return link)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -68,6 +93,8 @@ class Study(models.Model):
                 condition=Q(min_ranked_questions__gte=1, min_ranked_questions__lte=models.F("queries_per_annotator")),
                 name="study_min_ranked_within_queries",
             ),
+            models.CheckConstraint(condition=Q(check_share__gte=0, check_share__lte=1), name="study_check_share_0_1"),
+            models.CheckConstraint(condition=Q(check_max_failures__gte=1), name="study_check_failures_at_least_one"),
         ]
 
     def __str__(self) -> str:
@@ -130,11 +157,24 @@ class Participation(models.Model):
     # Ended early with fewer ranked questions than the study asks: no completion code; the researcher
     # compensates by hand, looking the participation up by its `code`. `completed_at` stays empty.
     stopped_at = models.DateTimeField(null=True, blank=True)
+    # Ended by the study's check policy (stop after N failed checks): `stopped_at` is set too.
+    screened_out_at = models.DateTimeField(null=True, blank=True)
+    # A researcher's manual exclusion from the analysis (annotation.services.quality); undone by clearing it.
+    excluded_at = models.DateTimeField(null=True, blank=True)
+    exclusion_reason = models.TextField(blank=True, default="")
+    excluded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created_at"]
-        constraints = [models.UniqueConstraint(fields=["study", "annotator"], name="one_participation_per_study")]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "annotator"], name="one_participation_per_study"),
+            models.CheckConstraint(
+                condition=Q(excluded_at__isnull=True) | ~Q(exclusion_reason=""), name="exclusion_has_reason"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.code} in {self.study.slug}"
@@ -344,6 +384,11 @@ class Match(models.Model):
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
     created_at = models.DateTimeField(auto_now_add=True)
     shown_at = models.DateTimeField(null=True, blank=True)
+    # An attention check (not data): the side holding this question's own summary, the other side being a
+    # summary written for another question. Empty for every tournament match.
+    check_expected = models.CharField(
+        max_length=5, blank=True, default="", choices=[("left", "Left"), ("right", "Right")]
+    )
 
     class Meta:
         ordering = ["bracket", "round", "index"]

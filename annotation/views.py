@@ -6,6 +6,7 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.core import signing
@@ -14,6 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, QueryForm
@@ -32,6 +34,7 @@ from annotation.services.participation import (
     participation_queries_used,
 )
 from annotation.services.persona import persona_current, persona_save
+from annotation.services.quality import check_failed
 from annotation.services.query import query_discard, query_mark_wait_shown, query_resend, query_submit
 from annotation.services.tournament import CHOICE_WORDS, judgment_record, match_mark_shown
 from kernel.exceptions import ApplicationError
@@ -354,6 +357,13 @@ def _refused_answer(request: HttpRequest, participation: Participation, query: Q
     )
 
 
+# Shown after a failed attention check under the "warn" policy (docs/annotators.md).
+CHECK_WARNING = gettext_lazy(
+    "A note on your last answer: some comparisons have an answer we know, and yours did not match it. "
+    "Please read both summaries against your question before choosing. Thank you!"
+)
+
+
 @login_required(login_url="annotation:home")
 @require_http_methods(["GET", "POST"])
 def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
@@ -379,6 +389,11 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
             if error.status != 409 or "recorded_choice" not in error.extra:
                 return _error_page(request, error, study=participation.study)
             return _refused_answer(request, participation, query, match.pk)
+        if (
+            check_failed(match=match, choice=form.cleaned_data["choice"])
+            and participation.study.check_policy == Study.CheckPolicy.WARN
+        ):
+            messages.info(request, CHECK_WARNING)
         # Post/redirect/get: a reload or the back button never re-sends an answer.
         return redirect("annotation:study", slug=slug)
     if unavailable := _unavailable(participation):

@@ -89,7 +89,8 @@ def _judge_runner(options: Mapping[str, Any]) -> Any:
 
 def _answered_match_ids(study: Study) -> list[int]:
     return list(
-        Judgment.objects.filter(match__bracket__query__participation__study=study)
+        # Attention checks are not data: the pairwise judge spends no model call on them.
+        Judgment.objects.filter(match__bracket__query__participation__study=study, match__check_expected="")
         .order_by("match_id")
         .values_list("match_id", flat=True)
     )

@@ -21,7 +21,7 @@ from analysis import services
 from analysis.downloads import stored_file_response
 from analysis.models import ResearchJob
 from analysis.permissions import IsResearcher, research_job, research_job_file, research_study
-from analysis.selectors import comparison_rows
+from analysis.selectors import comparison_rows_kept
 from analysis.serializers import job_json
 from annotation.selectors.membership import StudyAction
 from kernel.storable import json_problem
@@ -65,7 +65,9 @@ class ComparisonsApi(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request: Request, slug: str) -> Response:
         study = _scoped(lambda: research_study(user=request.user, slug=slug))
-        return Response({"study": study.slug, "rows": comparison_rows(study=study)})
+        # ?exclude=checks,speed,manual (or none); default the study's rule. Attention checks are never rows.
+        rows, exclusion = comparison_rows_kept(study=study, exclude=request.query_params.get("exclude"))
+        return Response({"study": study.slug, "exclusion": exclusion, "rows": rows})
 
 
 class JobsApi(APIView):

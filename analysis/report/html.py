@@ -64,6 +64,23 @@ def _figure(svg: str, caption: str) -> str:
     return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
 
 
+def _exclusion_section(report: AnalysisReport) -> str:
+    """The exclusion rule and what it left out, per reason, zero counts included."""
+    ex = report.exclusion
+    if ex is None:
+        return "<h2>Exclusions</h2><p id='exclusion-rule'>No exclusion rule applied (a table from a file).</p>"
+    rows = [[escape(r), str(ex.participations[r]), str(ex.comparisons[r])] for r in ex.participations]
+    rows.append(["total (each once)", str(ex.total_participations), str(ex.total_comparisons)])
+    return "\n".join(
+        [
+            "<h2>Exclusions</h2>",
+            f"<p id='exclusion-rule'>Exclusion rule: <code>{escape(ex.rule)}</code>. Every statistic, table and "
+            f"plot below uses the {ex.kept_comparisons} comparisons it kept; attention checks are never data.</p>",
+            _table(["reason", "participations", "comparisons"], rows),
+        ]
+    )
+
+
 def _stage_section(report: AnalysisReport) -> str:
     """The stages the table holds (round1 .. final, from the data), so a reader sees the bracket's shape."""
     if not report.stages:
@@ -504,6 +521,7 @@ def render_html(
         f"<h1>{escape(title)}</h1>",
         "<h2>Data and settings</h2>",
         "<dl>" + "".join(f"<dt>{escape(k)}</dt><dd><code>{escape(v)}</code></dd>" for k, v in prov) + "</dl>",
+        _exclusion_section(report),
         notes,
         _stage_section(report),
         _win_rate_section(report),

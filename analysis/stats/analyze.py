@@ -21,6 +21,7 @@ from analysis.stats.bootstrap import ClusterResampler
 from analysis.stats.bradley_terry import BradleyTerryResult, bradley_terry
 from analysis.stats.config import AnalysisConfig
 from analysis.stats.errors import AnalysisError
+from analysis.stats.exclusion import ExclusionSummary
 from analysis.stats.metric_info import describe_metrics
 from analysis.stats.provenance import Provenance, code_version, now_iso, table_checksum
 from analysis.stats.regression import LogisticRegressionResult, fit_personalization_logit
@@ -48,6 +49,9 @@ class AnalysisReport(ResultMixin):
     notes: tuple[str, ...]
     warnings: tuple[str, ...] = ()
     """What a reader must see before the numbers (e.g. few annotators); shown above the win rates."""
+    exclusion: ExclusionSummary | None = None
+    """The exclusion rule applied before every statistic and what it left out; None: no rule was applied
+    (a table from a file carries no quality flags)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = json_safe({k: getattr(self, k) for k in self.__dataclass_fields__ if k != "config"})
@@ -66,6 +70,7 @@ class AnalysisReport(ResultMixin):
             + ", ".join(
                 f"{s.stage} {s.matches} matches ({s.decided} decided, {s.neither} neither)" for s in self.stages
             ),
+            self.exclusion.sentence() if self.exclusion else "Exclusion rule: none applied.",
             self.win_rates.summary(),
         ]
         for section in (self.regression, self.agreement, self.bradley_terry):
@@ -102,8 +107,13 @@ def _bracket_size_notes(frame: pd.DataFrame) -> list[str]:
     ]
 
 
-def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> AnalysisReport:
+def analyze(
+    table: pd.DataFrame, *, config: AnalysisConfig | None = None, exclusion: ExclusionSummary | None = None
+) -> AnalysisReport:
     """Compute the whole report for a comparison table (see ``docs/comparison-table.md``).
+
+    ``exclusion`` states the rule already applied to ``table`` (``analysis.stats.exclusion.apply_exclusion``),
+    so that the report says what was left out; the table is analysed as given.
 
     Raises ``AnalysisError`` for a table that breaks the contract; a section the data cannot support
     (e.g. the regression without mixed-condition matches) is left ``None`` and explained in ``notes``.
@@ -232,6 +242,7 @@ def analyze(table: pd.DataFrame, *, config: AnalysisConfig | None = None) -> Ana
         page_times=page_times(t),
         notes=tuple(notes),
         warnings=(few,) if few else (),
+        exclusion=exclusion,
     )
 
 

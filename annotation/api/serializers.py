@@ -271,6 +271,9 @@ class ProgressSerializer(serializers.Serializer):
     outcome = serializers.SerializerMethodField()
     queries_total = serializers.IntegerField()
     queries_ranked = serializers.IntegerField()
+    screened_out_at = serializers.DateTimeField(allow_null=True)
+    excluded_at = serializers.DateTimeField(allow_null=True)
+    exclusion_reason = serializers.CharField()
 
     def get_outcome(self, obj: Participation) -> str:
         """completed (earned a code), stopped (left with too few ranked questions, no code) or in_progress."""
@@ -282,3 +285,25 @@ class ProgressSerializer(serializers.Serializer):
 class MembershipSerializer(serializers.Serializer):
     username = serializers.CharField(max_length=150)
     role = serializers.ChoiceField(choices=StudyMembership.Role.choices)
+
+
+class ExclusionSerializer(serializers.Serializer):
+    excluded = serializers.BooleanField(default=True, help_text="false undoes the exclusion.")
+    reason = serializers.CharField(
+        max_length=1000, required=False, allow_blank=True, help_text="Why it is left out (needed to exclude)."
+    )
+
+
+class QualitySerializer(serializers.Serializer):
+    """A participation's attention checks, pace and exclusion (annotation.selectors.quality)."""
+
+    code = serializers.CharField()
+    checks_answered = serializers.IntegerField()
+    checks_failed = serializers.IntegerField()
+    pass_rate = serializers.FloatField(allow_null=True)
+    median_seconds = serializers.FloatField(allow_null=True)
+    speed_flagged = serializers.BooleanField()
+    checks_flagged = serializers.BooleanField()
+    screened_out = serializers.BooleanField()
+    excluded = serializers.BooleanField()
+    exclusion_reason = serializers.CharField()

@@ -18,6 +18,7 @@ from annotation.api import serializers as s
 from annotation.models import Candidate, Match, Participation, Query, Study
 from annotation.selectors.generation import candidates_failed
 from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
+from annotation.selectors.quality import participation_quality
 from annotation.selectors.study import study_progress
 from annotation.selectors.tournament import match_current, match_own
 from annotation.services.generation import candidate_retry, candidates_retry_failed
@@ -29,6 +30,7 @@ from annotation.services.membership import (
 )
 from annotation.services.participation import invitation_create_bulk, invitation_join, participation_finish
 from annotation.services.persona import persona_save
+from annotation.services.quality import participation_exclude, participation_include
 from annotation.services.query import query_discard, query_resend, query_submit
 from annotation.services.tournament import judgment_record, match_mark_shown
 from kernel.exceptions import ApplicationError
@@ -241,6 +243,9 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         "invitations:GET": ["annotation.view_study", "annotation.view_invitation"],
         "invitations:POST": ["annotation.view_study", "annotation.add_invitation"],
         "progress": ["annotation.view_study", "annotation.view_participation"],
+        # A manual exclusion is a research decision on the data, not an edit of the participation: the read
+        # permission with an owner's or researcher's role (docs/permissions.md).
+        "exclusion": ["annotation.view_study", "annotation.view_participation"],
         "metadata": ["annotation.view_study"],  # OPTIONS
     }
     serializer_class = s.StudySerializer
@@ -300,6 +305,23 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
     @action(detail=True, methods=["get"])
     def progress(self, request: Request, slug: str) -> Response:
         return Response(s.ProgressSerializer(study_progress(study=self.get_object()), many=True).data)
+
+    @extend_schema(request=s.ExclusionSerializer, responses=s.QualitySerializer)
+    @action(detail=True, methods=["post"], url_path=r"participations/(?P<code>[A-Z0-9]{1,16})/exclusion")
+    def exclusion(self, request: Request, slug: str, code: str) -> Response:
+        """{"reason": ...}: exclude the participation from the analysis; {"excluded": false}: undo. Idempotent."""
+        study = self.get_object()
+        participation = get_object_or_404(Participation.objects.select_related("study"), study=study, code=code)
+        body = s.ExclusionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        if body.validated_data["excluded"]:
+            participation_exclude(
+                participation=participation, reason=body.validated_data.get("reason", ""), by=request.user
+            )
+        else:
+            participation_include(participation=participation, by=request.user)
+        (quality,) = participation_quality(study=study, code=code)
+        return Response(s.QualitySerializer(quality.to_dict()).data)
 
 
 class StudyMembersApi(APIView):

@@ -48,6 +48,8 @@ def match_progress(*, match: Match) -> tuple[int, int]:
     bracket = match.bracket
     answered = sum(1 for status, _ in slots.values() if status == Match.Status.ANSWERED)
     total = sum(playable(r, i) for r in range(1, bracket.rounds + 1) for i in range(bracket.size >> r))
+    # Attention checks (their slots lie past the bracket's) count like any comparison: nothing tells them apart.
+    total += sum(1 for _, i in slots if i >= bracket.size)
     return answered, total
 
 

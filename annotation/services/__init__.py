@@ -7,6 +7,8 @@ before it, so there is no import cycle (tests/annotation/test_module_layers.py h
   the check that it is open for annotation.
 - `participation`: invitations (bulk creation, checking a link, accepting or joining it idempotently)
   and a participation's questions used and finish (which is also "stop the study").
+- `quality`: attention checks (inserting one into a bracket, counting failures), the study's check policy
+  (screening a participation out), and a researcher's manual exclusion of a participation and its undo.
 - `persona`: the annotator's self-description, versioned until the first question.
 - `tournament`: drawing a query's bracket, creating and advancing matches, marking a match shown,
   and recording a choice (`judgment_record`).

@@ -3,6 +3,7 @@ updating a study, setting its status, and the open-study check. The admin and th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,12 @@ STUDY_FIELDS = (
     "retrieval_settings",
     "prompt_template",
     "constrained_first_round",
+    # quality control (docs/annotators.md, "Attention checks")
+    "check_share",
+    "check_policy",
+    "check_max_failures",
+    "speed_threshold_seconds",
+    "screen_out_url",
 )
 SYSTEM_FIELDS = ("label", "model_name", "condition", "generation_backend", "backend_settings", "order")
 # Inclusive bounds; beyond them a study cannot be run (a question longer than the API accepts, more
@@ -294,6 +301,7 @@ def study_validate(
     if not isinstance(constrained, bool):
         raise ApplicationError("Constrained first round must be true or false.", field="constrained_first_round")
     _validate_corpus_path(retrieval_settings)
+    _validate_quality(fields)
     if study is not None and study_has_candidates(study=study):
         stored = sorted((system_spec(s) for s in study.systems.all()), key=lambda s: s["id"])
         if sorted(systems, key=lambda s: s["id"] or 0) != stored:
@@ -311,6 +319,36 @@ def study_validate(
     _validate_systems(systems)
     if status == Study.Status.OPEN:
         _validate_design(systems, constrained_first_round=constrained)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _validate_quality(fields: Mapping[str, Any]) -> None:
+    """The quality-control settings: a share of checks from 0 to 1, a known policy, at least one failure."""
+    share = fields.get("check_share", 0.0)
+    if not _number(share) or not 0 <= share <= 1:
+        raise ApplicationError("The share of attention checks must be a number from 0 to 1.", field="check_share")
+    if fields.get("check_policy", Study.CheckPolicy.WARN) not in Study.CheckPolicy.values:
+        raise ApplicationError(
+            f"The check policy must be one of {', '.join(Study.CheckPolicy.values)}.", field="check_policy"
+        )
+    failures = fields.get("check_max_failures", 1)
+    if not isinstance(failures, int) or isinstance(failures, bool) or not 1 <= failures <= 1000:
+        raise ApplicationError("Failed checks before stopping must be from 1 to 1000.", field="check_max_failures")
+    speed = fields.get("speed_threshold_seconds")
+    if speed is not None and (not _number(speed) or not 0 < speed <= 86400):
+        raise ApplicationError(
+            "The speed threshold must be a number of seconds above 0 (at most 86400), or empty.",
+            field="speed_threshold_seconds",
+        )
+    url = fields.get("screen_out_url", "") or ""
+    if not isinstance(url, str) or (url and not url.startswith(("https://", "http://"))) or len(url) > 500:
+        raise ApplicationError(
+            "The screen-out URL must be an http:// or https:// address (at most 500 characters).",
+            field="screen_out_url",
+        )
 
 
 def _save_systems(study: Study, specs: Sequence[Mapping[str, Any]]) -> None:
@@ -353,6 +391,11 @@ def study_create(
     retrieval_settings: Mapping[str, Any] | None = None,
     prompt_template: PromptTemplate | None = None,
     constrained_first_round: bool = False,
+    check_share: float = 0.0,
+    check_policy: str = Study.CheckPolicy.WARN,
+    check_max_failures: int = 1,
+    speed_threshold_seconds: float | None = None,
+    screen_out_url: str = "",
     systems: Iterable[Mapping[str, Any]] | None = None,
     status: str = Study.Status.DRAFT,
 ) -> Study:
@@ -373,6 +416,11 @@ def study_create(
         else retrieval_settings,
         "prompt_template": prompt_template or prompt_template_default(),
         "constrained_first_round": constrained_first_round,
+        "check_share": check_share,
+        "check_policy": check_policy,
+        "check_max_failures": check_max_failures,
+        "speed_threshold_seconds": speed_threshold_seconds,
+        "screen_out_url": screen_out_url,
     }
     specs = _system_specs(_default_systems() if systems is None else systems, [])
     study_validate(fields=fields, systems=specs, status=status)

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study, StudySystem
 from annotation.services.participation import participation_require_active
+from annotation.services.quality import check_apply_policy, check_due, check_failed, check_match_create
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
 from kernel.stamps import stamp_first
@@ -64,8 +65,10 @@ def bracket_create(*, query: Query, seed: int | None = None) -> Bracket:
     seed = secrets.randbits(62) if seed is None else seed
     rng = random.Random(seed)
     candidates = list(query.candidates.select_related("system").order_by("system__order", "pk"))
-    constrained = (
-        Study.objects.filter(participations=query.participation_id).values_list("constrained_first_round", flat=True)
+    study_id, constrained, check_share = (
+        Study.objects.filter(participations=query.participation_id).values_list(
+            "pk", "constrained_first_round", "check_share"
+        )
     ).get()
     candidate_ids = _draw(candidates, rng, constrained_first_round=constrained)
     for position, candidate_id in enumerate(candidate_ids):
@@ -74,6 +77,8 @@ def bracket_create(*, query: Query, seed: int | None = None) -> Bracket:
     for index in range(len(candidate_ids) // 2):
         pair = candidate_ids[2 * index : 2 * index + 2]
         _match_create(bracket=bracket, round_number=1, index=index, entrants=pair)
+    if check_due(seed=seed, share=check_share):
+        check_match_create(bracket=bracket, study_id=study_id, candidate_ids=candidate_ids)
     # A question the annotator set aside while it was generating stays set aside.
     Query.objects.filter(pk=query.pk).exclude(status=Query.Status.DISCARDED).update(status=Query.Status.READY)
     return bracket
@@ -202,5 +207,12 @@ def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment
         return _already_answered(Judgment.objects.get(match=match), choice)
     match.status = Match.Status.ANSWERED
     match.save(update_fields=["status"])
-    _tournament_advance(bracket=match.bracket, match=match)
+    if not match.check_expected:
+        _tournament_advance(bracket=match.bracket, match=match)
+        return judgment
+    # An attention check feeds no round; answered last, it is what completes the question.
+    if not match.bracket.matches.filter(status=Match.Status.PENDING).exists():
+        Query.objects.filter(pk=query.pk, status=Query.Status.READY).update(status=Query.Status.RANKED)
+    if check_failed(match=match, choice=choice):
+        check_apply_policy(participation=query.participation, study=query.participation.study)
     return judgment

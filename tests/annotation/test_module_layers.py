@@ -9,7 +9,7 @@ import annotation
 
 ROOT = Path(annotation.__file__).parent
 # Bottom up, as annotation/services/__init__.py lists them.
-SERVICE_LAYERS = ["study", "participation", "persona", "tournament", "generation", "query", "membership"]
+SERVICE_LAYERS = ["study", "participation", "quality", "persona", "tournament", "generation", "query", "membership"]
 
 
 def _module_level_imports(path: Path) -> set[str]:

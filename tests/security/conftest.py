@@ -58,6 +58,7 @@ class World:
             "study_pk": self.study.pk,
             "other_study_pk": self.other_study.pk,
             "participation": self.participation.pk,
+            "code": self.participation.code,
             "query": self.query.pk,
             "match": self.match.pk,
             "candidate": self.failed.pk,

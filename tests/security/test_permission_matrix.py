@@ -111,6 +111,13 @@ API: list[Row] = [
         None,
         A_API_MANAGE(204),
     ),
+    (
+        "POST",
+        "/api/v1/admin/studies/{slug}/participations/{code}/exclusion/",
+        STUDY + "participations/{code}/exclusion/",
+        {"reason": "too fast"},
+        A_API_ANALYSE,
+    ),
     ("GET", "/api/v1/admin/failed-candidates/", "/api/v1/admin/failed-candidates/", None, A_API_LIST),
     ("GET", "/api/v1/admin/failed-candidates/{id}/", FAILED, None, (403, 403, 403, 403, 403, 200, 404, 404, 200, 200)),
     ("POST", "/api/v1/admin/failed-candidates/{id}/retry/", FAILED + "retry/", None, A_API_MANAGE(200)),
@@ -181,6 +188,13 @@ PAGES: list[Row] = [
         R_PAGE_ANALYSE(302),
     ),
     ("GET", "/research/studies/<slug:slug>/report/", "/research/studies/{slug}/report/", None, R_PAGE_ANALYSE(302)),
+    (
+        "POST",
+        "/research/studies/<slug:slug>/participations/<str:code>/exclusion/",
+        "/research/studies/{slug}/participations/{code}/exclusion/",
+        {"reason": "too fast"},
+        R_PAGE_ANALYSE(302),
+    ),
     ("GET", "/research/jobs/<int:job_id>/status/", "/research/jobs/{job}/status/", None, R_PAGE_SEE),
     (
         "GET",

@@ -9,11 +9,12 @@ from django.core.management.base import BaseCommand, CommandError
 
 from analysis.cli import main, report_messages
 from analysis.report.bundle import write_analysis
-from analysis.selectors import comparison_frame
+from analysis.selectors import analysis_frame
 from analysis.services import DEFAULT_RESAMPLES, DEFAULT_SEED, analysis_config_for
 from analysis.stats.analyze import analyze
 from analysis.stats.errors import AnalysisError
 from annotation.models import Study
+from kernel.exceptions import ApplicationError
 
 
 class Command(BaseCommand):
@@ -28,6 +29,12 @@ class Command(BaseCommand):
         parser.add_argument("--out", type=Path, required=True)
         parser.add_argument("--seed", type=int, default=None)
         parser.add_argument("--resamples", type=int, default=None)
+        parser.add_argument(
+            "--exclude",
+            default=None,
+            help="exclusion rule for a study: reasons among checks, speed, manual (comma-separated), or none; "
+            "default: manual, plus checks and speed when the study uses them (docs/analysis.md)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         extra = []
@@ -36,6 +43,8 @@ class Command(BaseCommand):
         if options["resamples"] is not None:
             extra += ["--resamples", str(options["resamples"])]
         if options["comparisons"]:
+            if options["exclude"] is not None:
+                raise CommandError("--exclude applies to --study: a table from a file carries no quality flags.")
             code = main(["--comparisons", str(options["comparisons"]), "--out", str(options["out"]), *extra])
             if code:
                 raise CommandError("analysis failed (see the message above)")
@@ -46,13 +55,22 @@ class Command(BaseCommand):
         study = Study.objects.filter(slug=options["study"]).first()
         if study is None:
             raise CommandError(f"No study with the slug {options['study']!r}.")
-        frame = comparison_frame(study=study)
+        try:
+            frame, exclusion = analysis_frame(study=study, exclude=options["exclude"])
+        except ApplicationError as error:
+            raise CommandError(f"--exclude: {error.message}") from error
         if frame.empty:
-            raise CommandError(f"Study {study.slug!r} has no answered comparisons yet.")
+            raise CommandError(
+                f"Study {study.slug!r} has no answered comparisons yet."
+                if not exclusion.total_comparisons
+                else f"The exclusion rule ({exclusion.rule}) left no comparisons of {study.slug!r} to analyse."
+            )
         seed = options["seed"] if options["seed"] is not None else DEFAULT_SEED
         resamples = options["resamples"] if options["resamples"] is not None else DEFAULT_RESAMPLES
         try:
-            report = analyze(frame, config=analysis_config_for(frame, seed=seed, n_resamples=resamples))
+            report = analyze(
+                frame, config=analysis_config_for(frame, seed=seed, n_resamples=resamples), exclusion=exclusion
+            )
         except (AnalysisError, ValueError) as error:
             raise CommandError(str(error)) from error
         outputs = write_analysis(report, frame, options["out"], title=f"{study.title}: analysis", study=study.slug)
@@ -62,5 +80,6 @@ class Command(BaseCommand):
                 f"{len(outputs.tables)} tables."
             )
         )
+        self.stdout.write(exclusion.sentence())
         for line in report_messages(report):
             self.stdout.write(line)

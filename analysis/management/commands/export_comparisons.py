@@ -8,10 +8,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from analysis.exports import export_comparisons
-from analysis.selectors import comparison_frame
+from analysis.selectors import analysis_frame
 from analysis.services import EXPORT_FORMATS
 from analysis.texts import with_texts
 from annotation.models import Study
+from kernel.exceptions import ApplicationError
 
 
 class Command(BaseCommand):
@@ -27,6 +28,11 @@ class Command(BaseCommand):
             help="add the query, persona, both summaries and the source titles (participants' text: only for a "
             "released dataset)",
         )
+        parser.add_argument(
+            "--exclude",
+            default=None,
+            help="exclusion rule: checks, speed, manual (comma-separated) or none; default: the study's (docs/analysis.md)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         study = Study.objects.filter(slug=options["study"]).first()
@@ -37,13 +43,19 @@ class Command(BaseCommand):
         if unknown:
             raise CommandError(f"Unknown format(s) {', '.join(unknown)}; choose from {', '.join(EXPORT_FORMATS)}.")
         options["out"].mkdir(parents=True, exist_ok=True)
-        frame = comparison_frame(study=study)
+        try:
+            frame, exclusion = analysis_frame(study=study, exclude=options["exclude"])
+        except ApplicationError as error:
+            raise CommandError(f"--exclude: {error.message}") from error
         if options["include_texts"]:
             frame = with_texts(frame, study=study)
-        manifest = export_comparisons(frame, options["out"], formats=formats, study=study.slug)
+        manifest = export_comparisons(
+            frame, options["out"], formats=formats, study=study.slug, exclusion=exclusion.to_dict()
+        )
         self.stdout.write(
             self.style.SUCCESS(
                 f"Wrote {manifest.rows} rows as {', '.join(formats)} to {options['out']}"
                 + (" with texts." if manifest.includes_texts else ".")
             )
         )
+        self.stdout.write(exclusion.sentence())

@@ -1,0 +1,156 @@
+"""Quality control: attention checks inserted among a question's matches, the study's check policy (warn, or
+screen the participation out after N failed checks), and a researcher's manual exclusion of a participation
+from the analysis (docs/annotators.md, "Attention checks"; docs/analysis.md, "Exclusion rule")."""
+
+from __future__ import annotations
+
+import random
+import string
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study
+from annotation.selectors.membership import StudyAction, study_allows
+from annotation.services.participation import OPEN_STATUSES, candidates_cancel_set_aside
+from kernel.exceptions import ApplicationError
+
+# A check match sits after the real matches of its round (index 90 and up), so that (round, index) order
+# shows it between two rounds or after the final, and the tournament's slots (index < size) never meet it.
+CHECK_INDEX = 90
+# The decoy is drawn among this many of the study's newest other summaries: one indexed read, however big.
+DECOY_POOL = 50
+
+
+def check_due(*, seed: int, share: float) -> bool:
+    """Whether the question drawn with this bracket seed gets an attention check: true for a share of seeds.
+    Pure and reproducible from the bracket's seed, like every other draw of the bracket."""
+    return share > 0 and random.Random(f"{seed}:check").random() < share
+
+
+def check_match_create(*, bracket: Bracket, study_id: int, candidate_ids: list[int]) -> Match | None:
+    """Add one attention check to a freshly drawn bracket: one of this question's summaries against a summary
+    written for another question of the study (the decoy), sides and round drawn from the bracket's seed.
+    None when the study has no other summary yet (its very first question)."""
+    rng = random.Random(f"{bracket.seed}:check-match")
+    decoys = list(
+        Candidate.objects.filter(query__participation__study_id=study_id, status=Candidate.Status.DONE)
+        .exclude(query_id=bracket.query_id)
+        .order_by("-pk")
+        .values_list("pk", flat=True)[:DECOY_POOL]
+    )
+    if not decoys or not candidate_ids:
+        return None
+    real, decoy = rng.choice(sorted(candidate_ids)), rng.choice(decoys)
+    expected = rng.choice(["left", "right"])
+    left, right = (real, decoy) if expected == "left" else (decoy, real)
+    round_number = rng.randint(1, bracket.rounds)
+    return Match.objects.create(
+        bracket=bracket,
+        round=round_number,
+        index=CHECK_INDEX,
+        # The label of the round's first match: the API shows labels, and "check" would give it away.
+        label=_first_label(round_number, bracket.rounds),
+        left_id=left,
+        right_id=right,
+        check_expected=expected,
+    )
+
+
+def _first_label(round_number: int, total_rounds: int) -> str:
+    """As annotation.services.tournament labels the round's first match (round1_ab, round2_abcd, final)."""
+    if round_number == total_rounds:
+        return "final"
+    return f"round{round_number}_{string.ascii_lowercase[: 2**round_number]}"
+
+
+def check_failures(*, participation: Participation) -> int:
+    """Failed attention checks of a participation: answered with the decoy or with "neither"."""
+    return (
+        Judgment.objects.filter(match__bracket__query__participation=participation)
+        .exclude(match__check_expected="")
+        .exclude(choice=F("match__check_expected"))
+        .count()
+    )
+
+
+def check_failed(*, match: Match, choice: str) -> bool:
+    return bool(match.check_expected) and choice != match.check_expected
+
+
+@transaction.atomic
+def participation_screen_out(*, participation: Participation) -> Participation:
+    """End a participation by the study's check policy: like stopping the study (open questions set aside,
+    no completion code) with `screened_out_at` recorded, so the annotator is shown the screen-out page."""
+    participation = Participation.objects.select_for_update(of=("self",)).get(pk=participation.pk)
+    if participation.stopped_at is not None or participation.completed_at is not None:
+        return participation
+    now = timezone.now()
+    open_ids = list(participation.queries.filter(status__in=OPEN_STATUSES).values_list("pk", flat=True))
+    if open_ids:
+        Query.objects.filter(pk__in=open_ids).update(
+            status=Query.Status.DISCARDED, set_aside_at=now, set_aside_reason="stopped"
+        )
+        candidates_cancel_set_aside(query_ids=open_ids)
+    participation.stopped_at = now
+    participation.screened_out_at = now
+    participation.save(update_fields=["stopped_at", "screened_out_at"])
+    return participation
+
+
+def check_apply_policy(*, participation: Participation, study: Study) -> bool:
+    """After a failed check: under the stop policy, screen the participation out once its failures reach the
+    study's limit. True when it was screened out now."""
+    if study.check_policy != Study.CheckPolicy.STOP:
+        return False
+    if check_failures(participation=participation) < study.check_max_failures:
+        return False
+    participation_screen_out(participation=participation)
+    return True
+
+
+def _require_analyse(*, participation: Participation, by: Any) -> None:
+    """Owners and researchers of the study (docs/permissions.md, "analyse"); a non-member is told nothing."""
+    if study_allows(user=by, study=participation.study, action=StudyAction.ANALYSE):
+        return
+    if study_allows(user=by, study=participation.study, action=StudyAction.SEE):
+        raise ApplicationError(
+            "Excluding participations is for the study's researchers and owners; your role is viewer.", status=403
+        )
+    raise ApplicationError("Not found.", status=404)
+
+
+@transaction.atomic
+def participation_exclude(*, participation: Participation, reason: str, by: Any) -> Participation:
+    """Mark a participation excluded from the analysis, with the researcher's reason. Idempotent: the same
+    exclusion again changes nothing; a new reason replaces the old one."""
+    _require_analyse(participation=participation, by=by)
+    reason = (reason or "").strip()
+    if not reason:
+        raise ApplicationError("Say why this participation is excluded.", field="reason")
+    if len(reason) > 1000:
+        raise ApplicationError("Keep the reason under 1000 characters.", field="reason")
+    participation = Participation.objects.select_for_update(of=("self",)).get(pk=participation.pk)
+    if participation.excluded_at is not None and participation.exclusion_reason == reason:
+        return participation
+    participation.excluded_at = participation.excluded_at or timezone.now()
+    participation.exclusion_reason = reason
+    participation.excluded_by = by if getattr(by, "pk", None) else None
+    participation.save(update_fields=["excluded_at", "exclusion_reason", "excluded_by"])
+    return participation
+
+
+@transaction.atomic
+def participation_include(*, participation: Participation, by: Any) -> Participation:
+    """Undo a manual exclusion; idempotent."""
+    _require_analyse(participation=participation, by=by)
+    participation = Participation.objects.select_for_update(of=("self",)).get(pk=participation.pk)
+    if participation.excluded_at is None:
+        return participation
+    participation.excluded_at = None
+    participation.exclusion_reason = ""
+    participation.excluded_by = None
+    participation.save(update_fields=["excluded_at", "exclusion_reason", "excluded_by"])
+    return participation
