@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import transaction
 from django.http.request import validate_host
+from django.utils.translation import gettext as _
 
 from annotation.backends.offline_retrieval import DEFAULT_CORPUS_PATH
 from annotation.backends.registry import (
@@ -39,6 +40,7 @@ STUDY_FIELDS = (
     "retrieval_settings",
     "prompt_template",
     "constrained_first_round",
+    "language",
 )
 SYSTEM_FIELDS = ("label", "model_name", "condition", "generation_backend", "backend_settings", "order")
 # Inclusive bounds; beyond them a study cannot be run (a question longer than the API accepts, more
@@ -294,6 +296,11 @@ def study_validate(
     if not isinstance(constrained, bool):
         raise ApplicationError("Constrained first round must be true or false.", field="constrained_first_round")
     _validate_corpus_path(retrieval_settings)
+    languages = [code for code, _name in settings.LANGUAGES]
+    if fields.get("language", "en") not in languages:
+        raise ApplicationError(
+            f"Unknown language {fields.get('language')!r}; choose one of {', '.join(languages)}.", field="language"
+        )
     if study is not None and study_has_candidates(study=study):
         stored = sorted((system_spec(s) for s in study.systems.all()), key=lambda s: s["id"])
         if sorted(systems, key=lambda s: s["id"] or 0) != stored:
@@ -353,6 +360,7 @@ def study_create(
     retrieval_settings: Mapping[str, Any] | None = None,
     prompt_template: PromptTemplate | None = None,
     constrained_first_round: bool = False,
+    language: str = "en",
     systems: Iterable[Mapping[str, Any]] | None = None,
     status: str = Study.Status.DRAFT,
 ) -> Study:
@@ -373,6 +381,7 @@ def study_create(
         else retrieval_settings,
         "prompt_template": prompt_template or prompt_template_default(),
         "constrained_first_round": constrained_first_round,
+        "language": language,
     }
     specs = _system_specs(_default_systems() if systems is None else systems, [])
     study_validate(fields=fields, systems=specs, status=status)
@@ -418,7 +427,7 @@ def study_require_open(*, study: Study) -> None:
     """Refuse annotation work (joining, asking, answering) unless the study is open."""
     if study.status == Study.Status.PAUSED:
         raise ApplicationError(
-            "This study is paused. Please come back later; your answers so far are saved.", status=403
+            _("This study is paused. Please come back later; your answers so far are saved."), status=403
         )
     if study.status != Study.Status.OPEN:
-        raise ApplicationError("This study is not open for annotation.", status=403)
+        raise ApplicationError(_("This study is not open for annotation."), status=403)
