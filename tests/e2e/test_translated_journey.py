@@ -93,7 +93,7 @@ def test_a_german_study_in_german_from_consent_to_a_choice_and_an_english_one_in
     progress = page.locator(".progress-label")
     expect(progress).to_have_text("Frage 1 von 8 · Vergleich 1 von 3")
     main = page.locator("main")
-    expect(main).to_contain_text("Welche Zusammenfassung beantwortet Ihre Frage besser für Ihre Zwecke?")
+    expect(main).to_contain_text("Welche Zusammenfassung beantwortet Ihre Frage für Ihre Zwecke besser?")
     expect(page.get_by_role("heading", name="Linke Zusammenfassung")).to_be_visible()
     expect(page.get_by_role("heading", name="Quellen")).to_be_visible()
     expect(page.get_by_role("button", name="Keine erfüllt meinen Bedarf K")).to_be_visible()
