@@ -14,6 +14,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from annotation.backends.registry import get_retrieval_backend
 from annotation.models import Candidate, Judgment, Participation, Query, RetrievedDocument
@@ -49,7 +50,8 @@ RETRIEVAL_RESENT_LEASE = timedelta(minutes=1)
 _SETTLE = timedelta(minutes=1)
 
 
-NO_MATCH_NOTE = (
+# Stored in English with the question; the pages translate it when they show it (gettext_noop marks it).
+NO_MATCH_NOTE = gettext_noop(
     "We found no sources closely matching your question; the summaries may not answer it. "
     "You can set this question aside (it will not count) or continue."
 )

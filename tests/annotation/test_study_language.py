@@ -10,8 +10,9 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation.models import Study
+from annotation.models import Query, Study
 from annotation.services.participation import invitation_create_bulk
+from annotation.services.query import NO_MATCH_NOTE
 from annotation.services.study import study_create, study_update
 from kernel.exceptions import ApplicationError
 from tests.annotation.factories import PERSONA, StudyFactory
@@ -117,3 +118,8 @@ def test_the_waiting_page_status_poll_is_in_the_studys_language(django_capture_o
     assert 'data-ready-message="{done} von {total} Zusammenfassungen fertig.' in wait
     status = client.get(reverse("annotation:status", args=["warten", 1])).json()
     assert status["message"] == "Relevante Abstracts von Fachartikeln werden gesucht…"
+
+    # The note stored with a question whose sources match nothing is English in the data, German on the page.
+    Query.objects.filter(participation__study=study).update(retrieval_note=NO_MATCH_NOTE)
+    wait = client.get(reverse("annotation:wait", args=["warten", 1])).content.decode()
+    assert "Wir haben keine Quellen gefunden, die genau zu Ihrer Frage passen" in wait
