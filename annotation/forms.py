@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from annotation.models import PersonaProfile
 
@@ -10,37 +11,39 @@ from annotation.models import PersonaProfile
 class ConsentForm(forms.Form):
     consent = forms.BooleanField(
         required=True,
-        label="I have read the information above and agree to take part.",
-        error_messages={"required": "Please confirm that you agree to take part."},
+        label=_("I have read the information above and agree to take part."),
+        error_messages={"required": _("Please confirm that you agree to take part.")},
     )
 
 
 class PersonaForm(forms.Form):
     role = forms.CharField(
         max_length=120,
-        label="Your role",
-        help_text="For example: researcher, practising nurse, undergraduate student, teacher.",
+        label=_("Your role"),
+        help_text=_("For example: researcher, practising nurse, undergraduate student, teacher."),
     )
-    domain = forms.CharField(max_length=120, label="Your domain", help_text="For example: oncology, computer science.")
+    domain = forms.CharField(
+        max_length=120, label=_("Your domain"), help_text=_("For example: oncology, computer science.")
+    )
     expertise = forms.ChoiceField(
         choices=PersonaProfile.Expertise.choices,
-        label="Your expertise in the topics you will ask about",
+        label=_("Your expertise in the topics you will ask about"),
         widget=forms.RadioSelect,
     )
-    research_area = forms.CharField(max_length=200, required=False, label="Research or work area")
+    research_area = forms.CharField(max_length=200, required=False, label=_("Research or work area"))
     use_case = forms.CharField(
         max_length=1000,
-        label="What will you use the answers for?",
+        label=_("What will you use the answers for?"),
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="For example: preparing a literature review, advising patients, studying for an exam.",
+        help_text=_("For example: preparing a literature review, advising patients, studying for an exam."),
     )
 
 
 class QueryForm(forms.Form):
     text = forms.CharField(
-        label="Your question",
+        label=_("Your question"),
         widget=forms.Textarea(attrs={"rows": 4, "autofocus": True}),
-        help_text="Ask something you genuinely want to know for your work or studies.",
+        help_text=_("Ask something you genuinely want to know for your work or studies."),
         strip=True,
     )
     client_token = forms.CharField(widget=forms.HiddenInput, max_length=64)

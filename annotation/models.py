@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 
 class PromptTemplate(models.Model):
@@ -27,6 +28,12 @@ class PromptTemplate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
+
+
+def study_languages() -> list[tuple[str, str]]:
+    """The languages a study can be run in: settings.LANGUAGES, read when asked (so that adding one needs
+    no migration)."""
+    return list(settings.LANGUAGES)
 
 
 class Study(models.Model):
@@ -79,6 +86,13 @@ class Study(models.Model):
     )
     screen_out_url = models.URLField(
         max_length=500, blank=True, help_text="Where a screened-out annotator is sent (crowd platforms' return link)."
+    )
+    language = models.CharField(
+        max_length=16,
+        choices=study_languages,
+        default="en",
+        help_text="The language of the annotator pages. The study's title, instructions and consent text are "
+        "shown as written, so write them in this language.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -184,9 +198,9 @@ class PersonaProfile(models.Model):
     """A version of the annotator's self-description; a new version on every edit."""
 
     class Expertise(models.TextChoices):
-        NOVICE = "novice", "Novice: new to this area"
-        INTERMEDIATE = "intermediate", "Intermediate: some background"
-        EXPERT = "expert", "Expert: I work in this area"
+        NOVICE = "novice", _("Novice: new to this area")
+        INTERMEDIATE = "intermediate", _("Intermediate: some background")
+        EXPERT = "expert", _("Expert: I work in this area")
 
     participation = models.ForeignKey(Participation, on_delete=models.CASCADE, related_name="personas")
     version = models.PositiveIntegerField()

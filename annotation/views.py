@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -36,7 +37,7 @@ from annotation.services.participation import (
 from annotation.services.persona import persona_current, persona_save
 from annotation.services.quality import check_failed
 from annotation.services.query import query_discard, query_mark_wait_shown, query_resend, query_submit
-from annotation.services.tournament import CHOICE_WORDS, judgment_record, match_mark_shown
+from annotation.services.tournament import already_answered_message, judgment_record, match_mark_shown
 from kernel.exceptions import ApplicationError
 
 
@@ -50,9 +51,9 @@ def _unavailable(participation: Participation) -> ApplicationError | None:
         return None
     if status == Study.Status.PAUSED:
         return ApplicationError(
-            "This study is paused. Please come back later; your answers so far are saved.", status=403
+            _("This study is paused. Please come back later; your answers so far are saved."), status=403
         )
-    return ApplicationError("This study is closed. Thank you for your interest.", status=403)
+    return ApplicationError(_("This study is closed. Thank you for your interest."), status=403)
 
 
 def _posted(request: HttpRequest) -> Any:
@@ -341,18 +342,15 @@ def _refused_answer(request: HttpRequest, participation: Participation, query: Q
     posted = Match.objects.filter(pk=match_id, bracket__query=query).select_related("judgment").first()
     judgment: Judgment | None = getattr(posted, "judgment", None) if posted is not None else None
     if posted is None:
-        message = "This comparison is not part of your question. Your answer was not recorded."
+        message = _("This comparison is not part of your question. Your answer was not recorded.")
     elif judgment is not None:
-        message = (
-            f"This comparison was already answered, with {CHOICE_WORDS[Judgment.Choice(judgment.choice)]}, "
-            "probably in another tab or window. Answers cannot be changed, so this one was not recorded."
-        )
+        message = already_answered_message(judgment.choice)
     else:
-        message = "That comparison is not the one to answer now. Your answer was not recorded."
+        message = _("That comparison is not the one to answer now. Your answer was not recorded.")
     return render(
         request,
         "annotation/notice.html",
-        {"message": message, "study": participation.study, "title": "Your answer was not recorded"},
+        {"message": message, "study": participation.study, "title": _("Your answer was not recorded")},
         status=409,
     )
 
@@ -373,7 +371,9 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     if request.method == "POST":
         form = ChoiceForm(request.POST)
         if not form.is_valid():
-            return _error_page(request, ApplicationError("Choose left, right or neither."), study=participation.study)
+            return _error_page(
+                request, ApplicationError(_("Choose left, right or neither.")), study=participation.study
+            )
         # Every answer names its match; only the one on screen now takes it. The same answer sent again
         # (a double click) is harmless; anything else is explained, never applied to the current match.
         match = match_current(query=query)

@@ -8,6 +8,8 @@ from datetime import datetime
 from django.conf import settings
 from django.http import Http404
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from annotation.models import Participation, Query
 from kernel.backends import Document
@@ -72,30 +74,36 @@ def query_wait_state(*, query: Query, progress: list[dict[str, object]], now: da
     waiting_since = max(query.created_at, query.retrieval_queued_at or query.created_at)
     overdue = (now - waiting_since).total_seconds() >= wait_deadline_s()
     deadline = wait_deadline_s()
-    amount, unit = (round(deadline / 60), "minute") if deadline >= 60 else (deadline, "second")
-    waited = f"more than {amount} {unit}{'s' if amount != 1 else ''}"
+    if deadline >= 60:
+        minutes = round(deadline / 60)
+        waited = ngettext("more than %(n)d minute", "more than %(n)d minutes", minutes) % {"n": minutes}
+    else:
+        waited = ngettext("more than %(n)d second", "more than %(n)d seconds", deadline) % {"n": deadline}
     done = sum(1 for row in progress if row["status"] == "done")
     if query.status == Query.Status.FAILED:
-        message = "Something went wrong: the search for sources did not succeed."
+        message = _("Something went wrong: the search for sources did not succeed.")
     elif failed:
-        message = "Something went wrong: one of the summaries could not be written."
+        message = _("Something went wrong: one of the summaries could not be written.")
     elif query.status == Query.Status.RETRIEVING and query.queue_failed_at is not None:
-        message = (
+        message = _(
             "Your question is saved, but our background service cannot be reached right now, so the search "
             "has not started. It will start by itself when the service is back."
         )
     elif query.status == Query.Status.RETRIEVING:
         message = (
-            f"The search for sources has taken {waited}, much longer than usual: our background service may "
-            "be busy or stopped."
+            _(
+                "The search for sources has taken %(waited)s, much longer than usual: our background service "
+                "may be busy or stopped."
+            )
+            % {"waited": waited}
             if overdue
-            else "Searching for relevant paper abstracts…"
+            else _("Searching for relevant paper abstracts…")
         )
     elif overdue:
-        message = (
-            f"Writing the summaries has taken {waited}, much longer than usual ({done} of {len(progress)} "
-            "ready): our background service may be busy or stopped."
-        )
+        message = _(
+            "Writing the summaries has taken %(waited)s, much longer than usual (%(done)d of %(total)d ready): "
+            "our background service may be busy or stopped."
+        ) % {"waited": waited, "done": done, "total": len(progress)}
     else:
-        message = "Summaries are being written. This page updates by itself."
+        message = _("Summaries are being written. This page updates by itself.")
     return WaitState(overdue=overdue and not failed, failed=failed, message=message)

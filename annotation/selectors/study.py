@@ -1,4 +1,4 @@
-"""Reads of a study for its researchers: progress per participation."""
+"""Reads of a study: progress per participation for its researchers, and the language of its annotator pages."""
 
 from __future__ import annotations
 
@@ -12,3 +12,15 @@ def study_progress(*, study: Study) -> QuerySet[Participation]:
         queries_ranked=Count("queries", filter=Q(queries__status=Query.Status.RANKED), distinct=True),
         queries_total=Count("queries", distinct=True),
     )
+
+
+def study_language(*, slug: str | None = None, invitation_token: str | None = None) -> str | None:
+    """The language of a study's annotator pages, found by its slug or one of its invitation tokens; None when
+    there is no such study (its pages are then a 404 in the default language)."""
+    if slug is not None:
+        studies = Study.objects.filter(slug=slug)
+    elif invitation_token is not None:
+        studies = Study.objects.filter(invitations__token=invitation_token)
+    else:
+        return None
+    return studies.values_list("language", flat=True).first()

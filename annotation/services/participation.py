@@ -10,6 +10,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from annotation.models import Candidate, Invitation, Participation, Query, Study
 from annotation.services.study import study_require_open
@@ -38,7 +40,7 @@ def invitation_create_bulk(
     ]
 
 
-USED_UP = "This invitation has already been used. Please ask the research team for a new link."
+USED_UP = gettext_lazy("This invitation has already been used. Please ask the research team for a new link.")
 
 
 def invitation_check(*, token: str, allow_used_up: bool = False) -> Invitation:
@@ -46,9 +48,11 @@ def invitation_check(*, token: str, allow_used_up: bool = False) -> Invitation:
     here, before the consent page, unless the caller first checks for the annotator's own participation."""
     invitation = Invitation.objects.select_related("study").filter(token=token).first()
     if invitation is None:
-        raise ApplicationError("This invitation link is not valid. Please check the link you were sent.", status=404)
+        raise ApplicationError(_("This invitation link is not valid. Please check the link you were sent."), status=404)
     if invitation.expires_at and invitation.expires_at <= timezone.now():
-        raise ApplicationError("This invitation has expired. Please ask the research team for a new link.", status=410)
+        raise ApplicationError(
+            _("This invitation has expired. Please ask the research team for a new link."), status=410
+        )
     study_require_open(study=invitation.study)
     if not allow_used_up:
         invitation_require_unused(invitation=invitation)
@@ -57,7 +61,7 @@ def invitation_check(*, token: str, allow_used_up: bool = False) -> Invitation:
 
 def invitation_require_unused(*, invitation: Invitation) -> None:
     if invitation.uses >= invitation.max_uses:
-        raise ApplicationError(USED_UP, status=410)
+        raise ApplicationError(str(USED_UP), status=410)
 
 
 def invitation_accept(*, token: str, annotator: Any, consent: bool) -> Participation:
@@ -78,17 +82,17 @@ def invitation_join(*, token: str, annotator: Any, consent: bool) -> tuple[Parti
         if existing is not None:
             return existing, False
     if not consent:
-        raise ApplicationError("Please confirm that you agree to take part.", field="consent")
+        raise ApplicationError(_("Please confirm that you agree to take part."), field="consent")
     # Conditional increment: two people racing for the last use cannot both get it.
     claimed = Invitation.objects.filter(pk=invitation.pk, uses__lt=F("max_uses")).update(uses=F("uses") + 1)
     if not claimed:
-        raise ApplicationError(USED_UP, status=410)
+        raise ApplicationError(str(USED_UP), status=410)
     if annotator is None or not annotator.is_authenticated:
         user_model = get_user_model()
         annotator = user_model.objects.create_user(username=f"annotator-{_code(12).lower()}")
         annotator.set_unusable_password()
         annotator.save()
-    for _ in range(5):
+    for _attempt in range(5):
         code = _code()
         if not Participation.objects.filter(code=code).exists():
             break
@@ -122,7 +126,7 @@ def participation_require_active(*, participation: Participation) -> None:
     open and the participation has not ended: the pages and the API both go through here."""
     study_require_open(study=participation.study)
     if participation_ended(participation=participation):
-        raise ApplicationError("You have already finished this study. Thank you!", status=409)
+        raise ApplicationError(_("You have already finished this study. Thank you!"), status=409)
 
 
 def participation_finish_refusal(*, participation: Participation) -> ApplicationError | None:
@@ -133,13 +137,18 @@ def participation_finish_refusal(*, participation: Participation) -> Application
         return None
     if status == Study.Status.PAUSED:
         return ApplicationError(
-            "This study is paused, so it cannot be finished and no completion code can be issued now. "
-            "Your answers so far are saved: please come back when it reopens, or simply close this page.",
+            _(
+                "This study is paused, so it cannot be finished and no completion code can be issued now. "
+                "Your answers so far are saved: please come back when it reopens, or simply close this page."
+            ),
             status=409,
         )
     return ApplicationError(
-        "This study is closed, so no completion code can be issued. Your answers so far are saved; if you "
-        f"need to be compensated, please contact the research team with your reference {participation.code}.",
+        _(
+            "This study is closed, so no completion code can be issued. Your answers so far are saved; if you "
+            "need to be compensated, please contact the research team with your reference %(reference)s."
+        )
+        % {"reference": participation.code},
         status=409,
     )
 

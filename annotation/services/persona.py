@@ -6,6 +6,7 @@ from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from annotation.models import Participation, PersonaProfile
 from annotation.services.participation import participation_require_active
@@ -28,13 +29,13 @@ def persona_save(
     locked = Participation.objects.select_for_update(of=("self",)).select_related("study").get(pk=participation.pk)
     participation_require_active(participation=locked)
     if participation.queries.exists():
-        raise ApplicationError("Your profile is fixed once you have asked your first question.", status=409)
+        raise ApplicationError(_("Your profile is fixed once you have asked your first question."), status=409)
     cleaned = {name: (data.get(name) or "").strip() for name in PERSONA_FIELDS}
     for name in ("role", "domain", "expertise", "use_case"):
         if not cleaned[name]:
-            raise ApplicationError("This field is required.", field=name)
+            raise ApplicationError(_("This field is required."), field=name)
     if cleaned["expertise"] not in PersonaProfile.Expertise.values:
-        raise ApplicationError("Choose one of the listed levels of expertise.", field="expertise")
+        raise ApplicationError(_("Choose one of the listed levels of expertise."), field="expertise")
     current = persona_current(participation=participation)
     if current is not None and current.as_dict() == cleaned:
         return current

@@ -13,6 +13,8 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from annotation.backends.registry import get_retrieval_backend
 from annotation.models import Candidate, Judgment, Participation, Query, RetrievedDocument
@@ -48,7 +50,8 @@ RETRIEVAL_RESENT_LEASE = timedelta(minutes=1)
 _SETTLE = timedelta(minutes=1)
 
 
-NO_MATCH_NOTE = (
+# Stored in English with the question; the pages translate it when they show it (gettext_noop marks it).
+NO_MATCH_NOTE = gettext_noop(
     "We found no sources closely matching your question; the summaries may not answer it. "
     "You can set this question aside (it will not count) or continue."
 )
@@ -96,23 +99,26 @@ def query_submit(
             return existing
     study_require_open(study=study)
     if participation_ended(participation=participation):
-        raise ApplicationError("You have already finished this study. Thank you!", status=409)
+        raise ApplicationError(_("You have already finished this study. Thank you!"), status=409)
     text = (text or "").strip()
     if not text:
-        raise ApplicationError("Please write your question.", field="text")
+        raise ApplicationError(_("Please write your question."), field="text")
     if len(text) > study.max_query_chars:
         raise ApplicationError(
-            f"Please keep your question under {study.max_query_chars} characters (it has {len(text)}).", field="text"
+            _("Please keep your question under %(limit)d characters (it has %(length)d).")
+            % {"limit": study.max_query_chars, "length": len(text)},
+            field="text",
         )
     persona = persona_current(participation=participation)
     if persona is None:
-        raise ApplicationError("Please describe yourself before asking a question.", status=409)
+        raise ApplicationError(_("Please describe yourself before asking a question."), status=409)
     if participation.queries.exclude(status__in=[Query.Status.RANKED, Query.Status.DISCARDED]).exists():
-        raise ApplicationError("Please finish ranking your current question first.", status=409)
+        raise ApplicationError(_("Please finish ranking your current question first."), status=409)
     used = participation_queries_used(participation=participation)
     if used >= study.queries_per_annotator:
         raise ApplicationError(
-            f"You have asked all {study.queries_per_annotator} questions of this study.", field="text"
+            _("You have asked all %(limit)d questions of this study.") % {"limit": study.queries_per_annotator},
+            field="text",
         )
     index = (participation.queries.order_by("-index").values_list("index", flat=True).first() or 0) + 1
     query = Query.objects.create(
@@ -147,7 +153,10 @@ def query_discard(*, query: Query) -> Query:
     )
     if not failed and not unmatched and query.status not in (Query.Status.RETRIEVING, Query.Status.GENERATING):
         raise ApplicationError(
-            "Only a question that is still being prepared, or whose summaries could not be written, can be set aside.",
+            _(
+                "Only a question that is still being prepared, or whose summaries could not be written, can be set "
+                "aside."
+            ),
             status=409,
         )
     query.status = Query.Status.DISCARDED

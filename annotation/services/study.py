@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import transaction
 from django.http.request import validate_host
+from django.utils.translation import gettext as _
 
 from annotation.backends.offline_retrieval import DEFAULT_CORPUS_PATH
 from annotation.backends.registry import (
@@ -46,6 +47,7 @@ STUDY_FIELDS = (
     "check_max_failures",
     "speed_threshold_seconds",
     "screen_out_url",
+    "language",
 )
 SYSTEM_FIELDS = ("label", "model_name", "condition", "generation_backend", "backend_settings", "order")
 # Inclusive bounds; beyond them a study cannot be run (a question longer than the API accepts, more
@@ -302,6 +304,11 @@ def study_validate(
         raise ApplicationError("Constrained first round must be true or false.", field="constrained_first_round")
     _validate_corpus_path(retrieval_settings)
     _validate_quality(fields)
+    languages = [code for code, _name in settings.LANGUAGES]
+    if fields.get("language", "en") not in languages:
+        raise ApplicationError(
+            f"Unknown language {fields.get('language')!r}; choose one of {', '.join(languages)}.", field="language"
+        )
     if study is not None and study_has_candidates(study=study):
         stored = sorted((system_spec(s) for s in study.systems.all()), key=lambda s: s["id"])
         if sorted(systems, key=lambda s: s["id"] or 0) != stored:
@@ -396,6 +403,7 @@ def study_create(
     check_max_failures: int = 1,
     speed_threshold_seconds: float | None = None,
     screen_out_url: str = "",
+    language: str = "en",
     systems: Iterable[Mapping[str, Any]] | None = None,
     status: str = Study.Status.DRAFT,
 ) -> Study:
@@ -421,6 +429,7 @@ def study_create(
         "check_max_failures": check_max_failures,
         "speed_threshold_seconds": speed_threshold_seconds,
         "screen_out_url": screen_out_url,
+        "language": language,
     }
     specs = _system_specs(_default_systems() if systems is None else systems, [])
     study_validate(fields=fields, systems=specs, status=status)
@@ -466,7 +475,7 @@ def study_require_open(*, study: Study) -> None:
     """Refuse annotation work (joining, asking, answering) unless the study is open."""
     if study.status == Study.Status.PAUSED:
         raise ApplicationError(
-            "This study is paused. Please come back later; your answers so far are saved.", status=403
+            _("This study is paused. Please come back later; your answers so far are saved."), status=403
         )
     if study.status != Study.Status.OPEN:
-        raise ApplicationError("This study is not open for annotation.", status=403)
+        raise ApplicationError(_("This study is not open for annotation."), status=403)

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study, StudySystem
 from annotation.services.participation import participation_require_active
@@ -146,10 +148,18 @@ def match_mark_shown(*, match: Match, participation: Participation) -> Match:
 
 
 CHOICE_WORDS = {
-    Judgment.Choice.LEFT: "the left summary (the top one on a phone)",
-    Judgment.Choice.RIGHT: "the right summary (the bottom one on a phone)",
-    Judgment.Choice.NEITHER: "neither summary",
+    Judgment.Choice.LEFT: gettext_lazy("the left summary (the top one on a phone)"),
+    Judgment.Choice.RIGHT: gettext_lazy("the right summary (the bottom one on a phone)"),
+    Judgment.Choice.NEITHER: gettext_lazy("neither summary"),
 }
+
+
+def already_answered_message(choice: str) -> str:
+    """What an annotator is told when a comparison they answer again was answered otherwise before."""
+    return _(
+        "This comparison was already answered, with %(choice)s, probably in another tab or window. Answers "
+        "cannot be changed, so this one was not recorded."
+    ) % {"choice": CHOICE_WORDS[Judgment.Choice(choice)]}
 
 
 def _already_answered(existing: Judgment, choice: str) -> Judgment:
@@ -158,8 +168,7 @@ def _already_answered(existing: Judgment, choice: str) -> Judgment:
     if existing.choice == choice:
         return existing
     raise ApplicationError(
-        f"This comparison was already answered, with {CHOICE_WORDS[Judgment.Choice(existing.choice)]}, "
-        "probably in another tab or window. Answers cannot be changed, so this one was not recorded.",
+        already_answered_message(existing.choice),
         status=409,
         extra={"match": existing.match_id, "recorded_choice": existing.choice},
     )
@@ -169,7 +178,7 @@ def _already_answered(existing: Judgment, choice: str) -> Judgment:
 def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment:
     """Answer a match. The same answer again is returned unchanged; a different one is refused."""
     if choice not in Judgment.Choice.values:
-        raise ApplicationError("Choose left, right or neither.", field="choice")
+        raise ApplicationError(_("Choose left, right or neither."), field="choice")
     # Lock the match and its bracket in one statement: the bracket's lock serialises the answers to
     # sibling matches, so the one answered second sees the first and creates the next round's match.
     # Not the study: that would queue every annotator behind one row.
@@ -180,14 +189,14 @@ def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment
     )
     query = match.bracket.query
     if query.participation_id != by.pk:
-        raise ApplicationError("Not found.", status=404)
+        raise ApplicationError(_("Not found."), status=404)
     existing = getattr(match, "judgment", None)
     if existing is not None:
         return _already_answered(existing, choice)
     if match.status == Match.Status.SKIPPED:
-        raise ApplicationError("This comparison was skipped and takes no answer.", status=409)
+        raise ApplicationError(_("This comparison was skipped and takes no answer."), status=409)
     if query.status != Query.Status.READY:
-        raise ApplicationError("This question was set aside, so its comparisons take no more answers.", status=409)
+        raise ApplicationError(_("This question was set aside, so its comparisons take no more answers."), status=409)
     study_require_open(study=query.participation.study)
     now = timezone.now()
     shown_at = match.shown_at or now

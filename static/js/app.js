@@ -66,6 +66,10 @@
     var failure = document.getElementById("failure");
     var overdue = document.getElementById("overdue");
     var message = document.getElementById("wait-message");
+    // The page's own words, in the study's language (data- attributes of #wait, translated by the server).
+    var fill = function (template, values) {
+      return template.replace(/\{(\w+)\}/g, function (whole, name) { return name in values ? values[name] : whole; });
+    };
     var delay = 800;
     var poll = function () {
       fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
@@ -81,14 +85,14 @@
               var li = document.createElement("li");
               li.dataset.status = c.status;
               li.innerHTML = '<span class="dot" aria-hidden="true"></span> ';
-              li.appendChild(document.createTextNode("Summary " + c.number + ": "));
+              li.appendChild(document.createTextNode(fill(wait.dataset.summaryLabel, { number: c.number }) + " "));
               var state = document.createElement("span");
               state.className = "state"; state.textContent = c.label;
               li.appendChild(state);
               list.appendChild(li);
             });
             var done = data.candidates.filter(function (c) { return c.status === "done"; }).length;
-            message.textContent = done + " of " + data.candidates.length + " summaries ready. This page updates by itself.";
+            message.textContent = fill(wait.dataset.readyMessage, { done: done, total: data.candidates.length });
           }
           if (data.overdue || data.failed || !data.candidates.length) { message.textContent = data.message; }
           failure.hidden = !data.failed;

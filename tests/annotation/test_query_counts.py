@@ -4,7 +4,9 @@ assert_database_query_count: an added query fails here, so adding one is a visib
 Each pin's comment lists its queries. "Session, user": the session row and the signed-in user that every
 page after joining loads first (for the API, one token lookup joined to its user). "(sp)": a
 `transaction.atomic` block, which counts two statements here (SAVEPOINT and RELEASE) because the test runs
-inside a transaction; in production it is a BEGIN and COMMIT that are not counted.
+inside a transaction; in production it is a BEGIN and COMMIT that are not counted. Every annotator page's
+pin also counts, before the view runs, the study's language (by the page's slug or invitation token,
+annotation.middleware), which the comments leave out.
 """
 
 from __future__ import annotations
@@ -42,31 +44,31 @@ def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_o
     compare = reverse("annotation:compare", args=["sleep", 1])
 
     # Consent page, not signed in yet: the invitation with its study.
-    with django_assert_num_queries(1):
+    with django_assert_num_queries(2):
         assert client.get(join).status_code == 200
     # Consent given: invitation; accept (sp): invitation, claim a use, user insert and its unusable password,
     # code check, participation insert; login: session key check, session insert (sp), last_login; session save (sp);
     # the login throttle (axes, added): its expired-attempt clean-up and its reset-on-success, each a lookup
     # that finds nothing to delete. Once per annotator, and no IP address is stored (AXES_DISABLE_ACCESS_LOG).
-    with django_assert_num_queries(19):
+    with django_assert_num_queries(20):
         assert client.post(join, {"consent": "on"}).status_code == 302
 
     # Persona page: session, user, participation with study, current persona, any question asked.
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(6):
         assert client.get(profile).status_code == 200
     # Persona saved: the page's 5; persona_save (sp): lock participation, any question asked, current persona,
     # persona insert.
-    with django_assert_num_queries(11):
+    with django_assert_num_queries(12):
         assert client.post(profile, PERSONA).status_code == 302
 
     # Study router, to the question page: session, user, participation with study, current query, current
     # persona, questions used; then choosing the next page reads current persona and current query again.
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(9):
         assert client.get(router)["Location"] == ask
 
     # Question page: session, user, participation with study, questions used, current query, current persona,
     # any question asked.
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(8):
         page = client.get(ask)
     assert page.status_code == 200
     token = re.search(r'name="client_token" value="([0-9a-f]+)"', page.content.decode()).group(1)
@@ -74,7 +76,7 @@ def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_o
     # participation with study, client token lookup, current persona, unfinished question, questions used,
     # last index, query insert. Retrieval is enqueued on commit, held back here until the waiting page is counted.
     with django_capture_on_commit_callbacks() as background:
-        with django_assert_num_queries(13):
+        with django_assert_num_queries(14):
             assert (
                 client.post(ask, {"text": "How does night shift affect sleep?", "client_token": token})["Location"]
                 == wait
@@ -83,14 +85,14 @@ def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_o
     # Waiting page, first shown: session, user, participation with study, query, first-shown update (time on
     # the waiting page, added), candidate progress (which also says whether one failed: the separate
     # failed-candidate query is gone, so the count is unchanged).
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(7):
         assert client.get(wait).status_code == 200
     # Reloaded: the same without the first-shown update.
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(6):
         assert client.get(wait).status_code == 200
     # Its status poll: session, user, participation with study, query, candidate progress (one fewer than
     # before: failure and the deadline's message come from the progress rows).
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(6):
         assert client.get(status).json()["status"] == Query.Status.RETRIEVING
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -100,40 +102,40 @@ def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_o
 
     # Match page, first shown: session, user, participation with study, query, current match with both
     # candidates, first-shown update, bracket progress, documents.
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(9):
         assert client.get(compare).status_code == 200
     # Match page reloaded: the same without the first-shown update.
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(8):
         assert client.get(compare).status_code == 200
     # Choice, round one, sibling pending: session, user, participation with study, query, posted match;
     # judgment_record (sp): lock match with bracket, query, participation, study and judgment; judgment insert
     # (sp); match answered; its sibling.
     answer = {"match_id": _pending_match().pk, "choice": "left"}
-    with django_assert_num_queries(13):
+    with django_assert_num_queries(14):
         assert client.post(compare, answer)["Location"] == router
     # Study router after a choice (post/redirect/get): session, user, participation with study, current query;
     # then choosing the next page reads current persona and current query again.
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(7):
         assert client.get(router)["Location"] == compare
 
     client.get(compare)
     # Choice completing round one: the 13 above, then whether the final exists, and its insert.
     answer = {"match_id": _pending_match().pk, "choice": "left"}
-    with django_assert_num_queries(15):
+    with django_assert_num_queries(16):
         assert client.post(compare, answer).status_code == 302
     client.get(compare)
     # Choice in the final: round one's first 12 (no sibling), then any match still pending, query ranked.
     answer = {"match_id": _pending_match().pk, "choice": "left"}
-    with django_assert_num_queries(14):
+    with django_assert_num_queries(15):
         assert client.post(compare, answer).status_code == 302
     assert Query.objects.get().status == Query.Status.RANKED
 
     # Finish: session, user, participation with study; participation_finish (sp): lock participation,
     # any open question, completion code update.
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(9):
         assert client.post(reverse("annotation:finish", args=["sleep"]))["Location"].endswith("/done/")
     # Completion page: session, user, participation with study, questions ranked.
-    with django_assert_num_queries(4):
+    with django_assert_num_queries(5):
         assert client.get(reverse("annotation:done", args=["sleep"])).status_code == 200
 
 

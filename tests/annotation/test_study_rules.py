@@ -53,6 +53,7 @@ def _form_data(study: Study, **changes) -> dict[str, str]:
         "retrieval_k": str(study.retrieval_k),
         "retrieval_settings": json.dumps(study.retrieval_settings),
         "prompt_template": str(study.prompt_template_id or ""),
+        "language": study.language,
         **{k: str(v) for k, v in changes.items()},
     }
     systems = list(study.systems.order_by("order")) if study.pk else []

@@ -1,0 +1,42 @@
+"""Annotator pages in their study's language: every page of the annotator routes (`annotation:*`), its
+notices and its 400/403/404/500 pages are rendered with the study's `language` active. Research and admin
+pages, and the API, stay in the default language (docs/languages.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.utils import translation
+
+from annotation.selectors.study import study_language
+
+
+class StudyLanguageMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        # Activation is per thread: whatever a view activated ends with its request, so the next request
+        # served by this thread (a researcher's page, say) starts in the default language again.
+        try:
+            response = self.get_response(request)
+            language = getattr(request, "study_language", None)
+            if language:
+                response.headers.setdefault("Content-Language", language)
+            return response
+        finally:
+            translation.deactivate()
+
+    def process_view(
+        self, request: HttpRequest, view_func: Callable[..., Any], view_args: Any, view_kwargs: dict[str, Any]
+    ) -> None:
+        match = request.resolver_match
+        if match is None or match.namespace != "annotation":
+            return
+        language = study_language(slug=view_kwargs.get("slug"), invitation_token=view_kwargs.get("token"))
+        if language:
+            translation.activate(language)
+            request.study_language = language  # type: ignore[attr-defined]
+            request.LANGUAGE_CODE = language
