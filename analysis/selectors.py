@@ -2,22 +2,44 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections import defaultdict
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
 
 from analysis.stats.systems import system_id
-from annotation.models import Candidate, Judgment, Study
+from annotation.models import Candidate, Judgment, Participation, Study
 from scoring.core.judges import JudgeIdentity, judge_column
 from scoring.models import CandidateScore, PairwiseVote
 
 BRACKET_PAIRS = {"round1_ab": "AB", "round1_cd": "CD", "final": "final"}
 
 
+def analysed_participations(*, study: Study) -> QuerySet[Participation]:
+    """The participations whose answers are data: not a study member's preview, not screened out."""
+    return study.participations.exclude(source=Participation.Source.PREVIEW).filter(screened_out_at__isnull=True)
+
+
+def external_pseudonym(*, study: Study, external_id: str) -> str | None:
+    """The recruiting platform's participant id (PROLIFIC_PID, ...) as exports carry it: a keyed hash (HMAC-SHA256
+    under SECRET_KEY, per study), stable across exports, never the raw id; None without one. Rotating SECRET_KEY
+    changes every pseudonym."""
+    if not external_id:
+        return None
+    key = hashlib.sha256(b"satisfy.external-id:" + settings.SECRET_KEY.encode()).digest()
+    message = f"{study.slug}\x00{external_id}".encode()
+    return "x-" + hmac.new(key, message, hashlib.sha256).hexdigest()[:20]
+
+
 def _judgments(study: Study) -> QuerySet[Judgment]:
     return (
         Judgment.objects.filter(match__bracket__query__participation__study=study)
+        # Previews and screened-out participations never reach the analysis or the exports.
+        .exclude(match__bracket__query__participation__source=Participation.Source.PREVIEW)
+        .filter(match__bracket__query__participation__screened_out_at__isnull=True)
         .select_related(
             "match__bracket__query__participation",
             "match__left__system",
@@ -95,6 +117,13 @@ def comparison_rows(
     votes = _pairwise_votes({j.match_id for j in judgments}) if with_scores else {}
     metric_names = sorted({m for per in scores.values() for m in per})
     vote_names = sorted({m for per in votes.values() for m in per})
+    # A study that recorded recruiting-platform ids gets their pseudonyms as a column (docs/crowd.md).
+    participations = {j.match.bracket.query.participation for j in judgments}
+    pseudonyms = (
+        {p.pk: external_pseudonym(study=study, external_id=p.external_id) for p in participations}
+        if any(p.external_id for p in participations)
+        else None
+    )
     rows = []
     for judgment in judgments:
         match = judgment.match
@@ -135,6 +164,8 @@ def comparison_rows(
             # Every live judgment has shown_at; an imported legacy one has none, nor a recorded placement.
             "placement_recorded": judgment.shown_at is not None,
         }
+        if pseudonyms is not None:
+            row["annotator_external"] = pseudonyms[query.participation_id]
         for metric in metric_names:
             row[f"left__{metric}"] = scores.get(left.pk, {}).get(metric)
             row[f"right__{metric}"] = scores.get(right.pk, {}).get(metric)

@@ -33,8 +33,10 @@ from analysis.permissions import (
     research_studies,
     research_study,
 )
+from analysis.selectors import analysed_participations
 from analysis.serializers import job_json
-from annotation.models import Candidate, Judgment, Query
+from annotation.links import PROLIFIC_SUFFIX, open_link
+from annotation.models import Candidate, Judgment, Participation, Query
 from annotation.selectors.membership import StudyAction, study_allows
 from kernel.exceptions import ApplicationError
 from scoring.models import ScoringRun
@@ -97,9 +99,13 @@ def _check_stress_tests(names: list[str]) -> None:
 
 @researcher_required
 def study_list(request: HttpRequest) -> HttpResponse:
+    # Previews and screened-out participations are not participants (docs/crowd.md).
+    counted = Q(participations__screened_out_at__isnull=True) & ~Q(participations__source=Participation.Source.PREVIEW)
     studies = research_studies(user=request.user).annotate(
-        n_participants=Count("participations", distinct=True),
-        n_completed=Count("participations", filter=Q(participations__completed_at__isnull=False), distinct=True),
+        n_participants=Count("participations", filter=counted, distinct=True),
+        n_completed=Count(
+            "participations", filter=counted & Q(participations__completed_at__isnull=False), distinct=True
+        ),
     )
     return render(request, "analysis/study_list.html", {"studies": studies})
 
@@ -107,14 +113,16 @@ def study_list(request: HttpRequest) -> HttpResponse:
 @researcher_required
 def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     study = research_study(user=request.user, slug=slug)
-    judgments = Judgment.objects.filter(match__bracket__query__participation__study=study)
+    participations = analysed_participations(study=study)
+    judgments = Judgment.objects.filter(match__bracket__query__participation__in=participations)
     seconds = [s for s in judgments.values_list("seconds_on_page", flat=True) if s is not None]
 
     context = {
         "study": study,
-        "n_participants": study.participations.count(),
-        "n_completed": study.participations.filter(completed_at__isnull=False).count(),
-        "n_queries_ranked": Query.objects.filter(participation__study=study, status=Query.Status.RANKED).count(),
+        "n_participants": participations.count(),
+        "n_completed": participations.filter(completed_at__isnull=False).count(),
+        "n_screened_out": study.participations.filter(screened_out_at__isnull=False).count(),
+        "n_queries_ranked": Query.objects.filter(participation__in=participations, status=Query.Status.RANKED).count(),
         "n_comparisons": judgments.count(),
         "n_neither": judgments.filter(choice="neither").count(),
         "median_seconds": _seconds(median(seconds)) if seconds else None,
@@ -131,6 +139,8 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         ).first(),
         "error": request.GET.get("error", ""),
         "can_analyse": study_allows(user=request.user, study=study, action=StudyAction.ANALYSE),
+        "open_link": open_link(study),
+        "open_link_prolific": open_link(study) + PROLIFIC_SUFFIX if study.open_link_token else "",
     }
     return render(request, "analysis/study_dashboard.html", context)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from annotation.models import PersonaProfile
 
@@ -13,6 +14,18 @@ class ConsentForm(forms.Form):
         label="I have read the information above and agree to take part.",
         error_messages={"required": "Please confirm that you agree to take part."},
     )
+
+
+class ScreeningForm(forms.Form):
+    """The study's screening question; its choices are the study's, in its order."""
+
+    answer = forms.ChoiceField(widget=forms.RadioSelect, error_messages={"required": _("Please choose an answer.")})
+
+    def __init__(self, *args: object, question: str = "", choices: list[str] | None = None, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        field = self.fields["answer"]
+        field.label = question
+        field.choices = [(c, c) for c in choices or []]  # type: ignore[attr-defined]
 
 
 class PersonaForm(forms.Form):
