@@ -273,7 +273,7 @@ class AdminCandidateSerializer(serializers.ModelSerializer):
 
 class ProgressSerializer(serializers.Serializer):
     code = serializers.CharField()
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # the field's name, not DRF's `source`
     consented_at = serializers.DateTimeField(allow_null=True)
     completed_at = serializers.DateTimeField(allow_null=True)
     stopped_at = serializers.DateTimeField(allow_null=True)

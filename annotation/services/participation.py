@@ -215,7 +215,7 @@ def open_link_join(
     existing = open_link_existing(study=study, external=external, annotator=annotator)
     if existing is not None:
         return existing, False
-    ids = {
+    ids: dict[str, Any] = {
         "source": Participation.Source.OPEN_LINK,
         "external_id": external.participant,
         "external_study_id": external.study,

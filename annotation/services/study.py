@@ -418,6 +418,9 @@ def _validate_crowd(fields: Mapping[str, Any], study: Study | None) -> None:
         )
     if not isinstance(accepted, list) or not all(isinstance(a, str) for a in accepted):
         raise ApplicationError("Accepted screening answers must be a JSON list of answers.", field="screening_accepted")
+    for name, given in (("screening_choices", choices), ("screening_accepted", accepted)):
+        if problem := json_problem(given, where=name.replace("_", " ")):
+            raise ApplicationError(f"{problem[0].upper()}{problem[1:]}.", field=name)
     if not question.strip():
         if choices or accepted:
             raise ApplicationError(
