@@ -357,15 +357,16 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
             "persona_editable": used == 0 and not participation.queries.exists(),
             "coverage": _sources_coverage(study_obj),
             "participation": participation,
-            "resume_url": _resume_url(participation),
+            "resume_url": _resume_url(participation, request.user),
         },
         status=400 if form.errors else 200,
     )
 
 
-def _resume_url(participation: Participation) -> str | None:
-    """The personal resume link for the page, except in a preview (a researcher's own account)."""
-    if participation.source == Participation.Source.PREVIEW:
+def _resume_url(participation: Participation, annotator: Any) -> str | None:
+    """The personal resume link for the page, for a participant's own passwordless account only (not in a
+    preview, nor for an account that signs in with a password: participation_for_resume refuses those)."""
+    if participation.source == Participation.Source.PREVIEW or annotator.has_usable_password():
         return None
     return resume_link(participation_resume_token(participation=participation))
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import threading
 from datetime import timedelta
 
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -21,11 +23,12 @@ from analysis.selectors import comparison_rows
 from annotation.models import Participation, Study, StudyMembership
 from annotation.selectors.study import study_progress
 from annotation.selectors.tournament import match_current
-from annotation.services.participation import participation_finish
+from annotation.services.participation import ExternalIds, open_link_join, participation_finish
 from annotation.services.persona import persona_save
 from annotation.services.query import query_submit
 from annotation.services.study import study_update
 from annotation.services.tournament import judgment_record
+from kernel.exceptions import ApplicationError
 from kernel.logging import RedactTokensFilter
 from tests.annotation.factories import PERSONA, StudyFactory
 
@@ -342,3 +345,50 @@ def test_open_and_resume_tokens_and_platform_ids_never_reach_a_log():
     line = record.getMessage()
     assert not any(secret in line for secret in ("SeCrEt1", "SeCrEt2", "5f3a9", "=s1", "=e1")), line
     assert "/open/[redacted]/?PROLIFIC_PID=[redacted]" in line and "/resume/[redacted]/" in line
+
+
+@pytest.mark.timeout(60)
+def test_arrivals_at_the_same_moment_keep_one_participation_per_id_and_the_cap(transactional_db: None) -> None:
+    """Four arrivals released together by a barrier: the same PROLIFIC_PID twice, and two others racing for
+    the one place the cap of 2 leaves."""
+    study = crowd_study(participant_cap=2)
+    barrier = threading.Barrier(4)
+    results: dict[int, object] = {}
+
+    def arrive_now(slot: int, pid: str) -> None:
+        try:
+            barrier.wait()
+            results[slot] = open_link_join(
+                token=study.open_link_token, annotator=None, consent=True, external=ExternalIds(participant=pid)
+            )
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            results[slot] = error
+        finally:
+            connection.close()
+
+    pids = ["same", "same", "other-1", "other-2"]
+    threads = [threading.Thread(target=arrive_now, args=(slot, pid)) for slot, pid in enumerate(pids)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    refused = [r for r in results.values() if isinstance(r, ApplicationError)]
+    assert len(results) == 4 and len(refused) == 1 and refused[0].status == 403, results
+    same = {r[0].pk for slot, r in results.items() if slot < 2}  # type: ignore[index]
+    assert len(same) == 1
+    assert Participation.objects.filter(study=study).count() == 2
+
+
+def test_the_admin_shows_the_open_link_to_paste_and_each_participants_resume_link():
+    study = crowd_study()
+    client, _ = arrive(study, "admin-view")
+    consent(client, study, "admin-view")
+    participation = Participation.objects.get(external_id="admin-view")
+    admin = Client()
+    admin.force_login(get_user_model().objects.create_superuser("boss", "boss@example.org", "pw"))
+    page = admin.get(f"/admin/annotation/study/{study.pk}/change/").content.decode().replace("&amp;", "&")
+    assert f"/open/{study.open_link_token}/?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}&STUDY_ID=" in page
+    listed = admin.get("/admin/annotation/study/").content.decode()
+    assert f"/study/{study.slug}/preview/" in listed
+    detail = admin.get(f"/admin/annotation/participation/{participation.pk}/change/").content.decode()
+    assert f"/resume/{participation.resume_token}/" in detail and "admin-view" in detail
