@@ -328,6 +328,8 @@ def participation_preview_start(*, study: Study, by: Any) -> Participation:
             )
         if not participation_ended(participation=existing):
             return existing
+        # Its questions first: a question protects the persona it was asked with from a cascade.
+        existing.queries.all().delete()
         existing.delete()
     return _participation_create(study=study, annotator=by, source=Participation.Source.PREVIEW)
 

@@ -263,6 +263,12 @@ def test_exports_carry_a_keyed_pseudonym_of_the_platform_id_and_leave_out_previe
     (listed,) = web.get("/research/").context["studies"]
     assert (listed.n_participants, listed.n_completed) == (1, 0)
 
+    # A finished preview, answers and all, gives way to a fresh one.
+    participation_finish(participation=preview)
+    assert web.post(f"/study/{study.slug}/preview/").status_code == 302
+    fresh = Participation.objects.get(study=study, annotator=researcher)
+    assert fresh.pk != preview.pk and not Participation.objects.filter(pk=preview.pk).exists()
+
 
 def test_only_owners_and_researchers_preview_and_a_finished_preview_starts_afresh(django_capture_on_commit_callbacks):
     study = crowd_study()
