@@ -33,6 +33,7 @@ from annotation.services.participation import (
     open_link_existing,
     open_link_join,
     open_link_require_room,
+    open_link_study,
     participation_ended,
     participation_finish,
     participation_finish_refusal,
@@ -150,7 +151,7 @@ def open_join(request: HttpRequest, token: str) -> HttpResponse:
     (PROLIFIC_PID, STUDY_ID, SESSION_ID, or external_id / the study's own parameter) and ride along on the
     consent form, which posts to the same address. The same id arriving again resumes its participation."""
     try:
-        study = open_link_check(token=token)
+        study = open_link_study(token=token)
         external = external_ids_from(params=request.GET, study=study)
     except ApplicationError as error:
         return _error_page(request, error)
@@ -164,7 +165,8 @@ def open_join(request: HttpRequest, token: str) -> HttpResponse:
         _login_participant(request, existing)
         return redirect("annotation:study", slug=study.slug)
     try:
-        open_link_require_room(study=study)  # a full study says so before the consent page
+        open_link_check(study=study)  # expired, or not open: said before the consent page
+        open_link_require_room(study=study)  # and so is a full study
     except ApplicationError as error:
         return _error_page(request, error)
     form = ConsentForm(_posted(request))

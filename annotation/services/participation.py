@@ -160,18 +160,23 @@ def external_ids_from(*, params: Mapping[str, Any], study: Study) -> ExternalIds
     return ExternalIds(**found)
 
 
-def open_link_check(*, token: str) -> Study:
-    """The study behind an open link, or why it cannot be joined: unknown or disabled (404), expired (410),
-    not open (403). The participant cap is checked when joining, under the study's lock."""
+def open_link_study(*, token: str) -> Study:
+    """The study behind an enabled open link, else 404. Someone who already joined comes back through it
+    whatever its expiry and cap (they refuse new participations only)."""
     study = Study.objects.filter(open_link_token=token, open_link_enabled=True).first() if token else None
     if study is None:
         raise ApplicationError("This study link is not valid. Please check the link you were given.", status=404)
+    return study
+
+
+def open_link_check(*, study: Study) -> None:
+    """Why a new participation cannot start through the open link: expired (410), study not open (403). The
+    participant cap is checked when joining, under the study's lock."""
     if study.open_link_expires_at and study.open_link_expires_at <= timezone.now():
         raise ApplicationError(
             "This study is no longer accepting participants. Thank you for your interest.", status=410
         )
     study_require_open(study=study)
-    return study
 
 
 def study_participants_counted(*, study: Study) -> int:
@@ -208,13 +213,14 @@ def open_link_join(
     decline is recorded as a participation screened out (`declined_consent`), so that the platform's return
     path can be followed and a later arrival with the same id is not asked again. Refused when the study is
     full (the cap counts neither previews nor screened-out participations)."""
-    study = open_link_check(token=token)
+    study = open_link_study(token=token)
     external = external or ExternalIds()
     # The study's row lock queues concurrent arrivals: the cap and the one-participation-per-id rule hold.
     Study.objects.select_for_update().filter(pk=study.pk).first()
     existing = open_link_existing(study=study, external=external, annotator=annotator)
     if existing is not None:
         return existing, False
+    open_link_check(study=study)
     ids: dict[str, Any] = {
         "source": Participation.Source.OPEN_LINK,
         "external_id": external.participant,

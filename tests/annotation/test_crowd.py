@@ -120,6 +120,7 @@ def test_a_full_or_expired_open_link_refuses_new_participants_with_a_page():
     Study.objects.filter(pk=study.pk).update(open_link_expires_at=timezone.now() - timedelta(minutes=1))
     _, expired = arrive(study, "third")
     assert expired.status_code == 410 and "no longer accepting participants" in expired.text
+    assert arrive(study, "first")[1].status_code == 302  # who joined before the expiry still comes back
     study_update(study=study, open_link_enabled=False)
     assert arrive(study, "third")[1].status_code == 404
     assert Participation.objects.filter(study=study).count() == 1
