@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
 
 from analysis.stats.systems import system_id
-from annotation.models import Candidate, Judgment, Study
+from annotation.models import Candidate, Judgment, Participation, Study
 from annotation.selectors.quality import participation_quality
 from kernel.exceptions import ApplicationError
 from scoring.core.judges import JudgeIdentity, judge_column
@@ -21,10 +24,37 @@ EXCLUSION_REASONS = ("checks", "speed", "manual")
 BRACKET_PAIRS = {"round1_ab": "AB", "round1_cd": "CD", "final": "final"}
 
 
+# Screened out before any answer (declined consent, failed the screening question): never participants. A
+# participation the check policy stopped keeps its answers; the exclusion rule ("checks") leaves them out.
+SCREENED_BEFORE_ANNOTATING = (Participation.ScreenOut.DECLINED_CONSENT, Participation.ScreenOut.SCREENING)
+
+
+def analysed_participations(*, study: Study) -> QuerySet[Participation]:
+    """The participations whose answers are data: not a study member's preview, not screened out before
+    annotating (the exclusion rule then applies to the table built from them)."""
+    return study.participations.exclude(source=Participation.Source.PREVIEW).exclude(
+        screen_out_reason__in=SCREENED_BEFORE_ANNOTATING
+    )
+
+
+def external_pseudonym(*, study: Study, external_id: str) -> str | None:
+    """The recruiting platform's participant id (PROLIFIC_PID, ...) as exports carry it: a keyed hash (HMAC-SHA256
+    under SECRET_KEY, per study), stable across exports, never the raw id; None without one. Rotating SECRET_KEY
+    changes every pseudonym."""
+    if not external_id:
+        return None
+    key = hashlib.sha256(b"satisfy.external-id:" + settings.SECRET_KEY.encode()).digest()
+    message = f"{study.slug}\x00{external_id}".encode()
+    return "x-" + hmac.new(key, message, hashlib.sha256).hexdigest()[:20]
+
+
 def _judgments(study: Study) -> QuerySet[Judgment]:
     return (
         # Attention checks are never data (annotation.services.quality): not in the table, nor anything built on it.
         Judgment.objects.filter(match__bracket__query__participation__study=study, match__check_expected="")
+        # Previews, and participations screened out before annotating, never reach the analysis or the exports.
+        .exclude(match__bracket__query__participation__source=Participation.Source.PREVIEW)
+        .exclude(match__bracket__query__participation__screen_out_reason__in=SCREENED_BEFORE_ANNOTATING)
         .select_related(
             "match__bracket__query__participation",
             "match__left__system",
@@ -102,6 +132,13 @@ def comparison_rows(
     votes = _pairwise_votes({j.match_id for j in judgments}) if with_scores else {}
     metric_names = sorted({m for per in scores.values() for m in per})
     vote_names = sorted({m for per in votes.values() for m in per})
+    # A study that recorded recruiting-platform ids gets their pseudonyms as a column (docs/crowd.md).
+    participations = {j.match.bracket.query.participation for j in judgments}
+    pseudonyms = (
+        {p.pk: external_pseudonym(study=study, external_id=p.external_id) for p in participations}
+        if any(p.external_id for p in participations)
+        else None
+    )
     rows = []
     for judgment in judgments:
         match = judgment.match
@@ -142,6 +179,8 @@ def comparison_rows(
             # Every live judgment has shown_at; an imported legacy one has none, nor a recorded placement.
             "placement_recorded": judgment.shown_at is not None,
         }
+        if pseudonyms is not None:
+            row["annotator_external"] = pseudonyms[query.participation_id]
         for metric in metric_names:
             row[f"left__{metric}"] = scores.get(left.pk, {}).get(metric)
             row[f"right__{metric}"] = scores.get(right.pk, {}).get(metric)

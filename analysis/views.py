@@ -33,8 +33,9 @@ from analysis.permissions import (
     research_studies,
     research_study,
 )
-from analysis.selectors import exclusion_default
+from analysis.selectors import SCREENED_BEFORE_ANNOTATING, analysed_participations, exclusion_default
 from analysis.serializers import job_json
+from annotation.links import PROLIFIC_SUFFIX, open_link
 from annotation.models import Candidate, Judgment, Participation, Query
 from annotation.selectors.membership import StudyAction, study_allows
 from annotation.selectors.quality import participation_quality
@@ -78,9 +79,15 @@ def _stress_tests() -> list[dict[str, str]]:
 
 @researcher_required
 def study_list(request: HttpRequest) -> HttpResponse:
+    # Previews, and those screened out before annotating, are not participants (docs/crowd.md).
+    counted = ~Q(participations__screen_out_reason__in=SCREENED_BEFORE_ANNOTATING) & ~Q(
+        participations__source=Participation.Source.PREVIEW
+    )
     studies = research_studies(user=request.user).annotate(
-        n_participants=Count("participations", distinct=True),
-        n_completed=Count("participations", filter=Q(participations__completed_at__isnull=False), distinct=True),
+        n_participants=Count("participations", filter=counted, distinct=True),
+        n_completed=Count(
+            "participations", filter=counted & Q(participations__completed_at__isnull=False), distinct=True
+        ),
     )
     return render(request, "analysis/study_list.html", {"studies": studies})
 
@@ -95,15 +102,19 @@ EXCLUSION_CHOICES = (
 @researcher_required
 def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     study = research_study(user=request.user, slug=slug)
+    participations = analysed_participations(study=study)
     # Attention checks are not data: the counts leave them out (their pass rates are under "Quality").
-    judgments = Judgment.objects.filter(match__bracket__query__participation__study=study, match__check_expected="")
+    judgments = Judgment.objects.filter(
+        match__bracket__query__participation__in=participations, match__check_expected=""
+    )
     seconds = [s for s in judgments.values_list("seconds_on_page", flat=True) if s is not None]
 
     context = {
         "study": study,
-        "n_participants": study.participations.count(),
-        "n_completed": study.participations.filter(completed_at__isnull=False).count(),
-        "n_queries_ranked": Query.objects.filter(participation__study=study, status=Query.Status.RANKED).count(),
+        "n_participants": participations.count(),
+        "n_completed": participations.filter(completed_at__isnull=False).count(),
+        "n_screened_out": study.participations.filter(screened_out_at__isnull=False).count(),
+        "n_queries_ranked": Query.objects.filter(participation__in=participations, status=Query.Status.RANKED).count(),
         "n_comparisons": judgments.count(),
         "n_neither": judgments.filter(choice="neither").count(),
         "median_seconds": _seconds(median(seconds)) if seconds else None,
@@ -123,6 +134,8 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         "quality": participation_quality(study=study),
         "exclusion_default": exclusion_default(study=study),
         "exclusion_choices": EXCLUSION_CHOICES,
+        "open_link": open_link(study),
+        "open_link_prolific": open_link(study) + PROLIFIC_SUFFIX if study.open_link_token else "",
     }
     return render(request, "analysis/study_dashboard.html", context)
 

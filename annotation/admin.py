@@ -21,7 +21,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from annotation.backends.registry import RETRIEVAL_BACKENDS
-from annotation.links import invitation_link
+from annotation.links import PROLIFIC_SUFFIX, invitation_link, open_link, resume_link
 from annotation.models import (
     Bracket,
     Candidate,
@@ -288,6 +288,7 @@ class StudyAdminForm(forms.ModelForm):
         initial=1,
         help_text=Study._meta.get_field("check_max_failures").help_text,
     )
+    completion_url = forms.URLField(max_length=500, required=False, assume_scheme="https")
     screen_out_url = forms.URLField(
         required=False,
         max_length=500,
@@ -322,7 +323,16 @@ class BulkInvitationForm(forms.Form):
 class StudyAdmin(StudyScopedAdmin):
     study_path = ""
     view_action = StudyAction.SEE
-    list_display = ["title", "slug", "status", "queries_per_annotator", "participants", "invitation_tools", "results"]
+    list_display = [
+        "title",
+        "slug",
+        "status",
+        "queries_per_annotator",
+        "participants",
+        "invitation_tools",
+        "results",
+        "preview",
+    ]
     list_filter = ["status"]
     search_fields = ["title", "slug"]
     prepopulated_fields = {"slug": ["title"]}
@@ -331,7 +341,28 @@ class StudyAdmin(StudyScopedAdmin):
     actions = ["open_studies", "pause_studies", "close_studies"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Study | None = None) -> list[str]:  # type: ignore[override]
-        return ["prompt_template"] if obj is not None and study_has_candidates(study=obj) else []
+        locked = ["prompt_template"] if obj is not None and study_has_candidates(study=obj) else []
+        # The open link is shown to those who may see invitations (owners and researchers).
+        shown = obj is not None and study_allows(user=request.user, study=obj, action=StudyAction.ANALYSE)
+        return [*locked, "open_link"] if shown else locked
+
+    @admin.display(description="Open study link")
+    def open_link(self, obj: Study) -> str:
+        """The link to give a recruiting platform, with Prolific's parameters (docs/crowd.md); owners and
+        researchers only, as for invitations."""
+        link = open_link(obj) if obj.pk else ""
+        if not link:
+            return "Enable the open link and save to get one."
+        return format_html(
+            '<input type="text" readonly value="{}" size="90" onclick="this.select()" aria-label="open study link">'
+            '<p class="help">For Prolific, paste it with its URL parameters: the address ends in {}</p>',
+            link + PROLIFIC_SUFFIX,
+            PROLIFIC_SUFFIX,
+        )
+
+    @admin.display(description="Preview")
+    def preview(self, obj: Study) -> str:
+        return format_html('<a href="{}">Preview as annotator</a>', reverse("annotation:preview", args=[obj.slug]))
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):  # type: ignore[no-untyped-def]
         study = self.get_object(request, object_id)
@@ -373,7 +404,11 @@ class StudyAdmin(StudyScopedAdmin):
         return super().construct_change_message(request, form, [], add)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Study]:
-        return super().get_queryset(request).annotate(n_participants=Count("participations"))
+        # Previews and screened-out participations are not participants (docs/crowd.md).
+        counted = Q(participations__screened_out_at__isnull=True) & ~Q(
+            participations__source=Participation.Source.PREVIEW
+        )
+        return super().get_queryset(request).annotate(n_participants=Count("participations", filter=counted))
 
     @admin.display(description="Participants", ordering="n_participants")
     def participants(self, obj: Study) -> int:
@@ -486,6 +521,7 @@ class ParticipationAdmin(StudyScopedAdmin):
     list_display = [
         "code",
         "study",
+        "source",
         "consented_at",
         "queries_ranked",
         "queries_asked",
@@ -497,24 +533,45 @@ class ParticipationAdmin(StudyScopedAdmin):
     ]
     list_filter = [
         ("study", STUDY_FILTER),
+        "source",
         ("completed_at", admin.EmptyFieldListFilter),
+        "screen_out_reason",
         ("excluded_at", admin.EmptyFieldListFilter),
     ]
-    search_fields = ["code", "completion_code"]
+    search_fields = ["code", "completion_code", "external_id"]
     readonly_fields = [
         "study",
         "annotator",
         "invitation",
         "code",
+        "source",
+        "external_id",
+        "external_study_id",
+        "external_session_id",
         "consented_at",
+        "screening_answer",
+        "screened_out_at",
+        "screen_out_reason",
         "completed_at",
         "completion_code",
         "stopped_at",
-        "screened_out_at",
         "excluded_at",
         "exclusion_reason",
         "excluded_by",
+        "resume",
     ]
+    exclude = ["resume_token"]
+
+    @admin.display(description="Resume link")
+    def resume(self, obj: Participation) -> str:
+        """The participant's personal resume link, for a researcher to send to someone who lost it."""
+        if obj.source == Participation.Source.PREVIEW or not obj.resume_token:
+            return "–"
+        return format_html(
+            '<input type="text" readonly value="{}" size="70" onclick="this.select()" aria-label="resume link">',
+            resume_link(obj.resume_token),
+        )
+
     inlines = [PersonaInline, QueryInline]
     action_form = ExclusionActionForm
     actions = ["exclude_participations", "include_participations"]

@@ -16,6 +16,18 @@ class ConsentForm(forms.Form):
     )
 
 
+class ScreeningForm(forms.Form):
+    """The study's screening question; its choices are the study's, in its order."""
+
+    answer = forms.ChoiceField(widget=forms.RadioSelect, error_messages={"required": _("Please choose an answer.")})
+
+    def __init__(self, *args: object, question: str = "", choices: list[str] | None = None, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        field = self.fields["answer"]
+        field.label = question
+        field.choices = [(c, c) for c in choices or []]  # type: ignore[attr-defined]
+
+
 class PersonaForm(forms.Form):
     role = forms.CharField(
         max_length=120,

@@ -62,6 +62,50 @@ class Study(models.Model):
         default=False,
         help_text="Every first-round match pairs a persona system with a generic one (needs as many of each).",
     )
+    # --- crowd recruitment (docs/crowd.md): the open link, its cap and expiry, the recruiting platform ---
+    open_link_enabled = models.BooleanField(
+        default=False, help_text="Anyone with the study's open link may join (besides single-use invitations)."
+    )
+    open_link_token = models.CharField(
+        max_length=64, blank=True, default="", editable=False, help_text="The open link's secret; set when enabled."
+    )
+    participant_cap = models.PositiveIntegerField(
+        null=True, blank=True, help_text="New participations are refused once this many have joined (empty: no cap)."
+    )
+    open_link_expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="The open link refuses new participations after this time (empty: never)."
+    )
+    external_id_param = models.CharField(
+        max_length=40,
+        blank=True,
+        default="",
+        help_text="The URL parameter carrying the recruiting platform's participant id besides PROLIFIC_PID and "
+        "external_id (e.g. workerId for MTurk).",
+    )
+    completion_url = models.URLField(
+        max_length=500, blank=True, default="", help_text="Where a finished annotator is sent (Prolific's URL)."
+    )
+    crowd_completion_code = models.CharField(
+        max_length=40,
+        blank=True,
+        default="",
+        help_text="The study-level completion code shown to every finished annotator (Prolific's); empty: "
+        "each participant gets their own code.",
+    )
+    screen_out_url = models.URLField(
+        max_length=500,
+        blank=True,
+        default="",
+        help_text="Where a screened-out annotator is sent (declined consent, failed the screening question, or stopped "
+        "by the check policy): the recruiting platform's return or screen-out link.",
+    )
+    screening_question = models.TextField(
+        blank=True, default="", help_text="Optional question asked after consent, before the persona form."
+    )
+    screening_choices = models.JSONField(default=list, blank=True, help_text="The answers offered (a JSON list).")
+    screening_accepted = models.JSONField(
+        default=list, blank=True, help_text="The answers that let the annotator continue (a JSON list)."
+    )
 
     # --- quality control (docs/annotators.md, "Attention checks"; docs/analysis.md, "Exclusion rule") ---
     class CheckPolicy(models.TextChoices):
@@ -83,9 +127,6 @@ class Study(models.Model):
         null=True,
         blank=True,
         help_text="Flag a participation whose median time per comparison is under this many seconds. Empty: no flag.",
-    )
-    screen_out_url = models.URLField(
-        max_length=500, blank=True, help_text="Where a screened-out annotator is sent (crowd platforms' return link)."
     )
     language = models.CharField(
         max_length=16,
@@ -109,6 +150,12 @@ class Study(models.Model):
             ),
             models.CheckConstraint(condition=Q(check_share__gte=0, check_share__lte=1), name="study_check_share_0_1"),
             models.CheckConstraint(condition=Q(check_max_failures__gte=1), name="study_check_failures_at_least_one"),
+            models.CheckConstraint(
+                condition=Q(participant_cap__isnull=True) | Q(participant_cap__gte=1), name="study_cap_at_least_one"
+            ),
+            models.UniqueConstraint(
+                fields=["open_link_token"], condition=~Q(open_link_token=""), name="unique_open_link_token"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -161,18 +208,40 @@ class Invitation(models.Model):
 
 
 class Participation(models.Model):
+    class Source(models.TextChoices):
+        INVITATION = "invitation", "Invitation"
+        OPEN_LINK = "open_link", "Open study link"
+        PREVIEW = "preview", "Preview by a study member (never analysed)"
+
+    class ScreenOut(models.TextChoices):
+        DECLINED_CONSENT = "declined_consent", "Declined consent"
+        SCREENING = "screening", "Failed the screening question"
+        CHECKS = "checks", "Failed the attention checks"
+
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participations")
     annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="participations")
     invitation = models.ForeignKey(Invitation, on_delete=models.SET_NULL, null=True, blank=True)
     code = models.CharField(max_length=16, unique=True, help_text="Pseudonymous annotator code used in exports.")
-    consented_at = models.DateTimeField()
+    # Empty only for an annotator who declined consent on an open link (screened out, never annotated).
+    consented_at = models.DateTimeField(null=True, blank=True)
+    source = models.CharField(max_length=12, choices=Source.choices, default=Source.INVITATION)
+    # The recruiting platform's ids, as they arrived in the URL. Raw here (the researcher pays by them);
+    # exports carry only a keyed hash of `external_id` (analysis.selectors.external_pseudonym).
+    external_id = models.CharField(max_length=200, blank=True, default="")
+    external_study_id = models.CharField(max_length=200, blank=True, default="")
+    external_session_id = models.CharField(max_length=200, blank=True, default="")
+    # The personal resume link's secret (annotation:resume): restores the participation in another browser.
+    resume_token = models.CharField(max_length=64, blank=True, default="", editable=False)
+    screening_answer = models.CharField(max_length=200, blank=True, default="")
+    # Screened out: declined consent, failed the screening question, or ended by the study's check policy (stop
+    # after N failed checks; `stopped_at` is set too).
+    screened_out_at = models.DateTimeField(null=True, blank=True)
+    screen_out_reason = models.CharField(max_length=20, choices=ScreenOut.choices, blank=True, default="")
     completed_at = models.DateTimeField(null=True, blank=True)
     completion_code = models.CharField(max_length=16, blank=True)
     # Ended early with fewer ranked questions than the study asks: no completion code; the researcher
     # compensates by hand, looking the participation up by its `code`. `completed_at` stays empty.
     stopped_at = models.DateTimeField(null=True, blank=True)
-    # Ended by the study's check policy (stop after N failed checks): `stopped_at` is set too.
-    screened_out_at = models.DateTimeField(null=True, blank=True)
     # A researcher's manual exclusion from the analysis (annotation.services.quality); undone by clearing it.
     excluded_at = models.DateTimeField(null=True, blank=True)
     exclusion_reason = models.TextField(blank=True, default="")
@@ -188,6 +257,11 @@ class Participation(models.Model):
             models.CheckConstraint(
                 condition=Q(excluded_at__isnull=True) | ~Q(exclusion_reason=""), name="exclusion_has_reason"
             ),
+            # The same PROLIFIC_PID arriving twice resumes its participation, never a second one.
+            models.UniqueConstraint(
+                fields=["study", "external_id"], condition=~Q(external_id=""), name="one_participation_per_external_id"
+            ),
+            models.UniqueConstraint(fields=["resume_token"], condition=~Q(resume_token=""), name="unique_resume_token"),
         ]
 
     def __str__(self) -> str:

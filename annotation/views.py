@@ -11,28 +11,42 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.core import signing
 from django.core.cache import cache
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import redirect, render
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
-from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, QueryForm
+from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, QueryForm, ScreeningForm
+from annotation.links import resume_link
 from annotation.models import Judgment, Match, Participation, Query, Study
 from annotation.selectors.generation import generation_progress
+from annotation.selectors.membership import StudyAction, study_allows
 from annotation.selectors.participation import participation_for
 from annotation.selectors.query import query_current, query_for, query_wait_state
 from annotation.selectors.tournament import match_current, match_progress
 from annotation.services.participation import (
+    external_ids_from,
     invitation_accept,
     invitation_check,
     invitation_require_unused,
+    open_link_check,
+    open_link_existing,
+    open_link_join,
+    open_link_require_room,
+    open_link_study,
     participation_ended,
     participation_finish,
     participation_finish_refusal,
+    participation_for_resume,
+    participation_needs_screening,
+    participation_preview_start,
     participation_queries_used,
+    participation_require_restorable,
+    participation_resume_token,
+    participation_screen,
 )
 from annotation.services.persona import persona_current, persona_save
 from annotation.services.quality import check_failed
@@ -104,6 +118,9 @@ def join(request: HttpRequest, token: str) -> HttpResponse:
         invitation_require_unused(invitation=invitation)
     except ApplicationError as error:
         return _error_page(request, error)
+    if request.method == "POST" and "decline" in request.POST:
+        # Nothing is recorded and the invitation stays unused; the annotator is told, or sent back to the platform.
+        return _screened_out_response(request, study)
     form = ConsentForm(_posted(request))
     if request.method == "POST" and form.is_valid():
         try:
@@ -118,10 +135,125 @@ def join(request: HttpRequest, token: str) -> HttpResponse:
     return render(request, "annotation/join.html", {"study": study, "form": form}, status=400 if form.errors else 200)
 
 
+def _login_participant(request: HttpRequest, participation: Participation) -> None:
+    """Sign this browser in as the participant's own passwordless account (never a researcher's)."""
+    if request.user.is_authenticated and request.user.pk == participation.annotator_id:
+        return
+    login(request, participation.annotator, backend="django.contrib.auth.backends.ModelBackend")
+
+
+def _screened_out_response(request: HttpRequest, study: Study) -> HttpResponse:
+    """Back to the recruiting platform's screen-out address, or a page saying the session has ended."""
+    if study.screen_out_url:
+        return redirect(study.screen_out_url)
+    return render(request, "annotation/screened_out.html", {"study": study})
+
+
+@require_http_methods(["GET", "POST"])
+def open_join(request: HttpRequest, token: str) -> HttpResponse:
+    """The study's open link (docs/crowd.md): the recruiting platform's ids come in the query string
+    (PROLIFIC_PID, STUDY_ID, SESSION_ID, or external_id / the study's own parameter) and ride along on the
+    consent form, which posts to the same address. The same id arriving again resumes its participation."""
+    try:
+        study = open_link_study(token=token)
+        external = external_ids_from(params=request.GET, study=study)
+    except ApplicationError as error:
+        return _error_page(request, error)
+    existing = open_link_existing(study=study, external=external, annotator=request.user)
+    if existing is not None:
+        try:
+            if existing.annotator_id != request.user.pk:
+                participation_require_restorable(participation=existing)
+        except ApplicationError as error:
+            return _error_page(request, error)
+        _login_participant(request, existing)
+        return redirect("annotation:study", slug=study.slug)
+    try:
+        open_link_check(study=study)  # expired, or not open: said before the consent page
+        open_link_require_room(study=study)  # and so is a full study
+    except ApplicationError as error:
+        return _error_page(request, error)
+    form = ConsentForm(_posted(request))
+    declined = request.method == "POST" and "decline" in request.POST
+    if declined or (request.method == "POST" and form.is_valid()):
+        try:
+            participation, _ = open_link_join(
+                token=token, annotator=request.user, consent=not declined, external=external
+            )
+        except ApplicationError as error:
+            return _error_page(request, error, study=None)
+        _login_participant(request, participation)
+        if declined:
+            return _screened_out_response(request, study)
+        return redirect("annotation:study", slug=study.slug)
+    return render(
+        request,
+        "annotation/join.html",
+        {"study": study, "form": form, "crowd": True},
+        status=400 if form.errors else 200,
+    )
+
+
+def resume(request: HttpRequest, token: str) -> HttpResponse:
+    """A personal resume link: this browser continues the participation where it stands."""
+    try:
+        participation = participation_for_resume(token=token)
+    except ApplicationError as error:
+        return _error_page(request, error)
+    _login_participant(request, participation)
+    return redirect("annotation:study", slug=participation.study.slug)
+
+
+@login_required(login_url="annotation:home")
+@require_http_methods(["GET", "POST"])
+def screening(request: HttpRequest, slug: str) -> HttpResponse:
+    """The study's screening question, after consent and before the persona form."""
+    participation = participation_for(annotator=request.user, study_slug=slug)
+    if not participation_needs_screening(participation=participation) or participation_ended(
+        participation=participation
+    ):
+        return redirect("annotation:study", slug=slug)
+    if error := _unavailable(participation):
+        return _error_page(request, error, study=participation.study)
+    study_obj = participation.study
+    form = ScreeningForm(_posted(request), question=study_obj.screening_question, choices=study_obj.screening_choices)
+    if request.method == "POST" and form.is_valid():
+        try:
+            participation = participation_screen(participation=participation, answer=form.cleaned_data["answer"])
+        except ApplicationError as error:
+            form.add_error("answer", error.message)
+        else:
+            if participation.screened_out_at is not None:
+                return _screened_out_response(request, study_obj)
+            return redirect("annotation:study", slug=slug)
+    return render(
+        request, "annotation/screening.html", {"study": study_obj, "form": form}, status=400 if form.errors else 200
+    )
+
+
+@login_required(login_url="annotation:home")
+@require_http_methods(["GET", "POST"])
+def preview(request: HttpRequest, slug: str) -> HttpResponse:
+    """ "Preview as annotator" for the study's owners and researchers: a page that says what a preview is,
+    and its button, which starts (or resumes) a participation flagged as a preview."""
+    study_obj = get_object_or_404(Study, slug=slug)
+    if not study_allows(user=request.user, study=study_obj, action=StudyAction.ANALYSE):
+        raise Http404
+    if request.method == "POST":
+        try:
+            participation_preview_start(study=study_obj, by=request.user)
+        except ApplicationError as error:
+            return _error_page(request, error)
+        return redirect("annotation:study", slug=slug)
+    return render(request, "annotation/preview.html", {"study": study_obj})
+
+
 def _next_url(participation: Participation) -> str:
     slug = participation.study.slug
     if participation_ended(participation=participation):
         return reverse("annotation:done", args=[slug])
+    if participation_needs_screening(participation=participation):
+        return reverse("annotation:screening", args=[slug])
     if persona_current(participation=participation) is None:
         return reverse("annotation:profile", args=[slug])
     current = query_current(participation=participation)
@@ -156,6 +288,8 @@ def profile(request: HttpRequest, slug: str) -> HttpResponse:
     participation = participation_for(annotator=request.user, study_slug=slug)
     if participation_ended(participation=participation):
         return redirect("annotation:done", slug=slug)
+    if participation_needs_screening(participation=participation):
+        return redirect("annotation:screening", slug=slug)
     if error := _unavailable(participation):
         return _error_page(request, error, study=participation.study)
     current = persona_current(participation=participation)
@@ -228,9 +362,19 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
             "shown": _shown_token(request),
             "persona_editable": used == 0 and not participation.queries.exists(),
             "coverage": _sources_coverage(study_obj),
+            "participation": participation,
+            "resume_url": _resume_url(participation, request.user),
         },
         status=400 if form.errors else 200,
     )
+
+
+def _resume_url(participation: Participation, annotator: Any) -> str | None:
+    """The personal resume link for the page, for a participant's own passwordless account only (not in a
+    preview, nor for an account that signs in with a password: participation_for_resume refuses those)."""
+    if participation.source == Participation.Source.PREVIEW or annotator.has_usable_password():
+        return None
+    return resume_link(participation_resume_token(participation=participation))
 
 
 def _sources_coverage(study_obj: Study) -> dict[str, Any] | None:
@@ -453,9 +597,13 @@ def stop(request: HttpRequest, slug: str) -> HttpResponse:
 def finish(request: HttpRequest, slug: str) -> HttpResponse:
     participation = participation_for(annotator=request.user, study_slug=slug)
     try:
-        participation_finish(participation=participation)
+        participation = participation_finish(participation=participation)
     except ApplicationError as error:
         return _error_page(request, error, study=participation.study)
+    # A crowd study sends the finished annotator straight back to the platform (they just pressed Finish);
+    # the done page keeps the code and a button to the same address for a reload or a later visit.
+    if participation.completed_at is not None and participation.study.completion_url:
+        return redirect(participation.study.completion_url)
     return redirect("annotation:done", slug=slug)
 
 
@@ -464,6 +612,8 @@ def done(request: HttpRequest, slug: str) -> HttpResponse:
     participation = participation_for(annotator=request.user, study_slug=slug)
     if not participation_ended(participation=participation):
         return redirect("annotation:study", slug=slug)
+    if participation.screened_out_at is not None and participation.screen_out_reason != Participation.ScreenOut.CHECKS:
+        return render(request, "annotation/screened_out.html", {"study": participation.study})
     ranked = participation.queries.filter(status=Query.Status.RANKED).count()
     return render(
         request,

@@ -1,5 +1,6 @@
 """Invitation tokens out of the logs: an invitation link is a password to a study, so a path, query string
-or referer that carries one is logged with the token replaced. `RedactTokensFilter` is attached to Django's
+or referer that carries one is logged with the token replaced. So are the open study link's and the personal
+resume link's tokens, and the recruiting platform's participant ids in a query string (PROLIFIC_PID, ...). `RedactTokensFilter` is attached to Django's
 request and server loggers and to the console handler (config/settings/base.py); `RedactingGunicornLogger`
 does the same for gunicorn's access log (platform/gunicorn.conf.py)."""
 
@@ -12,10 +13,18 @@ from typing import Any
 from gunicorn.glogging import Logger as GunicornLogger
 
 REDACTED = "[redacted]"
-# Every URL that carries an invitation token (annotation/urls.py: join; annotation/api/urls.py: accept).
+# Every URL that carries an invitation token (annotation/urls.py: join; annotation/api/urls.py: accept), an open
+# study link's (open) or a resume link's (resume).
 # Matched anywhere in a string, so a full URL in a referer or a request line is covered too; URL-encoded
 # slashes are not decoded by the router, so a token is everything up to the next '/', '?', '#' or space.
-TOKEN_IN_URL = re.compile(r"(?P<prefix>/join/|/api/v1/invitations/)(?P<token>[^/?#\s\"']+)")
+TOKEN_IN_URL = re.compile(r"(?P<prefix>/join/|/open/|/resume/|/api/v1/invitations/)(?P<token>[^/?#\s\"']+)")
+# The recruiting platform's ids on an open link's query string (annotation.services.participation): personal
+# data, and with the open link enough to resume someone's participation. A study's own parameter name
+# (external_id_param, e.g. workerId) is covered for the common platforms' names.
+PLATFORM_ID_IN_QUERY = re.compile(
+    r"(?P<prefix>[?&](?:PROLIFIC_PID|STUDY_ID|SESSION_ID|external_id|workerId|assignmentId|hitId)=)"
+    r"(?P<token>[^&#\s\"']+)"
+)
 # The admin's invitation list searches by token (InvitationAdmin.search_fields): its `q` may be one.
 TOKEN_IN_ADMIN_SEARCH = re.compile(
     r"(?P<prefix>/admin/annotation/invitation/[^\s\"'?]*\?(?:[^\s\"'#]*&)?q=)(?P<token>[^&#\s\"']+)"
@@ -25,6 +34,7 @@ TOKEN_IN_ADMIN_SEARCH = re.compile(
 def redact(text: str) -> str:
     """The text with every invitation token in a URL replaced by [redacted]."""
     text = TOKEN_IN_URL.sub(lambda m: m.group("prefix") + REDACTED, text)
+    text = PLATFORM_ID_IN_QUERY.sub(lambda m: m.group("prefix") + REDACTED, text)
     return TOKEN_IN_ADMIN_SEARCH.sub(lambda m: m.group("prefix") + REDACTED, text)
 
 

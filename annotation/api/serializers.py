@@ -210,6 +210,15 @@ class StudySerializer(serializers.ModelSerializer):
         }
 
 
+class OpenLinkSerializer(serializers.Serializer):
+    enabled = serializers.BooleanField()
+    link = serializers.CharField(help_text="The open link; empty until the link was first enabled.")
+    prolific_link = serializers.CharField(help_text="The link with Prolific's URL parameters, to paste in Prolific.")
+    participant_cap = serializers.IntegerField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
+    participants = serializers.IntegerField(help_text="Participations counted toward the cap.")
+
+
 class StudyStatusSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=Study.Status.choices)
 
@@ -265,9 +274,12 @@ class AdminCandidateSerializer(serializers.ModelSerializer):
 
 class ProgressSerializer(serializers.Serializer):
     code = serializers.CharField()
-    consented_at = serializers.DateTimeField()
+    source = serializers.CharField()  # type: ignore[assignment]  # the field's name, not DRF's `source`
+    consented_at = serializers.DateTimeField(allow_null=True)
     completed_at = serializers.DateTimeField(allow_null=True)
     stopped_at = serializers.DateTimeField(allow_null=True)
+    screened_out_at = serializers.DateTimeField(allow_null=True)
+    screen_out_reason = serializers.CharField()
     outcome = serializers.SerializerMethodField()
     queries_total = serializers.IntegerField()
     queries_ranked = serializers.IntegerField()
@@ -276,9 +288,12 @@ class ProgressSerializer(serializers.Serializer):
     exclusion_reason = serializers.CharField()
 
     def get_outcome(self, obj: Participation) -> str:
-        """completed (earned a code), stopped (left with too few ranked questions, no code) or in_progress."""
+        """completed (earned a code), stopped (left with too few ranked questions, no code), screened_out
+        (declined consent or failed the screening question; never analysed) or in_progress."""
         if obj.completed_at is not None:
             return "completed"
+        if obj.screened_out_at is not None:
+            return "screened_out"
         return "stopped" if obj.stopped_at is not None else "in_progress"
 
 

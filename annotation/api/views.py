@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.api import serializers as s
+from annotation.links import PROLIFIC_SUFFIX, open_link
 from annotation.models import Candidate, Match, Participation, Query, Study
 from annotation.selectors.generation import candidates_failed
 from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
@@ -28,7 +29,12 @@ from annotation.services.membership import (
     study_create_owned,
     study_update_as,
 )
-from annotation.services.participation import invitation_create_bulk, invitation_join, participation_finish
+from annotation.services.participation import (
+    invitation_create_bulk,
+    invitation_join,
+    participation_finish,
+    study_participants_counted,
+)
 from annotation.services.persona import persona_save
 from annotation.services.quality import participation_exclude, participation_include
 from annotation.services.query import query_discard, query_resend, query_submit
@@ -246,6 +252,7 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         # A manual exclusion is a research decision on the data, not an edit of the participation: the read
         # permission with an owner's or researcher's role (docs/permissions.md).
         "exclusion": ["annotation.view_study", "annotation.view_participation"],
+        "open_link": ["annotation.view_study", "annotation.view_invitation"],
         "metadata": ["annotation.view_study"],  # OPTIONS
     }
     serializer_class = s.StudySerializer
@@ -300,6 +307,23 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         body.is_valid(raise_exception=True)
         invitations = invitation_create_bulk(study=study, **body.validated_data)
         return Response(s.InvitationSerializer(invitations, many=True).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses=s.OpenLinkSerializer)
+    @action(detail=True, methods=["get"], url_path="open-link")
+    def open_link(self, request: Request, slug: str) -> Response:
+        """The study's open link for recruiting platforms (docs/crowd.md), for those who may see invitations."""
+        study = self.get_object()
+        _require_role(request, study, StudyAction.ANALYSE)
+        link = open_link(study)
+        body = {
+            "enabled": study.open_link_enabled,
+            "link": link,
+            "prolific_link": link + PROLIFIC_SUFFIX if link else "",
+            "participant_cap": study.participant_cap,
+            "expires_at": study.open_link_expires_at,
+            "participants": study_participants_counted(study=study),
+        }
+        return Response(s.OpenLinkSerializer(body).data)
 
     @extend_schema(responses=s.ProgressSerializer(many=True))
     @action(detail=True, methods=["get"])

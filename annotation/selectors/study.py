@@ -8,7 +8,8 @@ from annotation.models import Participation, Query, Study
 
 
 def study_progress(*, study: Study) -> QuerySet[Participation]:
-    return study.participations.annotate(
+    """Every participation but the study members' previews (screened-out ones say so in their outcome)."""
+    return study.participations.exclude(source=Participation.Source.PREVIEW).annotate(
         queries_ranked=Count("queries", filter=Q(queries__status=Query.Status.RANKED), distinct=True),
         queries_total=Count("queries", distinct=True),
     )

@@ -1,8 +1,11 @@
-"""Invitations and participations: creating links, checking and accepting one, and finishing a session."""
+"""Invitations and participations: creating links, checking and accepting one, the open study link and its
+recruiting-platform ids, screening and screen-out, resume links, previews by study members, and finishing."""
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +17,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from annotation.models import Candidate, Invitation, Participation, Query, Study
+from annotation.selectors.membership import StudyAction, study_allows
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
 
@@ -87,19 +91,260 @@ def invitation_join(*, token: str, annotator: Any, consent: bool) -> tuple[Parti
     claimed = Invitation.objects.filter(pk=invitation.pk, uses__lt=F("max_uses")).update(uses=F("uses") + 1)
     if not claimed:
         raise ApplicationError(str(USED_UP), status=410)
+    participation = _participation_create(study=invitation.study, annotator=annotator, invitation=invitation)
+    return participation, True
+
+
+def _anonymous_annotator() -> Any:
+    """A new account without a password: the participant is known by the browser's session and the resume link."""
+    annotator = get_user_model().objects.create_user(username=f"annotator-{_code(12).lower()}")
+    annotator.set_unusable_password()
+    annotator.save()
+    return annotator
+
+
+def _participation_create(*, study: Study, annotator: Any, consented: bool = True, **fields: Any) -> Participation:
     if annotator is None or not annotator.is_authenticated:
-        user_model = get_user_model()
-        annotator = user_model.objects.create_user(username=f"annotator-{_code(12).lower()}")
-        annotator.set_unusable_password()
-        annotator.save()
+        annotator = _anonymous_annotator()
     for _attempt in range(5):
         code = _code()
         if not Participation.objects.filter(code=code).exists():
             break
-    participation = Participation.objects.create(
-        study=invitation.study, annotator=annotator, invitation=invitation, code=code, consented_at=timezone.now()
+    return Participation.objects.create(
+        study=study,
+        annotator=annotator,
+        code=code,
+        consented_at=timezone.now() if consented else None,
+        resume_token=secrets.token_urlsafe(24),
+        **fields,
     )
-    return participation, True
+
+
+# --- the open study link (docs/crowd.md) ---------------------------------------------------------------
+
+PROLIFIC_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
+GENERIC_ID_PARAM = "external_id"
+EXTERNAL_ID_MAX = 200
+FULL = "This study has all the participants it needs. Thank you for your interest."
+
+
+@dataclass(frozen=True)
+class ExternalIds:
+    """The recruiting platform's ids from the arrival URL: the participant's, and Prolific's study and session."""
+
+    participant: str = ""
+    study: str = ""
+    session: str = ""
+
+
+def external_ids_from(*, params: Mapping[str, Any], study: Study) -> ExternalIds:
+    """Read PROLIFIC_PID, STUDY_ID and SESSION_ID, else `external_id` or the study's own parameter (workerId);
+    a value longer than 200 characters is refused (400) naming the parameter."""
+    names = {
+        "participant": [
+            "PROLIFIC_PID",
+            GENERIC_ID_PARAM,
+            *([study.external_id_param] if study.external_id_param else []),
+        ],
+        "study": ["STUDY_ID"],
+        "session": ["SESSION_ID"],
+    }
+    found: dict[str, str] = {}
+    for key, candidates in names.items():
+        for name in candidates:
+            value = str(params.get(name) or "").strip()
+            if len(value) > EXTERNAL_ID_MAX:
+                raise ApplicationError(
+                    f"The link's {name} is longer than {EXTERNAL_ID_MAX} characters; please check the link.",
+                    field=name,
+                )
+            if value:
+                found[key] = value
+                break
+    return ExternalIds(**found)
+
+
+def open_link_study(*, token: str) -> Study:
+    """The study behind an enabled open link, else 404. Someone who already joined comes back through it
+    whatever its expiry and cap (they refuse new participations only)."""
+    study = Study.objects.filter(open_link_token=token, open_link_enabled=True).first() if token else None
+    if study is None:
+        raise ApplicationError("This study link is not valid. Please check the link you were given.", status=404)
+    return study
+
+
+def open_link_check(*, study: Study) -> None:
+    """Why a new participation cannot start through the open link: expired (410), study not open (403). The
+    participant cap is checked when joining, under the study's lock."""
+    if study.open_link_expires_at and study.open_link_expires_at <= timezone.now():
+        raise ApplicationError(
+            "This study is no longer accepting participants. Thank you for your interest.", status=410
+        )
+    study_require_open(study=study)
+
+
+def study_participants_counted(*, study: Study) -> int:
+    """Participations that count toward the cap and progress: neither previews nor screened out before
+    annotating (one the check policy stopped took part, and counts)."""
+    before = (Participation.ScreenOut.DECLINED_CONSENT, Participation.ScreenOut.SCREENING)
+    return (
+        Participation.objects.filter(study=study)
+        .exclude(screen_out_reason__in=before)
+        .exclude(source=Participation.Source.PREVIEW)
+        .count()
+    )
+
+
+def open_link_require_room(*, study: Study) -> None:
+    if study.participant_cap is not None and study_participants_counted(study=study) >= study.participant_cap:
+        raise ApplicationError(FULL, status=403)
+
+
+def open_link_existing(*, study: Study, external: ExternalIds, annotator: Any) -> Participation | None:
+    """The participation this arrival resumes: the same platform id, or the signed-in account's own."""
+    if external.participant:
+        found = Participation.objects.filter(study=study, external_id=external.participant).first()
+        if found is not None:
+            return found
+    if annotator is not None and annotator.is_authenticated:
+        return Participation.objects.filter(study=study, annotator=annotator).first()
+    return None
+
+
+@transaction.atomic
+def open_link_join(
+    *, token: str, annotator: Any, consent: bool, external: ExternalIds | None = None
+) -> tuple[Participation, bool]:
+    """Join a study through its open link: (the participation, whether it was created now). The same platform
+    id (or account) arriving again gets its participation back, however often and however concurrently. A
+    decline is recorded as a participation screened out (`declined_consent`), so that the platform's return
+    path can be followed and a later arrival with the same id is not asked again. Refused when the study is
+    full (the cap counts neither previews nor screened-out participations)."""
+    study = open_link_study(token=token)
+    external = external or ExternalIds()
+    # The study's row lock queues concurrent arrivals: the cap and the one-participation-per-id rule hold.
+    Study.objects.select_for_update().filter(pk=study.pk).first()
+    existing = open_link_existing(study=study, external=external, annotator=annotator)
+    if existing is not None:
+        return existing, False
+    open_link_check(study=study)
+    ids: dict[str, Any] = {
+        "source": Participation.Source.OPEN_LINK,
+        "external_id": external.participant,
+        "external_study_id": external.study,
+        "external_session_id": external.session,
+    }
+    if not consent:
+        participation = _participation_create(study=study, annotator=annotator, consented=False, **ids)
+        participation_screen_out(participation=participation, reason=Participation.ScreenOut.DECLINED_CONSENT)
+        participation.refresh_from_db()
+        return participation, True
+    open_link_require_room(study=study)
+    return _participation_create(study=study, annotator=annotator, **ids), True
+
+
+def participation_needs_screening(*, participation: Participation) -> bool:
+    return bool(participation.study.screening_question) and not participation.screening_answer
+
+
+@transaction.atomic
+def participation_screen(*, participation: Participation, answer: str) -> Participation:
+    """Record the answer to the study's screening question; an answer outside the accepted ones ends the
+    participation as screened out (`screening`). Answering again changes nothing."""
+    participation = Participation.objects.select_for_update().select_related("study").get(pk=participation.pk)
+    study = participation.study
+    if participation.screening_answer or participation_ended(participation=participation):
+        return participation
+    study_require_open(study=study)
+    if answer not in study.screening_choices:
+        raise ApplicationError("Please choose one of the answers.", field="answer")
+    participation.screening_answer = answer
+    participation.save(update_fields=["screening_answer"])
+    if answer not in study.screening_accepted:
+        participation_screen_out(participation=participation, reason=Participation.ScreenOut.SCREENING)
+        participation.refresh_from_db()
+    return participation
+
+
+@transaction.atomic
+def participation_screen_out(*, participation: Participation, reason: str) -> Participation:
+    """End the participation as screened out, with its reason; idempotent (the first reason stays). It is
+    left out of the analysis, exports, progress counts and the cap. A question still open is set aside."""
+    if reason not in Participation.ScreenOut.values:
+        raise ApplicationError(f"Unknown screen-out reason {reason!r}.", field="reason")
+    participation = Participation.objects.select_for_update().get(pk=participation.pk)
+    if participation_ended(participation=participation):
+        return participation
+    now = timezone.now()
+    open_ids = list(participation.queries.filter(status__in=OPEN_STATUSES).values_list("pk", flat=True))
+    if open_ids:
+        Query.objects.filter(pk__in=open_ids).update(
+            status=Query.Status.DISCARDED, set_aside_at=now, set_aside_reason="stopped"
+        )
+        candidates_cancel_set_aside(query_ids=open_ids)
+    participation.screened_out_at, participation.screen_out_reason = now, reason
+    participation.save(update_fields=["screened_out_at", "screen_out_reason"])
+    return participation
+
+
+# --- resume links and previews ---------------------------------------------------------------------------
+
+
+def participation_resume_token(*, participation: Participation) -> str:
+    """The participation's resume secret, created for a participation from before resume links existed."""
+    if not participation.resume_token:
+        token = secrets.token_urlsafe(24)
+        Participation.objects.filter(pk=participation.pk, resume_token="").update(resume_token=token)
+        participation.refresh_from_db(fields=["resume_token"])
+    return participation.resume_token
+
+
+def participation_for_resume(*, token: str) -> Participation:
+    """The participation behind a resume link. Only a participant's own passwordless account is restored this
+    way: a preview, or an account that signs in with a password (a researcher's), is refused."""
+    participation = (
+        Participation.objects.select_related("study", "annotator").filter(resume_token=token).first() if token else None
+    )
+    if participation is None:
+        raise ApplicationError("This resume link is not valid. Please check the link you saved.", status=404)
+    participation_require_restorable(participation=participation)
+    return participation
+
+
+def participation_require_restorable(*, participation: Participation) -> None:
+    """Refuse to sign a browser in as this participation's account unless it is a participant's passwordless one."""
+    annotator = participation.annotator
+    if (
+        participation.source == Participation.Source.PREVIEW
+        or annotator.has_usable_password()
+        or annotator.is_staff
+        or annotator.is_superuser
+    ):
+        raise ApplicationError("This participation belongs to an account that signs in with a password.", status=403)
+
+
+@transaction.atomic
+def participation_preview_start(*, study: Study, by: Any) -> Participation:
+    """Try the study as an annotator: a study member (owner or researcher, docs/permissions.md) gets a
+    participation flagged `preview`, which never reaches the analysis, exports, progress counts or the cap.
+    An unfinished preview is resumed; a finished one is replaced by a fresh one. The study must be open."""
+    if not study_allows(user=by, study=study, action=StudyAction.ANALYSE):
+        raise ApplicationError("Only the study's owners and researchers can preview it.", status=403)
+    study_require_open(study=study)
+    get_user_model().objects.select_for_update().filter(pk=by.pk).first()
+    existing = Participation.objects.filter(study=study, annotator=by).first()
+    if existing is not None:
+        if existing.source != Participation.Source.PREVIEW:
+            raise ApplicationError(
+                "You already take part in this study as an annotator, so it cannot be previewed from this account.",
+                status=409,
+            )
+        if not participation_ended(participation=existing):
+            return existing
+        # Its questions first: a question protects the persona it was asked with from a cascade.
+        existing.queries.all().delete()
+        existing.delete()
+    return _participation_create(study=study, annotator=by, source=Participation.Source.PREVIEW)
 
 
 def participation_queries_used(*, participation: Participation) -> int:
@@ -117,8 +362,13 @@ def candidates_cancel_set_aside(*, query_ids: Any) -> int:
 
 
 def participation_ended(*, participation: Participation) -> bool:
-    """Finished with a completion code (`completed_at`) or stopped early without one (`stopped_at`)."""
-    return participation.completed_at is not None or participation.stopped_at is not None
+    """Finished with a completion code (`completed_at`), stopped early without one (`stopped_at`), or screened
+    out (`screened_out_at`: declined consent or failed the screening question)."""
+    return (
+        participation.completed_at is not None
+        or participation.stopped_at is not None
+        or participation.screened_out_at is not None
+    )
 
 
 def participation_require_active(*, participation: Participation) -> None:

@@ -96,7 +96,8 @@ def participation_screen_out(*, participation: Participation) -> Participation:
         candidates_cancel_set_aside(query_ids=open_ids)
     participation.stopped_at = now
     participation.screened_out_at = now
-    participation.save(update_fields=["stopped_at", "screened_out_at"])
+    participation.screen_out_reason = Participation.ScreenOut.CHECKS
+    participation.save(update_fields=["stopped_at", "screened_out_at", "screen_out_reason"])
     return participation
 
 

@@ -4,7 +4,10 @@ updating a study, setting its status, and the open-study check. The admin and th
 from __future__ import annotations
 
 import math
+import re
+import secrets
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -12,6 +15,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import transaction
 from django.http.request import validate_host
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from annotation.backends.offline_retrieval import DEFAULT_CORPUS_PATH
@@ -25,7 +29,7 @@ from annotation.models import Candidate, PromptTemplate, Study, StudySystem
 from annotation.prompts import DEFAULT_BODY, DEFAULT_PERSONA_BLOCK, DEFAULT_TEMPLATE_NAME
 from kernel.backends import BackendError
 from kernel.exceptions import ApplicationError
-from kernel.storable import json_problem
+from kernel.storable import DB_INT_MAX, json_problem
 
 # The study's own settings that study_create and study_update accept (status has its own rules).
 STUDY_FIELDS = (
@@ -46,9 +50,31 @@ STUDY_FIELDS = (
     "check_policy",
     "check_max_failures",
     "speed_threshold_seconds",
-    "screen_out_url",
     "language",
+    # crowd recruitment (docs/crowd.md)
+    "open_link_enabled",
+    "participant_cap",
+    "open_link_expires_at",
+    "external_id_param",
+    "completion_url",
+    "crowd_completion_code",
+    "screen_out_url",
+    "screening_question",
+    "screening_choices",
+    "screening_accepted",
 )
+CROWD_DEFAULTS: dict[str, Any] = {
+    "open_link_enabled": False,
+    "participant_cap": None,
+    "open_link_expires_at": None,
+    "external_id_param": "",
+    "completion_url": "",
+    "crowd_completion_code": "",
+    "screen_out_url": "",
+    "screening_question": "",
+    "screening_choices": [],
+    "screening_accepted": [],
+}
 SYSTEM_FIELDS = ("label", "model_name", "condition", "generation_backend", "backend_settings", "order")
 # Inclusive bounds; beyond them a study cannot be run (a question longer than the API accepts, more
 # sources than a prompt holds).
@@ -304,6 +330,7 @@ def study_validate(
         raise ApplicationError("Constrained first round must be true or false.", field="constrained_first_round")
     _validate_corpus_path(retrieval_settings)
     _validate_quality(fields)
+    _validate_crowd(fields, study)
     languages = [code for code, _name in settings.LANGUAGES]
     if fields.get("language", "en") not in languages:
         raise ApplicationError(
@@ -350,12 +377,111 @@ def _validate_quality(fields: Mapping[str, Any]) -> None:
             "The speed threshold must be a number of seconds above 0 (at most 86400), or empty.",
             field="speed_threshold_seconds",
         )
-    url = fields.get("screen_out_url", "") or ""
-    if not isinstance(url, str) or (url and not url.startswith(("https://", "http://"))) or len(url) > 500:
+
+
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,39}$")
+CODE_CHARS = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+
+
+def _validate_crowd_url(name: str, value: Any) -> None:
+    """A completion or screen-out address: https, or http on this machine (tests, a local stand-in)."""
+    if value == "":
+        return
+    try:
+        parts = urlsplit(value) if isinstance(value, str) else None
+    except ValueError:
+        parts = None
+    ok = (
+        parts is not None
+        and bool(parts.hostname)
+        and "@" not in parts.netloc
+        and len(value) <= 500
+        and (parts.scheme == "https" or (parts.scheme == "http" and parts.netloc.split(":")[0] in LOCAL_HOSTS))
+    )
+    if not ok:
+        label = name.replace("_", " ").capitalize()
         raise ApplicationError(
-            "The screen-out URL must be an http:// or https:// address (at most 500 characters).",
-            field="screen_out_url",
+            f"{label} must be an https:// address (http:// only for localhost), at most 500 characters.", field=name
         )
+
+
+def _validate_crowd(fields: Mapping[str, Any], study: Study | None) -> None:
+    """The open link, cap, expiry, platform parameter, completion and screen-out addresses and screening."""
+    values = {**CROWD_DEFAULTS, **{k: v for k, v in fields.items() if k in CROWD_DEFAULTS}}
+    if not isinstance(values["open_link_enabled"], bool):
+        raise ApplicationError("Open link enabled must be true or false.", field="open_link_enabled")
+    cap = values["participant_cap"]
+    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or not 1 <= cap <= DB_INT_MAX):
+        raise ApplicationError(
+            "The participant cap must be a whole number of at least 1 (or empty).", field="participant_cap"
+        )
+    expires = values["open_link_expires_at"]
+    if expires is not None:
+        if not isinstance(expires, datetime) or timezone.is_naive(expires):
+            raise ApplicationError("The expiry must be a date and time with a time zone.", field="open_link_expires_at")
+        unchanged = study is not None and study.open_link_expires_at == expires
+        if not unchanged and expires <= timezone.now():
+            raise ApplicationError("The expiry must be in the future.", field="open_link_expires_at")
+    param = values["external_id_param"]
+    if not isinstance(param, str) or (param and not PARAM_NAME.match(param)):
+        raise ApplicationError(
+            "The external id parameter must be a URL parameter name: letters, digits, _ . - (at most 40), "
+            "starting with a letter or _.",
+            field="external_id_param",
+        )
+    for name in ("completion_url", "screen_out_url"):
+        _validate_crowd_url(name, values[name])
+    code = values["crowd_completion_code"]
+    if not isinstance(code, str) or (code and not CODE_CHARS.match(code)):
+        raise ApplicationError(
+            "The completion code must be letters, digits, _ or - (at most 40).", field="crowd_completion_code"
+        )
+    question, choices, accepted = (
+        values["screening_question"],
+        values["screening_choices"],
+        values["screening_accepted"],
+    )
+    if not isinstance(question, str):
+        raise ApplicationError("The screening question must be text.", field="screening_question")
+    valid_list = (
+        isinstance(choices, list)
+        and all(isinstance(c, str) and c.strip() and len(c) <= 200 for c in choices)
+        and len(set(choices)) == len(choices)
+    )
+    if not valid_list:
+        raise ApplicationError(
+            "Screening choices must be a JSON list of different, non-empty answers of at most 200 characters.",
+            field="screening_choices",
+        )
+    if not isinstance(accepted, list) or not all(isinstance(a, str) for a in accepted):
+        raise ApplicationError("Accepted screening answers must be a JSON list of answers.", field="screening_accepted")
+    for name, given in (("screening_choices", choices), ("screening_accepted", accepted)):
+        if problem := json_problem(given, where=name.replace("_", " ")):
+            raise ApplicationError(f"{problem[0].upper()}{problem[1:]}.", field=name)
+    if not question.strip():
+        if choices or accepted:
+            raise ApplicationError(
+                "Screening choices need a screening question (or leave both empty).", field="screening_question"
+            )
+        return
+    if not 2 <= len(choices) <= 20:
+        raise ApplicationError("A screening question needs from 2 to 20 choices.", field="screening_choices")
+    outside = [a for a in accepted if a not in choices]
+    if not accepted or outside:
+        raise ApplicationError(
+            "Accepted screening answers must be one or more of the choices"
+            + (f"; not a choice: {', '.join(map(repr, outside))}." if outside else "."),
+            field="screening_accepted",
+        )
+
+
+def _open_link_token(study: Study) -> list[str]:
+    """An enabled open link gets its secret the first time (kept when disabled, so re-enabling keeps it)."""
+    if study.open_link_enabled and not study.open_link_token:
+        study.open_link_token = secrets.token_urlsafe(24)
+        return ["open_link_token"]
+    return []
 
 
 def _save_systems(study: Study, specs: Sequence[Mapping[str, Any]]) -> None:
@@ -402,10 +528,10 @@ def study_create(
     check_policy: str = Study.CheckPolicy.WARN,
     check_max_failures: int = 1,
     speed_threshold_seconds: float | None = None,
-    screen_out_url: str = "",
     language: str = "en",
     systems: Iterable[Mapping[str, Any]] | None = None,
     status: str = Study.Status.DRAFT,
+    **crowd: Any,
 ) -> Study:
     """Create a study with its systems; the default design is two models crossed with two conditions."""
     fields: dict[str, Any] = {
@@ -428,12 +554,17 @@ def study_create(
         "check_policy": check_policy,
         "check_max_failures": check_max_failures,
         "speed_threshold_seconds": speed_threshold_seconds,
-        "screen_out_url": screen_out_url,
         "language": language,
     }
+    unknown = sorted(set(crowd) - set(CROWD_DEFAULTS))
+    if unknown:
+        raise ApplicationError(f"Unknown study field(s): {', '.join(unknown)}.", field=unknown[0])
+    fields |= {**CROWD_DEFAULTS, **crowd}
     specs = _system_specs(_default_systems() if systems is None else systems, [])
     study_validate(fields=fields, systems=specs, status=status)
-    study = Study.objects.create(**fields, status=status)
+    study = Study(**fields, status=status)
+    _open_link_token(study)
+    study.save()
     _save_systems(study, specs)
     return study
 
@@ -459,6 +590,7 @@ def study_update(
     if status != study.status:
         study.status = status
         changed.append("status")
+    changed += _open_link_token(study)
     study.save(update_fields=[*changed, "updated_at"])
     if systems is not None:
         _save_systems(study, specs)

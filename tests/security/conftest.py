@@ -63,6 +63,8 @@ class World:
             "match": self.match.pk,
             "candidate": self.failed.pk,
             "token": self.invitation.token,
+            "resume_token": self.participation.resume_token,
+            "open_token": "no-such-open-link",
             "job": self.export.pk,
             "file": "comparisons.csv",
             "run": self.run.pk,

@@ -118,6 +118,8 @@ API: list[Row] = [
         {"reason": "too fast"},
         A_API_ANALYSE,
     ),
+    # The open link is shown to those who may list invitations.
+    ("GET", "/api/v1/admin/studies/{slug}/open-link/", STUDY + "open-link/", None, A_API_ANALYSE),
     ("GET", "/api/v1/admin/failed-candidates/", "/api/v1/admin/failed-candidates/", None, A_API_LIST),
     ("GET", "/api/v1/admin/failed-candidates/{id}/", FAILED, None, (403, 403, 403, 403, 403, 200, 404, 404, 200, 200)),
     ("POST", "/api/v1/admin/failed-candidates/{id}/retry/", FAILED + "retry/", None, A_API_MANAGE(200)),
@@ -165,7 +167,20 @@ PAGES: list[Row] = [
     ("GET", "/", "/", None, ANYONE_200),
     # A fresh invitation: its consent page, except for the annotator already in the study (to the study).
     ("GET", "/join/<str:token>/", "/join/{token}/", None, (200, 302, 200, 200, 200, 200, 200, 200, 200, 200)),
+    # An unknown (or disabled) open link is 404 for anyone (docs/crowd.md).
+    ("GET", "/open/<str:token>/", "/open/{open_token}/", None, (404,) * 10),
+    # A resume link is a bearer secret: whoever opens it continues that participant's participation.
+    ("GET", "/resume/<str:token>/", "/resume/{resume_token}/", None, (302,) * 10),
     ("GET", "/study/<slug:slug>/", "/study/{slug}/", None, OWN_PAGE(302)),
+    ("GET", "/study/<slug:slug>/screening/", "/study/{slug}/screening/", None, OWN_PAGE(302)),
+    # "Preview as annotator": the study's owners and researchers (docs/permissions.md); anyone else 404.
+    (
+        "GET",
+        "/study/<slug:slug>/preview/",
+        "/study/{slug}/preview/",
+        None,
+        (302, 404, 404, 404, 404, 200, 404, 404, 200, 200),
+    ),
     ("GET", "/study/<slug:slug>/profile/", "/study/{slug}/profile/", None, OWN_PAGE(200)),
     ("GET", "/study/<slug:slug>/ask/", "/study/{slug}/ask/", None, OWN_PAGE(200)),
     ("GET", "/study/<slug:slug>/q/<int:index>/wait/", Q1 + "wait/", None, OWN_PAGE(302)),

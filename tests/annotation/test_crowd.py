@@ -1,0 +1,401 @@
+"""Crowd recruitment (docs/crowd.md) through the pages and the admin API: the open link with its cap and expiry,
+the recruiting platform's ids and their pseudonyms in the comparison table, screen-out both ways, the resume
+link on another browser, the completion redirect, and previews that never reach the analysis."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import threading
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from analysis.selectors import comparison_rows
+from annotation.models import Participation, Study, StudyMembership
+from annotation.selectors.study import study_progress
+from annotation.selectors.tournament import match_current
+from annotation.services.participation import ExternalIds, open_link_join, participation_finish
+from annotation.services.persona import persona_save
+from annotation.services.query import query_submit
+from annotation.services.study import study_update
+from annotation.services.tournament import judgment_record
+from kernel.exceptions import ApplicationError
+from kernel.logging import RedactTokensFilter
+from tests.annotation.factories import PERSONA, StudyFactory
+
+pytestmark = pytest.mark.django_db
+
+COMPLETE = "https://app.prolific.com/submissions/complete?cc=C1A2B3"
+RETURN = "https://app.prolific.com/submissions/complete?cc=SCREENED"
+
+
+def crowd_study(**extra):  # type: ignore[no-untyped-def]
+    return StudyFactory(
+        open_link_enabled=True,
+        completion_url=COMPLETE,
+        crowd_completion_code="C1A2B3",
+        screen_out_url=RETURN,
+        queries_per_annotator=1,
+        **extra,
+    )
+
+
+def arrive(study: Study, pid: str, client: Client | None = None, **params: str):  # type: ignore[no-untyped-def]
+    client = client or Client()
+    query = {"PROLIFIC_PID": pid, "STUDY_ID": "st-1", "SESSION_ID": f"se-{pid}", **params}
+    return client, client.get(f"/open/{study.open_link_token}/", query)
+
+
+def consent(client: Client, study: Study, pid: str, **form: str):  # type: ignore[no-untyped-def]
+    query = f"?PROLIFIC_PID={pid}&STUDY_ID=st-1&SESSION_ID=se-{pid}"
+    return client.post(f"/open/{study.open_link_token}/{query}", form or {"consent": "on"})
+
+
+def owner_api() -> APIClient:
+    client = APIClient()
+    client.force_authenticate(get_user_model().objects.create_superuser("root", "root@example.org", "pw"))
+    return client
+
+
+def play(participation: Participation, captured) -> None:  # type: ignore[no-untyped-def]
+    """One question answered to the end through the services, on the offline backends."""
+    if not participation.personas.exists():
+        persona_save(participation=participation, data=PERSONA)
+    with captured(execute=True):
+        query = query_submit(participation=participation, text="How do night shifts affect sleep?", client_token="")
+    while (match := match_current(query=query)) is not None:
+        judgment_record(match=match, choice="left", by=participation)
+
+
+def test_the_same_prolific_id_arriving_twice_resumes_one_participation():
+    study = crowd_study()
+    client, page = arrive(study, "5f00aa")
+    assert page.status_code == 200 and "agree to take part" in page.text
+    assert consent(client, study, "5f00aa").url == f"/study/{study.slug}/"
+    (participation,) = Participation.objects.filter(study=study)
+    assert (participation.external_id, participation.external_study_id, participation.external_session_id) == (
+        "5f00aa",
+        "st-1",
+        "se-5f00aa",
+    )
+    assert participation.source == "open_link" and participation.consented_at is not None
+
+    # The same id on a fresh browser (and posting consent again) lands in the same participation.
+    other, again = arrive(study, "5f00aa")
+    assert again.status_code == 302 and again.url == f"/study/{study.slug}/"
+    assert other.get(again.url).url == f"/study/{study.slug}/profile/"
+    assert consent(Client(), study, "5f00aa").status_code == 302
+    assert Participation.objects.filter(study=study).count() == 1
+    assert int(other.session["_auth_user_id"]) == participation.annotator_id
+
+    # A generic platform's id by the study's own parameter name (MTurk's workerId).
+    study_update(study=study, external_id_param="workerId")
+    mturk = Client()
+    mturk.get(f"/open/{study.open_link_token}/", {"workerId": "A1B2"})
+    mturk.post(f"/open/{study.open_link_token}/?workerId=A1B2", {"consent": "on"})
+    assert Participation.objects.get(study=study, external_id="A1B2").external_study_id == ""
+
+
+def test_a_full_or_expired_open_link_refuses_new_participants_with_a_page():
+    study = crowd_study(participant_cap=1)
+    client, _ = arrive(study, "first")
+    consent(client, study, "first")
+    _, full = arrive(study, "second")
+    assert full.status_code == 403 and "all the participants it needs" in full.text
+    assert consent(Client(), study, "second").status_code == 403
+    # The one who joined still gets back in; a cap of 2 lets the second in.
+    assert arrive(study, "first")[1].status_code == 302
+    study_update(study=study, participant_cap=2)
+    assert arrive(study, "second")[1].status_code == 200
+
+    Study.objects.filter(pk=study.pk).update(open_link_expires_at=timezone.now() - timedelta(minutes=1))
+    _, expired = arrive(study, "third")
+    assert expired.status_code == 410 and "no longer accepting participants" in expired.text
+    assert arrive(study, "first")[1].status_code == 302  # who joined before the expiry still comes back
+    study_update(study=study, open_link_enabled=False)
+    assert arrive(study, "third")[1].status_code == 404
+    assert Participation.objects.filter(study=study).count() == 1
+
+
+def test_declining_consent_screens_out_and_returns_to_the_platform():
+    study = crowd_study()
+    client, _ = arrive(study, "decliner")
+    declined = consent(client, study, "decliner", decline="1")
+    assert declined.status_code == 302 and declined.url == RETURN
+    participation = Participation.objects.get(study=study, external_id="decliner")
+    assert participation.screen_out_reason == "declined_consent" and participation.consented_at is None
+    assert client.get(f"/study/{study.slug}/").url == f"/study/{study.slug}/done/"
+    assert "This study has ended for you" in client.get(f"/study/{study.slug}/done/").text
+    # Coming back with the same id is not asked again; screened out, it does not count toward a cap of 1.
+    assert arrive(study, "decliner")[1].status_code == 302
+    study_update(study=study, participant_cap=1)
+    assert arrive(study, "someone-else")[1].status_code == 200
+
+    # Without a screen-out address the annotator gets a page saying so.
+    study_update(study=study, screen_out_url="")
+    client, _ = arrive(study, "decliner-2")
+    page = consent(client, study, "decliner-2", decline="1")
+    assert page.status_code == 200 and "This study has ended for you" in page.text
+
+
+def test_the_screening_question_comes_before_the_persona_and_screens_out_a_wrong_answer():
+    study = crowd_study(
+        screening_question="Do you work in healthcare?",
+        screening_choices=["Yes", "No", "Prefer not to say"],
+        screening_accepted=["Yes"],
+    )
+    passes, _ = arrive(study, "nurse")
+    consent(passes, study, "nurse")
+    assert passes.get(f"/study/{study.slug}/").url == f"/study/{study.slug}/screening/"
+    assert passes.get(f"/study/{study.slug}/profile/").url == f"/study/{study.slug}/screening/"
+    page = passes.get(f"/study/{study.slug}/screening/")
+    assert "Do you work in healthcare?" in page.text and "Prefer not to say" in page.text
+    assert passes.post(f"/study/{study.slug}/screening/", {"answer": "Maybe"}).status_code == 400
+    assert passes.post(f"/study/{study.slug}/screening/", {"answer": "Yes"}).url == f"/study/{study.slug}/"
+    assert passes.get(f"/study/{study.slug}/").url == f"/study/{study.slug}/profile/"
+
+    fails, _ = arrive(study, "student")
+    consent(fails, study, "student")
+    out = fails.post(f"/study/{study.slug}/screening/", {"answer": "No"})
+    assert out.status_code == 302 and out.url == RETURN
+    participation = Participation.objects.get(external_id="student")
+    assert (participation.screening_answer, participation.screen_out_reason) == ("No", "screening")
+    assert fails.get(f"/study/{study.slug}/profile/").url == f"/study/{study.slug}/done/"
+    # An answer sent again afterwards changes nothing.
+    fails.post(f"/study/{study.slug}/screening/", {"answer": "Yes"})
+    assert Participation.objects.get(external_id="student").screen_out_reason == "screening"
+
+
+def test_the_resume_link_restores_the_participation_in_another_browser(django_capture_on_commit_callbacks):
+    study = crowd_study()
+    study_update(study=study, queries_per_annotator=2)
+    first, _ = arrive(study, "traveller")
+    consent(first, study, "traveller")
+    first.post(f"/study/{study.slug}/profile/", PERSONA)
+    ask = first.get(f"/study/{study.slug}/ask/")
+    participation = Participation.objects.get(external_id="traveller")
+    link = f"/resume/{participation.resume_token}/"
+    assert link in ask.text and "Continue on another device" in ask.text
+    play(participation, django_capture_on_commit_callbacks)
+
+    second = Client()
+    restored = second.get(link)
+    assert restored.status_code == 302 and restored.url == f"/study/{study.slug}/"
+    # The second browser is where the first one is: question 2, the first one ranked.
+    assert second.get(restored.url).url == f"/study/{study.slug}/ask/"
+    assert "Question 2 of 2" in second.get(f"/study/{study.slug}/ask/").text
+    assert second.get("/resume/not-a-token/").status_code == 404
+
+
+def test_finishing_redirects_to_the_completion_url_with_the_study_code(django_capture_on_commit_callbacks):
+    study = crowd_study()
+    study_update(study=study, queries_per_annotator=2)
+    client, _ = arrive(study, "finisher")
+    consent(client, study, "finisher")
+    participation = Participation.objects.get(external_id="finisher")
+    play(participation, django_capture_on_commit_callbacks)
+    finished = client.post(f"/study/{study.slug}/finish/")
+    assert finished.status_code == 302 and finished.url == COMPLETE
+    done = client.get(f"/study/{study.slug}/done/").text
+    assert 'id="completion-code">C1A2B3<' in done and f'href="{COMPLETE}"' in done.replace("&amp;", "&")
+
+    # A study without crowd settings keeps per-participant codes and the done page.
+    plain = StudyFactory(queries_per_annotator=2, open_link_enabled=True)
+    client, _ = arrive(plain, "plain")
+    consent(client, plain, "plain")
+    participation = Participation.objects.get(study=plain)
+    play(participation, django_capture_on_commit_callbacks)
+    assert client.post(f"/study/{plain.slug}/finish/").url == f"/study/{plain.slug}/done/"
+    participation.refresh_from_db()
+    assert f'id="completion-code">{participation.completion_code}<' in client.get(f"/study/{plain.slug}/done/").text
+
+
+def expected_pseudonym(study: Study, pid: str) -> str:
+    """The keyed hash docs/crowd.md describes, computed here from its definition."""
+    key = hashlib.sha256(b"satisfy.external-id:" + settings.SECRET_KEY.encode()).digest()
+    return "x-" + hmac.new(key, f"{study.slug}\x00{pid}".encode(), hashlib.sha256).hexdigest()[:20]
+
+
+def test_exports_carry_a_keyed_pseudonym_of_the_platform_id_and_leave_out_previews_and_screen_outs(
+    django_capture_on_commit_callbacks,
+):
+    study = crowd_study(screening_question="Adult?", screening_choices=["Yes", "No"], screening_accepted=["Yes"])
+    client, _ = arrive(study, "pid-one")
+    consent(client, study, "pid-one")
+    client.post(f"/study/{study.slug}/screening/", {"answer": "Yes"})
+    play(Participation.objects.get(external_id="pid-one"), django_capture_on_commit_callbacks)
+    # A screened-out participation with answers (a later quality policy may screen out mid-study).
+    client, _ = arrive(study, "pid-out")
+    consent(client, study, "pid-out")
+    client.post(f"/study/{study.slug}/screening/", {"answer": "Yes"})
+    out = Participation.objects.get(external_id="pid-out")
+    play(out, django_capture_on_commit_callbacks)
+    Participation.objects.filter(pk=out.pk).update(screened_out_at=timezone.now(), screen_out_reason="screening")
+
+    researcher = get_user_model().objects.create_user("designer", password="pw")
+    researcher.groups.add(Group.objects.get_or_create(name="researchers")[0])
+    StudyMembership.objects.create(study=study, user=researcher, role="researcher")
+    web = Client()
+    web.force_login(researcher)
+    assert web.post(f"/study/{study.slug}/preview/").url == f"/study/{study.slug}/"
+    preview = Participation.objects.get(study=study, annotator=researcher)
+    assert preview.source == "preview"
+    web.post(f"/study/{study.slug}/screening/", {"answer": "Yes"})
+    play(preview, django_capture_on_commit_callbacks)
+
+    rows = comparison_rows(study=study, with_scores=False)
+    kept = {p.code: p.external_id for p in Participation.objects.filter(external_id="pid-one")}
+    assert {r["annotator"] for r in rows} == set(kept)
+    assert {(r["annotator"], r["annotator_external"]) for r in rows} == {
+        (code, expected_pseudonym(study, pid)) for code, pid in kept.items()
+    }
+    assert rows and not any("pid-one" in str(r) for r in rows)
+    assert {p.code for p in study_progress(study=study)} == {*kept, out.code}  # no preview
+    # The research study list counts participants as the dashboard does: no preview, no screen-out.
+    (listed,) = web.get("/research/").context["studies"]
+    assert (listed.n_participants, listed.n_completed) == (1, 0)
+
+    # A finished preview, answers and all, gives way to a fresh one.
+    participation_finish(participation=preview)
+    assert web.post(f"/study/{study.slug}/preview/").status_code == 302
+    fresh = Participation.objects.get(study=study, annotator=researcher)
+    assert fresh.pk != preview.pk and not Participation.objects.filter(pk=preview.pk).exists()
+
+
+def test_only_owners_and_researchers_preview_and_a_finished_preview_starts_afresh(django_capture_on_commit_callbacks):
+    study = crowd_study()
+    viewer = get_user_model().objects.create_user("viewer", password="pw")
+    StudyMembership.objects.create(study=study, user=viewer, role="viewer")
+    client = Client()
+    client.force_login(viewer)
+    assert client.get(f"/study/{study.slug}/preview/").status_code == 404
+    assert client.post(f"/study/{study.slug}/preview/").status_code == 404
+
+    StudyMembership.objects.filter(user=viewer).update(role="researcher")
+    page = client.get(f"/study/{study.slug}/preview/")
+    assert page.status_code == 200 and "never reaches the analysis" in page.text
+    client.post(f"/study/{study.slug}/preview/")
+    first = Participation.objects.get(study=study, annotator=viewer)
+    client.post(f"/study/{study.slug}/profile/", PERSONA)
+    ask = client.get(f"/study/{study.slug}/ask/").text
+    assert "Preview: your answers are never analysed" in ask and "/resume/" not in ask
+    assert client.get(f"/resume/{first.resume_token}/").status_code == 403  # a researcher's account
+    client.post(f"/study/{study.slug}/preview/")
+    assert Participation.objects.get(study=study, annotator=viewer).pk == first.pk  # resumed
+    participation_finish(participation=first)
+    client.post(f"/study/{study.slug}/preview/")
+    assert Participation.objects.get(study=study, annotator=viewer).pk != first.pk
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("completion_url", "http://prolific.example/done", "must be an https:// address"),
+        ("screen_out_url", "ftp://prolific.example/return", "must be an https:// address"),
+        ("participant_cap", 0, "at least 1"),
+        ("open_link_expires_at", "2020-01-01T00:00:00Z", "must be in the future"),
+        ("external_id_param", "worker id", "URL parameter name"),
+        ("crowd_completion_code", "C<1>", "letters, digits"),
+        ("screening_accepted", ["Maybe"], "one or more of the choices"),
+    ],
+)
+def test_the_admin_api_refuses_bad_crowd_settings_with_a_field_message(field, value, message):
+    study = StudyFactory()
+    body = {"screening_question": "Adult?", "screening_choices": ["Yes", "No"], "screening_accepted": ["Yes"]}
+    response = owner_api().patch(f"/api/v1/admin/studies/{study.slug}/", {**body, field: value}, format="json")
+    assert response.status_code == 400, response.content
+    assert message in str(response.json()["extra"]["fields"][field]), response.json()
+    study.refresh_from_db()
+    assert study.screening_question == ""  # nothing saved
+
+
+def test_the_admin_api_sets_the_open_link_and_says_what_to_paste_in_prolific():
+    study = StudyFactory()
+    api = owner_api()
+    body = {
+        "open_link_enabled": True,
+        "participant_cap": 50,
+        "open_link_expires_at": (timezone.now() + timedelta(days=7)).isoformat(),
+        "completion_url": "http://localhost:8000/done",
+    }
+    response = api.patch(f"/api/v1/admin/studies/{study.slug}/", body, format="json")
+    assert response.status_code == 200, response.content
+    study.refresh_from_db()
+    link = api.get(f"/api/v1/admin/studies/{study.slug}/open-link/").json()
+    assert link["link"].endswith(f"/open/{study.open_link_token}/") and len(study.open_link_token) >= 32
+    assert link["prolific_link"].endswith(
+        "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
+    )
+    assert (link["participant_cap"], link["participants"], link["enabled"]) == (50, 0, True)
+    # Saving again with the same (now stored) expiry is not refused; the token survives disabling.
+    token = study.open_link_token
+    again = api.patch(f"/api/v1/admin/studies/{study.slug}/", {"open_link_enabled": False}, format="json")
+    assert again.status_code == 200
+    study.refresh_from_db()
+    assert study.open_link_token == token
+
+
+def test_open_and_resume_tokens_and_platform_ids_never_reach_a_log():
+    request_line = "GET /open/SeCrEt1/?PROLIFIC_PID=5f3a9&STUDY_ID=s1&SESSION_ID=e1 HTTP/1.1"
+    args = (request_line, 302, "https://x.example/resume/SeCrEt2/")
+    record = logging.LogRecord("django.server", logging.INFO, __file__, 1, '"%s" %s referer %s', args, None)
+    RedactTokensFilter().filter(record)
+    line = record.getMessage()
+    assert not any(secret in line for secret in ("SeCrEt1", "SeCrEt2", "5f3a9", "=s1", "=e1")), line
+    assert "/open/[redacted]/?PROLIFIC_PID=[redacted]" in line and "/resume/[redacted]/" in line
+
+
+@pytest.mark.timeout(60)
+def test_arrivals_at_the_same_moment_keep_one_participation_per_id_and_the_cap(transactional_db: None) -> None:
+    """Four arrivals released together by a barrier: the same PROLIFIC_PID twice, and two others racing for
+    the one place the cap of 2 leaves."""
+    study = crowd_study(participant_cap=2)
+    barrier = threading.Barrier(4)
+    results: dict[int, object] = {}
+
+    def arrive_now(slot: int, pid: str) -> None:
+        try:
+            barrier.wait()
+            results[slot] = open_link_join(
+                token=study.open_link_token, annotator=None, consent=True, external=ExternalIds(participant=pid)
+            )
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            results[slot] = error
+        finally:
+            connection.close()
+
+    pids = ["same", "same", "other-1", "other-2"]
+    threads = [threading.Thread(target=arrive_now, args=(slot, pid)) for slot, pid in enumerate(pids)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    refused = [r for r in results.values() if isinstance(r, ApplicationError)]
+    assert len(results) == 4 and len(refused) == 1 and refused[0].status == 403, results
+    same = {r[0].pk for slot, r in results.items() if slot < 2}  # type: ignore[index]
+    assert len(same) == 1
+    assert Participation.objects.filter(study=study).count() == 2
+
+
+def test_the_admin_shows_the_open_link_to_paste_and_each_participants_resume_link():
+    study = crowd_study()
+    client, _ = arrive(study, "admin-view")
+    consent(client, study, "admin-view")
+    participation = Participation.objects.get(external_id="admin-view")
+    admin = Client()
+    admin.force_login(get_user_model().objects.create_superuser("boss", "boss@example.org", "pw"))
+    page = admin.get(f"/admin/annotation/study/{study.pk}/change/").content.decode().replace("&amp;", "&")
+    assert f"/open/{study.open_link_token}/?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}&STUDY_ID=" in page
+    listed = admin.get("/admin/annotation/study/").content.decode()
+    assert f"/study/{study.slug}/preview/" in listed
+    detail = admin.get(f"/admin/annotation/participation/{participation.pk}/change/").content.decode()
+    assert f"/resume/{participation.resume_token}/" in detail and "admin-view" in detail
