@@ -9,6 +9,7 @@ urlpatterns = [
     path("join/<str:token>/", views.join, name="join"),
     path("study/<slug:slug>/", views.study, name="study"),
     path("study/<slug:slug>/profile/", views.profile, name="profile"),
+    path("study/<slug:slug>/practice/", views.practice_round, name="practice"),
     path("study/<slug:slug>/ask/", views.ask, name="ask"),
     path("study/<slug:slug>/q/<int:index>/wait/", views.wait, name="wait"),
     path("study/<slug:slug>/q/<int:index>/status/", views.status, name="status"),

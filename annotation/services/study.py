@@ -39,6 +39,10 @@ STUDY_FIELDS = (
     "retrieval_settings",
     "prompt_template",
     "constrained_first_round",
+    "allow_ties",
+    "comments",
+    "identical_policy",
+    "practice_round",
 )
 SYSTEM_FIELDS = ("label", "model_name", "condition", "generation_backend", "backend_settings", "order")
 # Inclusive bounds; beyond them a study cannot be run (a question longer than the API accepts, more
@@ -293,6 +297,7 @@ def study_validate(
     constrained = fields.get("constrained_first_round", False)
     if not isinstance(constrained, bool):
         raise ApplicationError("Constrained first round must be true or false.", field="constrained_first_round")
+    _validate_choice_settings(fields)
     _validate_corpus_path(retrieval_settings)
     if study is not None and study_has_candidates(study=study):
         stored = sorted((system_spec(s) for s in study.systems.all()), key=lambda s: s["id"])
@@ -311,6 +316,19 @@ def study_validate(
     _validate_systems(systems)
     if status == Study.Status.OPEN:
         _validate_design(systems, constrained_first_round=constrained)
+
+
+def _validate_choice_settings(fields: Mapping[str, Any]) -> None:
+    """The annotator's choices: ties and the practice round on or off, the comment box, the identical policy."""
+    for name, label in (("allow_ties", "Allow ties"), ("practice_round", "Practice round")):
+        if not isinstance(fields.get(name, False), bool):
+            raise ApplicationError(f"{label} must be true or false.", field=name)
+    for name, options in (("comments", Study.Comments), ("identical_policy", Study.IdenticalPolicy)):
+        value = fields.get(name, options.values[0])
+        if value not in options.values:
+            raise ApplicationError(
+                f"Unknown {name.replace('_', ' ')} {value!r}; choose one of {', '.join(options.values)}.", field=name
+            )
 
 
 def _save_systems(study: Study, specs: Sequence[Mapping[str, Any]]) -> None:
@@ -353,6 +371,10 @@ def study_create(
     retrieval_settings: Mapping[str, Any] | None = None,
     prompt_template: PromptTemplate | None = None,
     constrained_first_round: bool = False,
+    allow_ties: bool = False,
+    comments: str = Study.Comments.OFF,
+    identical_policy: str = Study.IdenticalPolicy.NOTICE,
+    practice_round: bool = False,
     systems: Iterable[Mapping[str, Any]] | None = None,
     status: str = Study.Status.DRAFT,
 ) -> Study:
@@ -373,6 +395,10 @@ def study_create(
         else retrieval_settings,
         "prompt_template": prompt_template or prompt_template_default(),
         "constrained_first_round": constrained_first_round,
+        "allow_ties": allow_ties,
+        "comments": comments,
+        "identical_policy": identical_policy,
+        "practice_round": practice_round,
     }
     specs = _system_specs(_default_systems() if systems is None else systems, [])
     study_validate(fields=fields, systems=specs, status=status)

@@ -1,5 +1,6 @@
 """The tournament of a query: drawing its bracket, showing a match, recording a choice (`judgment_record`)
-and advancing the winner to the next round."""
+and advancing the winner to the next round. A tie advances the side the bracket's seeded coin picks
+(`tie_advances`); a tie in the final ends the bracket with no single winner (docs/annotators.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from annotation.models import Bracket, Candidate, Judgment, Match, Participation
 from annotation.services.participation import participation_require_active
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
+from kernel.similarity import likeness
 from kernel.stamps import stamp_first
+
+COMMENT_MAX_CHARS = 2000
 
 
 def _round_label(round_number: int, total_rounds: int, letters: str) -> str:
@@ -64,19 +68,70 @@ def bracket_create(*, query: Query, seed: int | None = None) -> Bracket:
     seed = secrets.randbits(62) if seed is None else seed
     rng = random.Random(seed)
     candidates = list(query.candidates.select_related("system").order_by("system__order", "pk"))
-    constrained = (
-        Study.objects.filter(participations=query.participation_id).values_list("constrained_first_round", flat=True)
+    constrained, policy = (
+        Study.objects.filter(participations=query.participation_id).values_list(
+            "constrained_first_round", "identical_policy"
+        )
     ).get()
     candidate_ids = _draw(candidates, rng, constrained_first_round=constrained)
     for position, candidate_id in enumerate(candidate_ids):
         Candidate.objects.filter(pk=candidate_id).update(position=string.ascii_uppercase[position])
-    bracket = Bracket.objects.create(query=query, seed=seed, size=len(candidate_ids))
-    for index in range(len(candidate_ids) // 2):
-        pair = candidate_ids[2 * index : 2 * index + 2]
-        _match_create(bracket=bracket, round_number=1, index=index, entrants=pair)
+    bracket = Bracket.objects.create(
+        query=query, seed=seed, size=len(candidate_ids), pair_likeness=pair_likeness(candidates)
+    )
+    first_round = [
+        _match_create(bracket=bracket, round_number=1, index=index, entrants=candidate_ids[2 * index : 2 * index + 2])
+        for index in range(len(candidate_ids) // 2)
+    ]
     # A question the annotator set aside while it was generating stays set aside.
     Query.objects.filter(pk=query.pk).exclude(status=Query.Status.DISCARDED).update(status=Query.Status.READY)
+    if policy == Study.IdenticalPolicy.TIE:
+        for match in first_round:
+            if match.identical and match.status == Match.Status.PENDING:
+                _tie_record_automatic(bracket=bracket, match=match)
+                _tournament_advance(bracket=bracket, match=match, policy=policy)
     return bracket
+
+
+def _pair_key(first_id: int, second_id: int) -> str:
+    return f"{min(first_id, second_id)}:{max(first_id, second_id)}"
+
+
+def pair_likeness(candidates: Sequence[Candidate]) -> dict[str, list[object]]:
+    """Every pair of a query's candidates that is identical or near-identical (``kernel.similarity``):
+    ``{"<id>:<id>": [kind, similarity]}``, measured once when the bracket is drawn so that a later round's
+    match is flagged without reading the texts again."""
+    out: dict[str, list[object]] = {}
+    for i, first in enumerate(candidates):
+        for second in candidates[i + 1 :]:
+            found = likeness(first.text, second.text)
+            if found.kind:
+                out[_pair_key(first.pk, second.pk)] = [found.kind, found.similarity]
+    return out
+
+
+def tie_advances(*, bracket: Bracket, match: Match) -> int | None:
+    """The candidate a tie sends on: the bracket's seeded coin for this match, so the same seed always
+    sends the same side; None in the final, where a tie leaves no single winner."""
+    if match.round >= bracket.rounds:
+        return None
+    heads = random.Random(f"{bracket.seed}:tie:{match.round}:{match.index}").random() < 0.5
+    return match.left_id if heads else match.right_id
+
+
+def _tie_record_automatic(*, bracket: Bracket, match: Match) -> Judgment:
+    """Record an identical pair as a tie without asking (the study's identical policy "tie")."""
+    judgment = Judgment.objects.create(
+        match=match,
+        choice=Judgment.Choice.TIE,
+        winner_id=tie_advances(bracket=bracket, match=match),
+        automatic=True,
+        answered_at=timezone.now(),
+    )
+    match.status = Match.Status.ANSWERED
+    match.save(update_fields=["status"])
+    match.judgment = judgment
+    return judgment
 
 
 def _match_create(*, bracket: Bracket, round_number: int, index: int, entrants: Sequence[int | None]) -> Match:
@@ -92,8 +147,16 @@ def _match_create(*, bracket: Bracket, round_number: int, index: int, entrants: 
     # Left/right placement is random too, reproducible from the bracket's seed.
     if random.Random(f"{bracket.seed}:{round_number}:{index}").random() < 0.5:
         left_id, right_id = right_id, left_id
+    kind, similarity = (bracket.pair_likeness or {}).get(_pair_key(left_id, right_id), ["", None])
     return Match.objects.create(
-        bracket=bracket, round=round_number, index=index, label=label, left_id=left_id, right_id=right_id
+        bracket=bracket,
+        round=round_number,
+        index=index,
+        label=label,
+        left_id=left_id,
+        right_id=right_id,
+        identical=kind,
+        similarity=similarity,
     )
 
 
@@ -103,9 +166,11 @@ def _match_winner_id(match: Match) -> int | None:
     return match.judgment.winner_id
 
 
-def _tournament_advance(*, bracket: Bracket, match: Match) -> None:
+def _tournament_advance(*, bracket: Bracket, match: Match, policy: str | None = None) -> None:
     """After a match resolves, create the next round's match once its sibling has resolved too.
-    A "neither" (or a skipped match) leaves no winner, so the match it feeds is skipped.
+    A "neither" (or a skipped match, or a tie in the final) leaves no winner, so the match it feeds is skipped;
+    a tie sends on the side its coin picked. A new match between identical summaries is recorded as a tie at
+    once under the identical policy "tie" (`policy`; else read from the bracket's study).
     The caller holds the bracket row's lock (`judgment_record` takes it with the match's): without it,
     two siblings answered at the same moment each see the other still pending and no final is created."""
     while match.round < bracket.rounds:
@@ -125,6 +190,10 @@ def _tournament_advance(*, bracket: Bracket, match: Match) -> None:
             index=match.index // 2,
             entrants=[_match_winner_id(first), _match_winner_id(second)],
         )
+        if match.status == Match.Status.PENDING and match.identical:
+            policy = policy or bracket.query.participation.study.identical_policy
+            if policy == Study.IdenticalPolicy.TIE:
+                _tie_record_automatic(bracket=bracket, match=match)
         if match.status == Match.Status.PENDING:
             return
     if not bracket.matches.filter(status=Match.Status.PENDING).exists():
@@ -144,6 +213,7 @@ CHOICE_WORDS = {
     Judgment.Choice.LEFT: "the left summary (the top one on a phone)",
     Judgment.Choice.RIGHT: "the right summary (the bottom one on a phone)",
     Judgment.Choice.NEITHER: "neither summary",
+    Judgment.Choice.TIE: "both equally good",
 }
 
 
@@ -161,10 +231,17 @@ def _already_answered(existing: Judgment, choice: str) -> Judgment:
 
 
 @transaction.atomic
-def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment:
-    """Answer a match. The same answer again is returned unchanged; a different one is refused."""
+def judgment_record(*, match: Match, choice: str, by: Participation, comment: str = "") -> Judgment:
+    """Answer a match. The same answer again is returned unchanged; a different one is refused.
+    A tie ("both equally good") only where the study allows ties; a comment only where it collects them
+    (on the match, or on the question: then it replaces the question's earlier comment)."""
     if choice not in Judgment.Choice.values:
-        raise ApplicationError("Choose left, right or neither.", field="choice")
+        raise ApplicationError("Choose left, right, neither or (where offered) both equally good.", field="choice")
+    comment = comment.strip()
+    if len(comment) > COMMENT_MAX_CHARS:
+        raise ApplicationError(
+            f"A comment can be at most {COMMENT_MAX_CHARS} characters (this one has {len(comment)}).", field="comment"
+        )
     # Lock the match and its bracket in one statement: the bracket's lock serialises the answers to
     # sibling matches, so the one answered second sees the first and creates the next round's match.
     # Not the study: that would queue every annotator behind one row.
@@ -176,6 +253,13 @@ def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment
     query = match.bracket.query
     if query.participation_id != by.pk:
         raise ApplicationError("Not found.", status=404)
+    study = query.participation.study
+    if choice == Judgment.Choice.TIE and not study.allow_ties:
+        raise ApplicationError(
+            'This study does not offer "both equally good": choose left, right or neither.', field="choice"
+        )
+    if comment and study.comments == Study.Comments.OFF:
+        raise ApplicationError("This study does not collect comments.", field="comment")
     existing = getattr(match, "judgment", None)
     if existing is not None:
         return _already_answered(existing, choice)
@@ -183,10 +267,12 @@ def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment
         raise ApplicationError("This comparison was skipped and takes no answer.", status=409)
     if query.status != Query.Status.READY:
         raise ApplicationError("This question was set aside, so its comparisons take no more answers.", status=409)
-    study_require_open(study=query.participation.study)
+    study_require_open(study=study)
     now = timezone.now()
     shown_at = match.shown_at or now
     winner_id = {"left": match.left_id, "right": match.right_id}.get(choice)
+    if choice == Judgment.Choice.TIE:
+        winner_id = tie_advances(bracket=match.bracket, match=match)
     try:
         with transaction.atomic():
             judgment = Judgment.objects.create(
@@ -196,11 +282,14 @@ def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment
                 shown_at=shown_at,
                 answered_at=now,
                 seconds_on_page=max(0.0, (now - shown_at).total_seconds()),
+                comment=comment if study.comments == Study.Comments.MATCH else "",
             )
     except IntegrityError:
         # A concurrent request answered first (the one-to-one key refused ours): same rules apply.
         return _already_answered(Judgment.objects.get(match=match), choice)
     match.status = Match.Status.ANSWERED
     match.save(update_fields=["status"])
+    if comment and study.comments == Study.Comments.QUESTION:
+        Query.objects.filter(pk=query.pk).update(feedback=comment)
     _tournament_advance(bracket=match.bracket, match=match)
     return judgment
