@@ -410,7 +410,9 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     if request.method == "POST":
         form = ChoiceForm(request.POST)
         if not form.is_valid():
-            message = str(form.errors["comment"][0]) if "comment" in form.errors else _("Choose left, right or neither.")
+            message = (
+                str(form.errors["comment"][0]) if "comment" in form.errors else _("Choose left, right or neither.")
+            )
             return _error_page(request, ApplicationError(message), study=participation.study)
         # Every answer names its match; only the one on screen now takes it. The same answer sent again
         # (a double click) is harmless; anything else is explained, never applied to the current match.

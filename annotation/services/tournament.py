@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study, StudySystem
 from annotation.services.participation import participation_require_active
@@ -240,7 +241,9 @@ def judgment_record(*, match: Match, choice: str, by: Participation, comment: st
     comment = comment.strip()
     if len(comment) > COMMENT_MAX_CHARS:
         raise ApplicationError(
-            f"A comment can be at most {COMMENT_MAX_CHARS} characters (this one has {len(comment)}).", field="comment"
+            _("A comment can be at most %(limit)d characters (this one has %(length)d).")
+            % {"limit": COMMENT_MAX_CHARS, "length": len(comment)},
+            field="comment",
         )
     # Lock the match and its bracket in one statement: the bracket's lock serialises the answers to
     # sibling matches, so the one answered second sees the first and creates the next round's match.
@@ -256,10 +259,10 @@ def judgment_record(*, match: Match, choice: str, by: Participation, comment: st
     study = query.participation.study
     if choice == Judgment.Choice.TIE and not study.allow_ties:
         raise ApplicationError(
-            'This study does not offer "both equally good": choose left, right or neither.', field="choice"
+            _("This study does not offer “both equally good”: choose left, right or neither."), field="choice"
         )
     if comment and study.comments == Study.Comments.OFF:
-        raise ApplicationError("This study does not collect comments.", field="comment")
+        raise ApplicationError(_("This study does not collect comments."), field="comment")
     existing = getattr(match, "judgment", None)
     if existing is not None:
         return _already_answered(existing, choice)
