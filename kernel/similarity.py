@@ -3,6 +3,7 @@ whitespace and punctuation are folded, or near-identical by token-level similari
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rapidfuzz import fuzz
@@ -24,8 +25,12 @@ class Likeness:
 
 def likeness(first: str, second: str, *, threshold: float = NEAR_IDENTICAL_THRESHOLD) -> Likeness:
     """Compare two texts as word tokens (``kernel.text.tokenize``: lower-cased, punctuation dropped)."""
-    a, b = tokenize(first), tokenize(second)
-    if a == b:
+    return token_likeness(tokenize(first), tokenize(second), threshold=threshold)
+
+
+def token_likeness(a: Sequence[str], b: Sequence[str], *, threshold: float = NEAR_IDENTICAL_THRESHOLD) -> Likeness:
+    """``likeness`` of texts already tokenised (to compare many pairs, tokenise each text once)."""
+    if list(a) == list(b):
         return Likeness("exact", 100.0)
     similarity = round(float(fuzz.ratio(a, b)), 2)
     return Likeness("near" if similarity >= threshold else "", similarity)

@@ -17,8 +17,9 @@ from annotation.models import Bracket, Candidate, Judgment, Match, Participation
 from annotation.services.participation import participation_require_active
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
-from kernel.similarity import likeness
+from kernel.similarity import token_likeness
 from kernel.stamps import stamp_first
+from kernel.text import tokenize
 
 COMMENT_MAX_CHARS = 2000
 
@@ -103,11 +104,12 @@ def pair_likeness(candidates: Sequence[Candidate]) -> dict[str, list[object]]:
     ``{"<id>:<id>": [kind, similarity]}``, measured once when the bracket is drawn so that a later round's
     match is flagged without reading the texts again."""
     out: dict[str, list[object]] = {}
+    tokens = [tokenize(c.text) for c in candidates]
     for i, first in enumerate(candidates):
-        for second in candidates[i + 1 :]:
-            found = likeness(first.text, second.text)
+        for j in range(i + 1, len(candidates)):
+            found = token_likeness(tokens[i], tokens[j])
             if found.kind:
-                out[_pair_key(first.pk, second.pk)] = [found.kind, found.similarity]
+                out[_pair_key(first.pk, candidates[j].pk)] = [found.kind, found.similarity]
     return out
 
 
@@ -169,7 +171,7 @@ def _match_winner_id(match: Match) -> int | None:
 
 def _tournament_advance(*, bracket: Bracket, match: Match, policy: str | None = None) -> None:
     """After a match resolves, create the next round's match once its sibling has resolved too.
-    A "neither" (or a skipped match, or a tie in the final) leaves no winner, so the match it feeds is skipped;
+    A "neither" (or a skipped match) leaves no winner, so the match it feeds is skipped;
     a tie sends on the side its coin picked. A new match between identical summaries is recorded as a tie at
     once under the identical policy "tie" (`policy`; else read from the bracket's study).
     The caller holds the bracket row's lock (`judgment_record` takes it with the match's): without it,
