@@ -145,6 +145,8 @@ PAGES: list[Row] = [
     ("GET", "/join/<str:token>/", "/join/{token}/", None, (200, 302, 200, 200, 200, 200, 200, 200, 200, 200)),
     ("GET", "/study/<slug:slug>/", "/study/{slug}/", None, OWN_PAGE(302)),
     ("GET", "/study/<slug:slug>/profile/", "/study/{slug}/profile/", None, OWN_PAGE(200)),
+    # The study has no practice round, so its own annotator is sent on to the study.
+    ("GET", "/study/<slug:slug>/practice/", "/study/{slug}/practice/", None, OWN_PAGE(302)),
     ("GET", "/study/<slug:slug>/ask/", "/study/{slug}/ask/", None, OWN_PAGE(200)),
     ("GET", "/study/<slug:slug>/q/<int:index>/wait/", Q1 + "wait/", None, OWN_PAGE(302)),
     ("GET", "/study/<slug:slug>/q/<int:index>/status/", Q1 + "status/", None, OWN_PAGE(200)),
