@@ -22,7 +22,7 @@ import pandas as pd
 from analysis.stats._results import ResultMixin
 from analysis.stats.provenance import TIMESTAMP_COLUMNS, code_version, now_iso, table_checksum
 from analysis.stats.systems import canonicalize_systems
-from analysis.stats.table import COLUMNS, is_stage, metric_names, stage_order
+from analysis.stats.table import CHOICE_DETAIL_COLUMNS, COLUMNS, is_stage, metric_names, stage_order
 
 # defusedcsv's rules (OWASP's CSV injection advice): a cell starting with = + - @ | % is escaped unless it is
 # a plain number; widened to what spreadsheets also run: those characters after leading whitespace, their
@@ -68,8 +68,8 @@ def restore_cell(value: Any) -> Any:
 
 
 def ordered_columns(table: pd.DataFrame) -> list[str]:
-    """Contract columns first (those present), then metric columns, then anything else."""
-    cols = [c for c in COLUMNS if c in table.columns]
+    """Contract columns first (those present), the choice details, then metric columns, then anything else."""
+    cols = [c for c in (*COLUMNS, *CHOICE_DETAIL_COLUMNS) if c in table.columns]
     for m in metric_names(table):
         cols += [f"left__{m}", f"right__{m}"]
     return cols + [str(c) for c in table.columns if c not in cols]

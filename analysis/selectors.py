@@ -122,6 +122,15 @@ def _pairwise_votes(match_ids: set[int]) -> dict[int, dict[str, tuple[float, flo
     return out
 
 
+def _advanced_side(judgment: Judgment) -> str | None:
+    """The side that moved on to the next round: the chosen one, or for a tie the coin's; None for "neither"
+    and for a tie in the final (and for a final's winner too, which moves nowhere)."""
+    match = judgment.match
+    if judgment.winner_id is None or match.label == "final":
+        return None
+    return "left" if judgment.winner_id == match.left_id else "right"
+
+
 def comparison_rows(
     *, study: Study, metrics: list[str] | None = None, with_scores: bool = True
 ) -> list[dict[str, Any]]:
@@ -145,7 +154,7 @@ def comparison_rows(
         query = match.bracket.query
         left, right = match.left, match.right
         assert left is not None and right is not None  # answered matches always have both sides
-        winner = judgment.winner
+        winner = judgment.winner if judgment.choice in ("left", "right") else None
         left_design, right_design = candidate_design(left), candidate_design(right)
         winner_design = candidate_design(winner) if winner else None
         row: dict[str, Any] = {
@@ -169,15 +178,23 @@ def comparison_rows(
             "left_condition": left_design[2],
             "right_condition": right_design[2],
             "choice": judgment.choice,
-            "winner_side": None if judgment.choice == "neither" else judgment.choice,
+            # A tie has no preferred side: its `winner` is only the side the coin sent on (`advanced_side`).
+            "winner_side": judgment.choice if judgment.choice in ("left", "right") else None,
             "winner_system": winner_design[0] if winner_design else None,
             "winner_model": winner_design[1] if winner_design else None,
             "winner_condition": winner_design[2] if winner_design else None,
             "shown_at": judgment.shown_at.isoformat() if judgment.shown_at else None,
             "answered_at": judgment.answered_at.isoformat(),
             "seconds_on_page": judgment.seconds_on_page,
-            # Every live judgment has shown_at; an imported legacy one has none, nor a recorded placement.
-            "placement_recorded": judgment.shown_at is not None,
+            # Every live judgment has shown_at (an automatic tie was never shown, but was placed); an imported
+            # legacy one has none, nor a recorded placement.
+            "placement_recorded": judgment.shown_at is not None or judgment.automatic,
+            "advanced_side": _advanced_side(judgment),
+            "tie_automatic": judgment.automatic,
+            "identical": match.identical or None,
+            "similarity": match.similarity,
+            "comment": judgment.comment or None,
+            "question_comment": query.feedback or None,
         }
         if pseudonyms is not None:
             row["annotator_external"] = pseudonyms[query.participation_id]
@@ -260,7 +277,7 @@ def comparison_frame(*, study: Study, metrics: list[str] | None = None) -> Any:
     # pandas (and the statistics package) load only when a frame is asked for, not in every web request.
     import pandas as pd
 
-    from analysis.stats.table import COLUMNS
+    from analysis.stats.table import CHOICE_DETAIL_COLUMNS, COLUMNS
 
     rows = comparison_rows(study=study, metrics=metrics)
-    return pd.DataFrame(rows, columns=None if rows else list(COLUMNS))
+    return pd.DataFrame(rows, columns=None if rows else [*COLUMNS, *CHOICE_DETAIL_COLUMNS])

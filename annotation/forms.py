@@ -5,7 +5,8 @@ from __future__ import annotations
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from annotation.models import PersonaProfile
+from annotation.models import Judgment, PersonaProfile
+from annotation.services.tournament import COMMENT_MAX_CHARS
 
 
 class ConsentForm(forms.Form):
@@ -68,4 +69,15 @@ class QueryForm(forms.Form):
 
 class ChoiceForm(forms.Form):
     match_id = forms.IntegerField(widget=forms.HiddenInput)
-    choice = forms.ChoiceField(choices=[("left", "Left"), ("right", "Right"), ("neither", "Neither")])
+    # The tie is refused by the service where the study does not offer it.
+    choice = forms.ChoiceField(choices=Judgment.Choice.choices)
+    comment = forms.CharField(
+        max_length=COMMENT_MAX_CHARS,
+        required=False,
+        label=_("Comment (optional)"),
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+
+
+class PracticeForm(forms.Form):
+    choice = forms.ChoiceField(choices=Judgment.Choice.choices)

@@ -135,6 +135,35 @@ class Study(models.Model):
         help_text="The language of the annotator pages. The study's title, instructions and consent text are "
         "shown as written, so write them in this language.",
     )
+    # --- the annotator's choices (docs/annotators.md, "Ties, comments, identical summaries") ---
+    allow_ties = models.BooleanField(
+        default=False,
+        help_text='Offer "both equally good" besides "neither meets my need"; a tie advances one side by the '
+        "bracket's seeded coin (a tie in the final ends the bracket with no single winner).",
+    )
+
+    class Comments(models.TextChoices):
+        OFF = "off", "No comment box"
+        MATCH = "match", "An optional comment on every comparison"
+        QUESTION = "question", "An optional comment on each question"
+
+    comments = models.CharField(max_length=8, choices=Comments.choices, default=Comments.OFF)
+
+    class IdenticalPolicy(models.TextChoices):
+        NOTICE = "notice", "Show the pair with a notice that the summaries are (nearly) the same"
+        TIE = "tie", "Record the pair as a tie without asking"
+        REGENERATE = "regenerate", "Generate one of the two again (at most twice), then show with a notice"
+
+    identical_policy = models.CharField(
+        max_length=10,
+        choices=IdenticalPolicy.choices,
+        default=IdenticalPolicy.NOTICE,
+        help_text="What to do with two identical or near-identical summaries; exports flag them in every case.",
+    )
+    practice_round = models.BooleanField(
+        default=False,
+        help_text="A fixed practice comparison with feedback before the first question (never stored as data).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -324,7 +353,11 @@ class Query(models.Model):
     retrieval_note = models.TextField(
         blank=True, default="", help_text="Why the sources may not answer the question (nothing in the corpus matched)."
     )
-    feedback = models.TextField(blank=True, default="", help_text="The annotator's free-text comment (legacy imports).")
+    feedback = models.TextField(
+        blank=True,
+        default="",
+        help_text="The annotator's comment on the question (studies with comments per question; legacy imports).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     # --- the annotator's way through the question (time on page, setting aside) ---
     shown_at = models.DateTimeField(
@@ -428,6 +461,9 @@ class Candidate(models.Model):
     # Background work: a running candidate belongs to its worker until the lease expires; a heartbeat
     # renews it while the model is called, so a dead worker's candidate is claimable within seconds.
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Generated again because it was (nearly) identical to another candidate of its query (the study's
+    # `identical_policy` "regenerate", bounded by annotation.services.similarity.MAX_REGENERATIONS).
+    regenerations = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["query", "system__order"]
@@ -447,6 +483,9 @@ class Bracket(models.Model):
     query = models.OneToOneField(Query, on_delete=models.CASCADE, related_name="bracket")
     seed = models.BigIntegerField(help_text="Seeds the position and left/right assignment.")
     size = models.PositiveSmallIntegerField(default=4, help_text="Number of candidates in the bracket.")
+    # Identical or near-identical pairs among the candidates, measured when the bracket is drawn:
+    # {"<id>:<id>": [kind, similarity]} (annotation.services.tournament.pair_likeness).
+    pair_likeness = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -477,6 +516,13 @@ class Match(models.Model):
     check_expected = models.CharField(
         max_length=5, blank=True, default="", choices=[("left", "Left"), ("right", "Right")]
     )
+    # The two summaries' likeness, measured when the match is drawn (annotation.services.similarity):
+    # "exact" (equal once case, whitespace and punctuation are folded), "near" (token similarity at or above
+    # the threshold), or "" (different). `similarity` is the token-level similarity, 0 to 100.
+    identical = models.CharField(
+        max_length=5, blank=True, default="", choices=[("exact", "Identical"), ("near", "Near-identical")]
+    )
+    similarity = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["bracket", "round", "index"]
@@ -500,6 +546,7 @@ class Judgment(models.Model):
         LEFT = "left", "Left"
         RIGHT = "right", "Right"
         NEITHER = "neither", "Neither"
+        TIE = "tie", "Both equally good"
 
     match = models.OneToOneField(Match, on_delete=models.CASCADE, related_name="judgment")
     choice = models.CharField(max_length=8, choices=Choice.choices)
@@ -507,12 +554,17 @@ class Judgment(models.Model):
     shown_at = models.DateTimeField(null=True, blank=True, help_text="Empty for imported legacy data.")
     answered_at = models.DateTimeField()
     seconds_on_page = models.FloatField(null=True, blank=True, help_text="Empty when the display time is unknown.")
+    # A tie's `winner` is the side the bracket's seeded coin advanced (none in the final): who moved on, not
+    # who was preferred. `automatic` ties were recorded without asking (identical summaries, policy "tie").
+    automatic = models.BooleanField(default=False, help_text="Recorded without asking the annotator.")
+    comment = models.TextField(blank=True, default="", help_text="The annotator's optional comment on this match.")
 
     class Meta:
         constraints = [
             models.CheckConstraint(
                 condition=(Q(choice="neither") & Q(winner__isnull=True))
-                | (Q(choice__in=["left", "right"]) & Q(winner__isnull=False)),
+                | (Q(choice__in=["left", "right"]) & Q(winner__isnull=False))
+                | Q(choice="tie"),
                 name="judgment_winner_matches_choice",
             ),
         ]

@@ -13,6 +13,7 @@ urlpatterns = [
     path("study/<slug:slug>/preview/", views.preview, name="preview"),
     path("study/<slug:slug>/", views.study, name="study"),
     path("study/<slug:slug>/profile/", views.profile, name="profile"),
+    path("study/<slug:slug>/practice/", views.practice_round, name="practice"),
     path("study/<slug:slug>/ask/", views.ask, name="ask"),
     path("study/<slug:slug>/q/<int:index>/wait/", views.wait, name="wait"),
     path("study/<slug:slug>/q/<int:index>/status/", views.status, name="status"),

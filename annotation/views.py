@@ -19,7 +19,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
-from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, QueryForm, ScreeningForm
+from annotation import practice
+from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, PracticeForm, QueryForm, ScreeningForm
 from annotation.links import resume_link
 from annotation.models import Judgment, Match, Participation, Query, Study
 from annotation.selectors.generation import generation_progress
@@ -279,7 +280,50 @@ def study(request: HttpRequest, slug: str) -> HttpResponse:
     ):
         participation_finish(participation=participation)
         participation.refresh_from_db()
+    if not ended and _practice_due(request, participation):
+        return redirect("annotation:practice", slug=slug)
     return redirect(_next_url(participation))
+
+
+def _practice_key(participation: Participation) -> str:
+    return f"practice-done:{participation.pk}"
+
+
+def _practice_due(request: HttpRequest, participation: Participation) -> bool:
+    """The practice round comes before the first question, once per browser session (it stores nothing, so
+    an annotator resuming elsewhere before asking anything may see it again)."""
+    return (
+        participation.study.practice_round
+        and not request.session.get(_practice_key(participation))
+        and persona_current(participation=participation) is not None
+        and not participation.queries.exists()
+    )
+
+
+@login_required(login_url="annotation:home")
+@require_http_methods(["GET", "POST"])
+def practice_round(request: HttpRequest, slug: str) -> HttpResponse:
+    """The practice comparison: a fixed example, then feedback on what a good choice looks like. The choice
+    is kept nowhere (only that the round was seen, in the session), so it never reaches the analysis."""
+    participation = participation_for(annotator=request.user, study_slug=slug)
+    if not _practice_due(request, participation):
+        return redirect("annotation:study", slug=slug)
+    if error := _unavailable(participation):
+        return _error_page(request, error, study=participation.study)
+    form = PracticeForm(_posted(request))
+    chosen = form.cleaned_data["choice"] if request.method == "POST" and form.is_valid() else None
+    if chosen is not None:
+        request.session[_practice_key(participation)] = True
+    return render(
+        request,
+        "annotation/practice.html",
+        {
+            "study": participation.study,
+            "example": practice,
+            "chosen": chosen,
+            "chose_better": chosen == practice.BETTER_CHOICE,
+        },
+    )
 
 
 @login_required(login_url="annotation:home")
@@ -329,6 +373,8 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
             return redirect("annotation:study", slug=slug)
         if persona_current(participation=participation) is None:
             return redirect("annotation:profile", slug=slug)
+        if _practice_due(request, participation):
+            return redirect("annotation:practice", slug=slug)
     form = QueryForm(
         _posted(request), initial={"client_token": secrets.token_hex(16)}, max_chars=study_obj.max_query_chars
     )
@@ -515,9 +561,10 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     if request.method == "POST":
         form = ChoiceForm(request.POST)
         if not form.is_valid():
-            return _error_page(
-                request, ApplicationError(_("Choose left, right or neither.")), study=participation.study
+            message = (
+                str(form.errors["comment"][0]) if "comment" in form.errors else _("Choose left, right or neither.")
             )
+            return _error_page(request, ApplicationError(message), study=participation.study)
         # Every answer names its match; only the one on screen now takes it. The same answer sent again
         # (a double click) is harmless; anything else is explained, never applied to the current match.
         match = match_current(query=query)
@@ -528,7 +575,9 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
                 return redirect("annotation:study", slug=slug)
             return _refused_answer(request, participation, query, form.cleaned_data["match_id"])
         try:
-            judgment_record(match=match, choice=form.cleaned_data["choice"], by=participation)
+            # The box is shown only where the study collects comments; anything else posted is not kept.
+            comment = form.cleaned_data["comment"] if participation.study.comments != Study.Comments.OFF else ""
+            judgment_record(match=match, choice=form.cleaned_data["choice"], by=participation, comment=comment)
         except ApplicationError as error:
             if error.status != 409 or "recorded_choice" not in error.extra:
                 return _error_page(request, error, study=participation.study)
@@ -552,17 +601,23 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     except ApplicationError as error:  # paused or ended since the checks above
         return _error_page(request, error, study=participation.study)
     answered, total = match_progress(match=match)
+    study_obj = participation.study
     return render(
         request,
         "annotation/compare.html",
         {
-            "study": participation.study,
+            "study": study_obj,
             "query": query,
             "match": match,
             "documents": query.documents.all(),
             "comparison_number": answered + 1,
             "comparison_total": total,
-            "limit": participation.study.queries_per_annotator,
+            "limit": study_obj.queries_per_annotator,
+            "is_final": match.label == "final",
+            "allow_ties": study_obj.allow_ties,
+            "comments": study_obj.comments,
+            # The question's comment so far, to edit (comments per question).
+            "question_comment": query.feedback if study_obj.comments == Study.Comments.QUESTION else "",
         },
     )
 

@@ -62,7 +62,9 @@ class AnalysisReport(ResultMixin):
     def summary(self) -> str:
         p = self.provenance
         parts = [
-            f"Analysis of {p.n_rows} comparisons ({p.n_decided} decided, {p.n_neither} neither) from "
+            f"Analysis of {p.n_rows} comparisons ({p.n_decided} decided, {p.n_neither} neither"
+            + (f", {p.n_tie} tie" if p.n_tie else "")
+            + ") from "
             f"{p.n_annotators} annotators; table sha256 {p.table_sha256[:16]}...; code {p.code_version}; "
             f"seed {p.seed}; {p.n_resamples} resamples; created {p.created_at}",
             *(f"WARNING: {w}" for w in self.warnings),
@@ -125,6 +127,11 @@ def analyze(
         notes.append("only one annotator: clustered intervals and p-values are undefined (reported as missing)")
     if not t.decided.any():
         notes.append("no decided matches: every win rate is undefined")
+    if t.tie.any():
+        notes.append(
+            f"{int(t.tie.sum())} ties (both equally good) are left out of the decided win rates, the regression and "
+            "Bradley-Terry, like neither; a variant's rate over all its matches counts a tie as a match not won"
+        )
     notes.extend(_bracket_size_notes(t.frame))
     unplaced = int((~placement_recorded(t)).sum())
     if unplaced:
@@ -218,6 +225,7 @@ def analyze(
         n_rows=t.n_rows,
         n_decided=int(t.decided.sum()),
         n_neither=int(t.neither.sum()),
+        n_tie=int(t.tie.sum()),
         n_annotators=t.n_annotators,
         n_queries=int(frame[query_key].drop_duplicates().shape[0]) if "query_id" in query_key else 0,
         studies=studies,

@@ -99,6 +99,7 @@ def _subset(t: PreparedTable, codes: npt.NDArray[np.int64]) -> PreparedTable:
             "left_won",
             "right_won",
             "neither",
+            "tie",
         )
     }
     return PreparedTable(

@@ -179,6 +179,8 @@ class Provenance(ResultMixin):
     seed: int
     n_resamples: int
     created_at: str
+    n_tie: int = 0
+    """Ties ("both equally good"): left out of every decided statistic, like "neither"."""
 
 
 def now_iso() -> str:

@@ -42,8 +42,19 @@ OUTCOME_COLUMNS: tuple[str, ...] = (
     "winner_condition",
 )
 TIMING_COLUMNS: tuple[str, ...] = ("shown_at", "answered_at", "seconds_on_page")
+CHOICE_DETAIL_COLUMNS: tuple[str, ...] = (
+    "advanced_side",
+    "tie_automatic",
+    "identical",
+    "similarity",
+    "comment",
+    "question_comment",
+)
+"""Optional: the side that moved on (a tie's coin), whether a tie was recorded without asking, the pair's
+likeness (``exact``/``near``/empty, and 0-100), the annotator's comments on the match and on the question."""
 COLUMNS: tuple[str, ...] = IDENTITY_COLUMNS + SIDE_COLUMNS + OUTCOME_COLUMNS + TIMING_COLUMNS
-"""Every fixed column, in the order exports write them; metric columns follow."""
+"""Every fixed column, in the order exports write them; the optional ``CHOICE_DETAIL_COLUMNS`` and then the
+metric columns follow."""
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "annotator",
@@ -54,7 +65,9 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 )
 """What the statistics cannot do without; the rest is derived or optional."""
 
-CHOICES: tuple[str, ...] = ("left", "right", "neither")
+CHOICES: tuple[str, ...] = ("left", "right", "neither", "tie")
+"""``tie`` ("both equally good") is neither side's win: like "neither" it is left out of every decided
+statistic (decided win rates, regression, Bradley-Terry) and counted on its own (``n_tie``)."""
 FINAL_STAGE = "final"
 STAGES: tuple[str, ...] = ("round1", FINAL_STAGE)
 """The stages of the default 4-system bracket; any ``round<k>`` (k >= 1) and ``final`` are valid."""
@@ -138,6 +151,7 @@ class PreparedTable:
     left_won: BoolArray
     right_won: BoolArray
     neither: BoolArray
+    tie: BoolArray
 
     @property
     def n_rows(self) -> int:
@@ -178,7 +192,7 @@ def prepare_table(table: pd.DataFrame) -> PreparedTable:
     bad = sorted({str(c) for c in choice if c not in CHOICES})
     if bad:
         raise AnalysisError(
-            f"unknown choice values: {', '.join(bad)} (expected left, right or neither)", extra={"values": bad}
+            f"unknown choice values: {', '.join(bad)} (expected left, right, neither or tie)", extra={"values": bad}
         )
     stage = _as_str(frame["stage"])
     bad = sorted({str(s) for s in stage if not is_stage(s)})
@@ -192,7 +206,7 @@ def prepare_table(table: pd.DataFrame) -> PreparedTable:
     labels, codes = np.unique(annot.astype(str), return_inverse=True)
     if "winner_side" in frame.columns:
         side = _as_str(frame["winner_side"])
-        expected = np.asarray([None if c == "neither" else c for c in choice], dtype=object)
+        expected = np.asarray([c if c in ("left", "right") else None for c in choice], dtype=object)
         if not np.array_equal(side.astype(str), expected.astype(str)):
             raise AnalysisError("winner_side disagrees with choice on some rows")
 
@@ -212,6 +226,7 @@ def prepare_table(table: pd.DataFrame) -> PreparedTable:
         left_won=np.asarray(choice == "left", dtype=np.bool_),
         right_won=np.asarray(choice == "right", dtype=np.bool_),
         neither=np.asarray(choice == "neither", dtype=np.bool_),
+        tie=np.asarray(choice == "tie", dtype=np.bool_),
     )
     return prepared
 
@@ -230,7 +245,7 @@ def with_derived_columns(table: pd.DataFrame) -> pd.DataFrame:
     out = table.copy()
     choice = out["choice"].astype(object)
     if "winner_side" not in out.columns:
-        out["winner_side"] = choice.where(choice != "neither", None)
+        out["winner_side"] = choice.where(choice.isin(["left", "right"]), None)
     for attr in ("system", "model", "condition"):
         col = f"winner_{attr}"
         if col not in out.columns and f"left_{attr}" in out.columns:

@@ -19,6 +19,7 @@ from annotation.models import (
     StudySystem,
 )
 from annotation.services.study import LIMITS, STUDY_FIELDS, limit_message
+from annotation.services.tournament import COMMENT_MAX_CHARS
 from kernel.storable import DB_INT_MAX
 
 
@@ -144,7 +145,8 @@ class MatchSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Match
-        fields = ["id", "query", "round", "label", "status", "left", "right", "shown_at", "choice"]
+        # `identical` ("exact", "near" or ""): the pair's likeness, which the comparison page shows as a notice.
+        fields = ["id", "query", "round", "label", "status", "left", "right", "shown_at", "choice", "identical"]
 
     def _side(self, candidate: Candidate | None) -> dict | None:
         return {"text": candidate.text} if candidate else None
@@ -161,7 +163,9 @@ class MatchSerializer(serializers.ModelSerializer):
 
 
 class ChoiceSerializer(serializers.Serializer):
+    # "tie" only where the study allows ties (else 400 on `choice`); `comment` only where it collects comments.
     choice = serializers.ChoiceField(choices=Judgment.Choice.choices)
+    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=COMMENT_MAX_CHARS)
     match = serializers.IntegerField(
         required=False, help_text="The match this answer is for; when given it must be the one in the path."
     )
@@ -170,7 +174,7 @@ class ChoiceSerializer(serializers.Serializer):
 class JudgmentSerializer(serializers.ModelSerializer):
     class Meta:
         model = Judgment
-        fields = ["match", "choice", "shown_at", "answered_at", "seconds_on_page"]
+        fields = ["match", "choice", "shown_at", "answered_at", "seconds_on_page", "comment"]
 
 
 # --- admin side ------------------------------------------------------------------------------------

@@ -181,7 +181,8 @@ class MatchViewSet(viewsets.GenericViewSet):
     @extend_schema(request=s.ChoiceSerializer, responses={200: s.JudgmentSerializer, 409: dict})
     @action(detail=True, methods=["post"])
     def choice(self, request: Request, pk: int) -> Response:
-        """Answer the match named in the path: left, right or neither. Any pending match of one's own may be
+        """Answer the match named in the path: left, right, neither, or tie where the study allows ties,
+        with an optional comment where the study collects them. Any pending match of one's own may be
         answered (a later round's match exists only once both its entrants are known, and the matches of one
         round are independent, so two answered at the same moment both count). Repeating the same answer is
         harmless; a different answer to an answered match is 409 with the recorded choice."""
@@ -196,7 +197,12 @@ class MatchViewSet(viewsets.GenericViewSet):
             )
         match = match_own(annotator=request.user, pk=pk)
         participation = match.bracket.query.participation
-        judgment = judgment_record(match=match, choice=body.validated_data["choice"], by=participation)
+        judgment = judgment_record(
+            match=match,
+            choice=body.validated_data["choice"],
+            by=participation,
+            comment=body.validated_data["comment"],
+        )
         return Response(s.JudgmentSerializer(judgment).data)
 
 

@@ -15,7 +15,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from annotation.backends.registry import get_generation_backend
-from annotation.models import Candidate, Query, StudySystem, SweeperRun
+from annotation.models import Candidate, Query, Study, StudySystem, SweeperRun
 from annotation.prompts import render_prompt
 from annotation.selectors.query import query_documents
 from annotation.services.study import prompt_template_default
@@ -23,6 +23,7 @@ from annotation.services.tournament import bracket_create
 from kernel import leases
 from kernel.backends import BackendError, GenerationRequest
 from kernel.heartbeat import heartbeat
+from kernel.similarity import likeness
 from kernel.tasks import enqueue_on_commit
 
 logger = logging.getLogger(__name__)
@@ -33,6 +34,9 @@ MAX_ATTEMPTS = 4
 # A queued candidate's message is sent again at most this often (a lost message, a flushed broker);
 # until then a backlog just waits its turn.
 REQUEUE_QUEUED_AFTER = timedelta(minutes=10)
+# Under the identical policy "regenerate", a candidate (nearly) identical to another of its query is generated
+# again at most this often; a pair still alike after that is shown with the notice (policy "notice").
+MAX_REGENERATIONS = 2
 
 
 def _lease() -> timedelta:
@@ -242,5 +246,41 @@ def query_advance_if_generated(*, query_id: int) -> Query:
     query = Query.objects.select_for_update().get(pk=query_id)
     unfinished = Candidate.objects.filter(query_id=query_id).exclude(status=Candidate.Status.DONE).order_by()
     if query.status == Query.Status.GENERATING and not unfinished.exists():
-        bracket_create(query=query)
+        if not _candidates_regenerate_identical(query=query):
+            bracket_create(query=query)
     return query
+
+
+def _candidates_regenerate_identical(*, query: Query) -> bool:
+    """Under the identical policy "regenerate": queue again the later candidate of each identical or
+    near-identical pair that has regenerations left. True when any was queued (the bracket waits for it)."""
+    policy = Study.objects.filter(participations=query.participation_id).values_list("identical_policy", flat=True)
+    if policy.get() != Study.IdenticalPolicy.REGENERATE:
+        return False
+    candidates = list(Candidate.objects.filter(query_id=query.pk).order_by("system__order", "pk"))
+    again: list[int] = []
+    for i, first in enumerate(candidates):
+        for second in candidates[i + 1 :]:
+            if first.pk in again or second.pk in again or second.regenerations >= MAX_REGENERATIONS:
+                continue
+            if likeness(first.text, second.text).kind:
+                again.append(second.pk)
+    if not again:
+        return False
+    Candidate.objects.filter(pk__in=again).update(
+        status=Candidate.Status.QUEUED,
+        text="",
+        attempts=0,
+        regenerations=F("regenerations") + 1,
+        queued_at=timezone.now(),
+        started_at=None,
+        finished_at=None,
+        lease_expires_at=None,
+        failure_reason="",
+    )
+    # At call time: annotation.tasks imports this module. A failed send is sent again by the generation sweeper.
+    from annotation.tasks import generate_candidate
+
+    for candidate_id in again:
+        enqueue_on_commit(generate_candidate, candidate_id)
+    return True

@@ -62,6 +62,10 @@ STUDY_FIELDS = (
     "screening_question",
     "screening_choices",
     "screening_accepted",
+    "allow_ties",
+    "comments",
+    "identical_policy",
+    "practice_round",
 )
 CROWD_DEFAULTS: dict[str, Any] = {
     "open_link_enabled": False,
@@ -328,6 +332,7 @@ def study_validate(
     constrained = fields.get("constrained_first_round", False)
     if not isinstance(constrained, bool):
         raise ApplicationError("Constrained first round must be true or false.", field="constrained_first_round")
+    _validate_choice_settings(fields)
     _validate_corpus_path(retrieval_settings)
     _validate_quality(fields)
     _validate_crowd(fields, study)
@@ -484,6 +489,19 @@ def _open_link_token(study: Study) -> list[str]:
     return []
 
 
+def _validate_choice_settings(fields: Mapping[str, Any]) -> None:
+    """The annotator's choices: ties and the practice round on or off, the comment box, the identical policy."""
+    for name, label in (("allow_ties", "Allow ties"), ("practice_round", "Practice round")):
+        if not isinstance(fields.get(name, False), bool):
+            raise ApplicationError(f"{label} must be true or false.", field=name)
+    for name, options in (("comments", Study.Comments), ("identical_policy", Study.IdenticalPolicy)):
+        value = fields.get(name, options.values[0])
+        if value not in options.values:
+            raise ApplicationError(
+                f"Unknown {name.replace('_', ' ')} {value!r}; choose one of {', '.join(options.values)}.", field=name
+            )
+
+
 def _save_systems(study: Study, specs: Sequence[Mapping[str, Any]]) -> None:
     keep = {spec["id"] for spec in specs if spec["id"] is not None}
     study.systems.exclude(pk__in=keep).delete()
@@ -529,6 +547,10 @@ def study_create(
     check_max_failures: int = 1,
     speed_threshold_seconds: float | None = None,
     language: str = "en",
+    allow_ties: bool = False,
+    comments: str = Study.Comments.OFF,
+    identical_policy: str = Study.IdenticalPolicy.NOTICE,
+    practice_round: bool = False,
     systems: Iterable[Mapping[str, Any]] | None = None,
     status: str = Study.Status.DRAFT,
     **crowd: Any,
@@ -555,6 +577,10 @@ def study_create(
         "check_max_failures": check_max_failures,
         "speed_threshold_seconds": speed_threshold_seconds,
         "language": language,
+        "allow_ties": allow_ties,
+        "comments": comments,
+        "identical_policy": identical_policy,
+        "practice_round": practice_round,
     }
     unknown = sorted(set(crowd) - set(CROWD_DEFAULTS))
     if unknown:

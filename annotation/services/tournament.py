@@ -1,5 +1,6 @@
 """The tournament of a query: drawing its bracket, showing a match, recording a choice (`judgment_record`)
-and advancing the winner to the next round."""
+and advancing the winner to the next round. A tie advances the side the bracket's seeded coin picks
+(`tie_advances`); a tie in the final ends the bracket with no single winner (docs/annotators.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,11 @@ from annotation.services.participation import participation_require_active
 from annotation.services.quality import check_apply_policy, check_due, check_failed, check_match_create
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
+from kernel.similarity import token_likeness
 from kernel.stamps import stamp_first
+from kernel.text import tokenize
+
+COMMENT_MAX_CHARS = 2000
 
 
 def _round_label(round_number: int, total_rounds: int, letters: str) -> str:
@@ -67,23 +72,73 @@ def bracket_create(*, query: Query, seed: int | None = None) -> Bracket:
     seed = secrets.randbits(62) if seed is None else seed
     rng = random.Random(seed)
     candidates = list(query.candidates.select_related("system").order_by("system__order", "pk"))
-    study_id, constrained, check_share = (
+    study_id, constrained, check_share, policy = (
         Study.objects.filter(participations=query.participation_id).values_list(
-            "pk", "constrained_first_round", "check_share"
+            "pk", "constrained_first_round", "check_share", "identical_policy"
         )
     ).get()
     candidate_ids = _draw(candidates, rng, constrained_first_round=constrained)
     for position, candidate_id in enumerate(candidate_ids):
         Candidate.objects.filter(pk=candidate_id).update(position=string.ascii_uppercase[position])
-    bracket = Bracket.objects.create(query=query, seed=seed, size=len(candidate_ids))
-    for index in range(len(candidate_ids) // 2):
-        pair = candidate_ids[2 * index : 2 * index + 2]
-        _match_create(bracket=bracket, round_number=1, index=index, entrants=pair)
+    bracket = Bracket.objects.create(
+        query=query, seed=seed, size=len(candidate_ids), pair_likeness=pair_likeness(candidates)
+    )
+    first_round = [
+        _match_create(bracket=bracket, round_number=1, index=index, entrants=candidate_ids[2 * index : 2 * index + 2])
+        for index in range(len(candidate_ids) // 2)
+    ]
     if check_due(seed=seed, share=check_share):
         check_match_create(bracket=bracket, study_id=study_id, candidate_ids=candidate_ids)
     # A question the annotator set aside while it was generating stays set aside.
     Query.objects.filter(pk=query.pk).exclude(status=Query.Status.DISCARDED).update(status=Query.Status.READY)
+    if policy == Study.IdenticalPolicy.TIE:
+        for match in first_round:
+            if match.identical and match.status == Match.Status.PENDING:
+                _tie_record_automatic(bracket=bracket, match=match)
+                _tournament_advance(bracket=bracket, match=match, policy=policy)
     return bracket
+
+
+def _pair_key(first_id: int, second_id: int) -> str:
+    return f"{min(first_id, second_id)}:{max(first_id, second_id)}"
+
+
+def pair_likeness(candidates: Sequence[Candidate]) -> dict[str, list[object]]:
+    """Every pair of a query's candidates that is identical or near-identical (``kernel.similarity``):
+    ``{"<id>:<id>": [kind, similarity]}``, measured once when the bracket is drawn so that a later round's
+    match is flagged without reading the texts again."""
+    out: dict[str, list[object]] = {}
+    tokens = [tokenize(c.text) for c in candidates]
+    for i, first in enumerate(candidates):
+        for j in range(i + 1, len(candidates)):
+            found = token_likeness(tokens[i], tokens[j])
+            if found.kind:
+                out[_pair_key(first.pk, candidates[j].pk)] = [found.kind, found.similarity]
+    return out
+
+
+def tie_advances(*, bracket: Bracket, match: Match) -> int | None:
+    """The candidate a tie sends on: the bracket's seeded coin for this match, so the same seed always
+    sends the same side; None in the final, where a tie leaves no single winner."""
+    if match.round >= bracket.rounds:
+        return None
+    heads = random.Random(f"{bracket.seed}:tie:{match.round}:{match.index}").random() < 0.5
+    return match.left_id if heads else match.right_id
+
+
+def _tie_record_automatic(*, bracket: Bracket, match: Match) -> Judgment:
+    """Record an identical pair as a tie without asking (the study's identical policy "tie")."""
+    judgment = Judgment.objects.create(
+        match=match,
+        choice=Judgment.Choice.TIE,
+        winner_id=tie_advances(bracket=bracket, match=match),
+        automatic=True,
+        answered_at=timezone.now(),
+    )
+    match.status = Match.Status.ANSWERED
+    match.save(update_fields=["status"])
+    match.judgment = judgment
+    return judgment
 
 
 def _match_create(*, bracket: Bracket, round_number: int, index: int, entrants: Sequence[int | None]) -> Match:
@@ -99,8 +154,16 @@ def _match_create(*, bracket: Bracket, round_number: int, index: int, entrants: 
     # Left/right placement is random too, reproducible from the bracket's seed.
     if random.Random(f"{bracket.seed}:{round_number}:{index}").random() < 0.5:
         left_id, right_id = right_id, left_id
+    kind, similarity = (bracket.pair_likeness or {}).get(_pair_key(left_id, right_id), ["", None])
     return Match.objects.create(
-        bracket=bracket, round=round_number, index=index, label=label, left_id=left_id, right_id=right_id
+        bracket=bracket,
+        round=round_number,
+        index=index,
+        label=label,
+        left_id=left_id,
+        right_id=right_id,
+        identical=kind,
+        similarity=similarity,
     )
 
 
@@ -110,9 +173,11 @@ def _match_winner_id(match: Match) -> int | None:
     return match.judgment.winner_id
 
 
-def _tournament_advance(*, bracket: Bracket, match: Match) -> None:
+def _tournament_advance(*, bracket: Bracket, match: Match, policy: str | None = None) -> None:
     """After a match resolves, create the next round's match once its sibling has resolved too.
-    A "neither" (or a skipped match) leaves no winner, so the match it feeds is skipped.
+    A "neither" (or a skipped match) leaves no winner, so the match it feeds is skipped;
+    a tie sends on the side its coin picked. A new match between identical summaries is recorded as a tie at
+    once under the identical policy "tie" (`policy`; else read from the bracket's study).
     The caller holds the bracket row's lock (`judgment_record` takes it with the match's): without it,
     two siblings answered at the same moment each see the other still pending and no final is created."""
     while match.round < bracket.rounds:
@@ -132,6 +197,10 @@ def _tournament_advance(*, bracket: Bracket, match: Match) -> None:
             index=match.index // 2,
             entrants=[_match_winner_id(first), _match_winner_id(second)],
         )
+        if match.status == Match.Status.PENDING and match.identical:
+            policy = policy or bracket.query.participation.study.identical_policy
+            if policy == Study.IdenticalPolicy.TIE:
+                _tie_record_automatic(bracket=bracket, match=match)
         if match.status == Match.Status.PENDING:
             return
     if not bracket.matches.filter(status=Match.Status.PENDING).exists():
@@ -151,6 +220,7 @@ CHOICE_WORDS = {
     Judgment.Choice.LEFT: gettext_lazy("the left summary (the top one on a phone)"),
     Judgment.Choice.RIGHT: gettext_lazy("the right summary (the bottom one on a phone)"),
     Judgment.Choice.NEITHER: gettext_lazy("neither summary"),
+    Judgment.Choice.TIE: gettext_lazy("both equally good"),
 }
 
 
@@ -175,10 +245,19 @@ def _already_answered(existing: Judgment, choice: str) -> Judgment:
 
 
 @transaction.atomic
-def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment:
-    """Answer a match. The same answer again is returned unchanged; a different one is refused."""
+def judgment_record(*, match: Match, choice: str, by: Participation, comment: str = "") -> Judgment:
+    """Answer a match. The same answer again is returned unchanged; a different one is refused.
+    A tie ("both equally good") only where the study allows ties; a comment only where it collects them
+    (on the match, or on the question: then it replaces the question's earlier comment)."""
     if choice not in Judgment.Choice.values:
-        raise ApplicationError(_("Choose left, right or neither."), field="choice")
+        raise ApplicationError(_("Choose left, right, neither or (where offered) both equally good."), field="choice")
+    comment = comment.strip()
+    if len(comment) > COMMENT_MAX_CHARS:
+        raise ApplicationError(
+            _("A comment can be at most %(limit)d characters (this one has %(length)d).")
+            % {"limit": COMMENT_MAX_CHARS, "length": len(comment)},
+            field="comment",
+        )
     # Lock the match and its bracket in one statement: the bracket's lock serialises the answers to
     # sibling matches, so the one answered second sees the first and creates the next round's match.
     # Not the study: that would queue every annotator behind one row.
@@ -190,6 +269,13 @@ def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment
     query = match.bracket.query
     if query.participation_id != by.pk:
         raise ApplicationError(_("Not found."), status=404)
+    study = query.participation.study
+    if choice == Judgment.Choice.TIE and not study.allow_ties:
+        raise ApplicationError(
+            _("This study does not offer “both equally good”: choose left, right or neither."), field="choice"
+        )
+    if comment and study.comments == Study.Comments.OFF:
+        raise ApplicationError(_("This study does not collect comments."), field="comment")
     existing = getattr(match, "judgment", None)
     if existing is not None:
         return _already_answered(existing, choice)
@@ -197,10 +283,12 @@ def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment
         raise ApplicationError(_("This comparison was skipped and takes no answer."), status=409)
     if query.status != Query.Status.READY:
         raise ApplicationError(_("This question was set aside, so its comparisons take no more answers."), status=409)
-    study_require_open(study=query.participation.study)
+    study_require_open(study=study)
     now = timezone.now()
     shown_at = match.shown_at or now
     winner_id = {"left": match.left_id, "right": match.right_id}.get(choice)
+    if choice == Judgment.Choice.TIE:
+        winner_id = tie_advances(bracket=match.bracket, match=match)
     try:
         with transaction.atomic():
             judgment = Judgment.objects.create(
@@ -210,12 +298,15 @@ def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment
                 shown_at=shown_at,
                 answered_at=now,
                 seconds_on_page=max(0.0, (now - shown_at).total_seconds()),
+                comment=comment if study.comments == Study.Comments.MATCH else "",
             )
     except IntegrityError:
         # A concurrent request answered first (the one-to-one key refused ours): same rules apply.
         return _already_answered(Judgment.objects.get(match=match), choice)
     match.status = Match.Status.ANSWERED
     match.save(update_fields=["status"])
+    if comment and study.comments == Study.Comments.QUESTION:
+        Query.objects.filter(pk=query.pk).update(feedback=comment)
     if not match.check_expected:
         _tournament_advance(bracket=match.bracket, match=match)
         return judgment
@@ -223,5 +314,5 @@ def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment
     if not match.bracket.matches.filter(status=Match.Status.PENDING).exists():
         Query.objects.filter(pk=query.pk, status=Query.Status.READY).update(status=Query.Status.RANKED)
     if check_failed(match=match, choice=choice):
-        check_apply_policy(participation=query.participation, study=query.participation.study)
+        check_apply_policy(participation=query.participation, study=study)
     return judgment

@@ -54,6 +54,9 @@ def _form_data(study: Study, **changes) -> dict[str, str]:
         "retrieval_settings": json.dumps(study.retrieval_settings),
         "prompt_template": str(study.prompt_template_id or ""),
         "language": study.language,
+        # The choice settings' selects (their checkboxes, like the first-round rule's, are absent when unticked).
+        "comments": study.comments,
+        "identical_policy": study.identical_policy,
         **{k: str(v) for k, v in changes.items()},
     }
     systems = list(study.systems.order_by("order")) if study.pk else []

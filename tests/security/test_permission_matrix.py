@@ -182,6 +182,8 @@ PAGES: list[Row] = [
         (302, 404, 404, 404, 404, 200, 404, 404, 200, 200),
     ),
     ("GET", "/study/<slug:slug>/profile/", "/study/{slug}/profile/", None, OWN_PAGE(200)),
+    # The study has no practice round, so its own annotator is sent on to the study.
+    ("GET", "/study/<slug:slug>/practice/", "/study/{slug}/practice/", None, OWN_PAGE(302)),
     ("GET", "/study/<slug:slug>/ask/", "/study/{slug}/ask/", None, OWN_PAGE(200)),
     ("GET", "/study/<slug:slug>/q/<int:index>/wait/", Q1 + "wait/", None, OWN_PAGE(302)),
     ("GET", "/study/<slug:slug>/q/<int:index>/status/", Q1 + "status/", None, OWN_PAGE(200)),
