@@ -35,7 +35,12 @@ class StudyLanguageMiddleware:
         match = request.resolver_match
         if match is None or match.namespace != "annotation":
             return
-        language = study_language(slug=view_kwargs.get("slug"), invitation_token=view_kwargs.get("token"))
+        token = view_kwargs.get("token")
+        # The same URL keyword names three secrets: an invitation's, an open link's and a resume link's.
+        by_route = {"open-join": {"open_link_token": token}, "resume": {"resume_token": token}}
+        language = study_language(
+            slug=view_kwargs.get("slug"), **by_route.get(match.url_name or "", {"invitation_token": token})
+        )
         if language:
             translation.activate(language)
             request.study_language = language  # type: ignore[attr-defined]

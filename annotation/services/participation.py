@@ -125,7 +125,7 @@ def _participation_create(*, study: Study, annotator: Any, consented: bool = Tru
 PROLIFIC_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
 GENERIC_ID_PARAM = "external_id"
 EXTERNAL_ID_MAX = 200
-FULL = "This study has all the participants it needs. Thank you for your interest."
+FULL = gettext_lazy("This study has all the participants it needs. Thank you for your interest.")
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def open_link_study(*, token: str) -> Study:
     whatever its expiry and cap (they refuse new participations only)."""
     study = Study.objects.filter(open_link_token=token, open_link_enabled=True).first() if token else None
     if study is None:
-        raise ApplicationError("This study link is not valid. Please check the link you were given.", status=404)
+        raise ApplicationError(_("This study link is not valid. Please check the link you were given."), status=404)
     return study
 
 
@@ -178,7 +178,7 @@ def open_link_check(*, study: Study) -> None:
     participant cap is checked when joining, under the study's lock."""
     if study.open_link_expires_at and study.open_link_expires_at <= timezone.now():
         raise ApplicationError(
-            "This study is no longer accepting participants. Thank you for your interest.", status=410
+            _("This study is no longer accepting participants. Thank you for your interest."), status=410
         )
     study_require_open(study=study)
 
@@ -197,7 +197,7 @@ def study_participants_counted(*, study: Study) -> int:
 
 def open_link_require_room(*, study: Study) -> None:
     if study.participant_cap is not None and study_participants_counted(study=study) >= study.participant_cap:
-        raise ApplicationError(FULL, status=403)
+        raise ApplicationError(str(FULL), status=403)
 
 
 def open_link_existing(*, study: Study, external: ExternalIds, annotator: Any) -> Participation | None:
@@ -257,7 +257,7 @@ def participation_screen(*, participation: Participation, answer: str) -> Partic
         return participation
     study_require_open(study=study)
     if answer not in study.screening_choices:
-        raise ApplicationError("Please choose one of the answers.", field="answer")
+        raise ApplicationError(_("Please choose one of the answers."), field="answer")
     participation.screening_answer = answer
     participation.save(update_fields=["screening_answer"])
     if answer not in study.screening_accepted:
@@ -306,7 +306,7 @@ def participation_for_resume(*, token: str) -> Participation:
         Participation.objects.select_related("study", "annotator").filter(resume_token=token).first() if token else None
     )
     if participation is None:
-        raise ApplicationError("This resume link is not valid. Please check the link you saved.", status=404)
+        raise ApplicationError(_("This resume link is not valid. Please check the link you saved."), status=404)
     participation_require_restorable(participation=participation)
     return participation
 
@@ -320,7 +320,7 @@ def participation_require_restorable(*, participation: Participation) -> None:
         or annotator.is_staff
         or annotator.is_superuser
     ):
-        raise ApplicationError("This participation belongs to an account that signs in with a password.", status=403)
+        raise ApplicationError(_("This participation belongs to an account that signs in with a password."), status=403)
 
 
 @transaction.atomic
