@@ -17,11 +17,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, QueryForm
-from annotation.models import Judgment, Match, Participation, Query, Study
+from annotation.models import Participation, Query, Study
 from annotation.selectors.generation import generation_progress
 from annotation.selectors.participation import participation_for
 from annotation.selectors.query import query_current, query_for, query_wait_state
-from annotation.selectors.tournament import match_current, match_progress
+from annotation.selectors.tournament import match_current_of, match_progress
 from annotation.services.participation import (
     invitation_accept,
     invitation_check,
@@ -33,7 +33,7 @@ from annotation.services.participation import (
 )
 from annotation.services.persona import persona_current, persona_save
 from annotation.services.query import query_discard, query_mark_wait_shown, query_resend, query_submit
-from annotation.services.tournament import CHOICE_WORDS, judgment_record, match_mark_shown
+from annotation.services.tournament import judgment_record_on_page, match_mark_shown
 from kernel.exceptions import ApplicationError
 
 
@@ -332,62 +332,44 @@ def discard(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     return redirect("annotation:study", slug=slug)
 
 
-def _refused_answer(request: HttpRequest, participation: Participation, query: Query, match_id: int) -> HttpResponse:
-    """An answer naming a match that is not the one on screen now: a stale tab or a late second press.
-    It is never applied to the current match; the annotator is told what happened."""
-    posted = Match.objects.filter(pk=match_id, bracket__query=query).select_related("judgment").first()
-    judgment: Judgment | None = getattr(posted, "judgment", None) if posted is not None else None
-    if posted is None:
-        message = "This comparison is not part of your question. Your answer was not recorded."
-    elif judgment is not None:
-        message = (
-            f"This comparison was already answered, with {CHOICE_WORDS[Judgment.Choice(judgment.choice)]}, "
-            "probably in another tab or window. Answers cannot be changed, so this one was not recorded."
-        )
-    else:
-        message = "That comparison is not the one to answer now. Your answer was not recorded."
-    return render(
-        request,
-        "annotation/notice.html",
-        {"message": message, "study": participation.study, "title": "Your answer was not recorded"},
-        status=409,
-    )
-
-
 @login_required(login_url="annotation:home")
 @require_http_methods(["GET", "POST"])
 def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     """One match: two summaries side by side, left / right / neither."""
     participation = participation_for(annotator=request.user, study_slug=slug)
-    query = query_for(participation=participation, index=index)
     if request.method == "POST":
         form = ChoiceForm(request.POST)
         if not form.is_valid():
             return _error_page(request, ApplicationError("Choose left, right or neither."), study=participation.study)
-        # Every answer names its match; only the one on screen now takes it. The same answer sent again
-        # (a double click) is harmless; anything else is explained, never applied to the current match.
-        match = match_current(query=query)
-        if match is None or match.pk != form.cleaned_data["match_id"]:
-            posted = Match.objects.filter(pk=form.cleaned_data["match_id"], bracket__query=query)
-            same = posted.filter(judgment__choice=form.cleaned_data["choice"]).exists()
-            if same:
-                return redirect("annotation:study", slug=slug)
-            return _refused_answer(request, participation, query, form.cleaned_data["match_id"])
+        # Every answer names its match; only the one on screen now takes it (checked in the service's locked
+        # read, which also finds the question). The same answer sent again (a double click) is harmless;
+        # anything else is explained, never applied to the current match.
         try:
-            judgment_record(match=match, choice=form.cleaned_data["choice"], by=participation)
+            judgment_record_on_page(
+                participation=participation,
+                index=index,
+                match_id=form.cleaned_data["match_id"],
+                choice=form.cleaned_data["choice"],
+            )
         except ApplicationError as error:
-            if error.status != 409 or "recorded_choice" not in error.extra:
+            if error.status != 409 or "match" not in error.extra:
                 return _error_page(request, error, study=participation.study)
-            return _refused_answer(request, participation, query, match.pk)
+            query_for(participation=participation, index=index)  # an unknown question is a 404, as on GET
+            return render(
+                request,
+                "annotation/notice.html",
+                {"message": error.message, "study": participation.study, "title": "Your answer was not recorded"},
+                status=409,
+            )
         # Post/redirect/get: a reload or the back button never re-sends an answer.
         return redirect("annotation:study", slug=slug)
+    # The current match with its question in one read; the question alone only when there is none.
+    match = match_current_of(participation=participation, index=index)
+    query = match.bracket.query if match is not None else query_for(participation=participation, index=index)
     if unavailable := _unavailable(participation):
         return _error_page(request, unavailable, study=participation.study)
-    if participation_ended(participation=participation) or query.status != Query.Status.READY:
+    if participation_ended(participation=participation) or query.status != Query.Status.READY or match is None:
         return redirect("annotation:study", slug=slug)  # a question set aside or stopped shows no more matches
-    match = match_current(query=query)
-    if match is None:
-        return redirect("annotation:study", slug=slug)
     try:
         match_mark_shown(match=match, participation=participation)
     except ApplicationError as error:  # paused or ended since the checks above

@@ -100,24 +100,28 @@ def _match_create(*, bracket: Bracket, round_number: int, index: int, entrants: 
 def _match_winner_id(match: Match) -> int | None:
     if match.status != Match.Status.ANSWERED:
         return None
-    return match.judgment.winner_id
+    judgment = getattr(match, "judgment", None)
+    if judgment is None:
+        # Answered by a request that committed while this one waited for the bracket's lock: the locked
+        # read returned the match's new status but not the judgment inserted since it began.
+        return Judgment.objects.filter(match_id=match.pk).values_list("winner_id", flat=True).get()
+    return judgment.winner_id
 
 
-def _tournament_advance(*, bracket: Bracket, match: Match) -> None:
+def _tournament_advance(*, bracket: Bracket, match: Match, matches: Sequence[Match]) -> None:
     """After a match resolves, create the next round's match once its sibling has resolved too.
     A "neither" (or a skipped match) leaves no winner, so the match it feeds is skipped.
-    The caller holds the bracket row's lock (`judgment_record` takes it with the match's): without it,
-    two siblings answered at the same moment each see the other still pending and no final is created."""
+    `matches` are the bracket's matches as read under the bracket row's lock (`judgment_record` takes it with
+    them), `match` among them: without the lock, two siblings answered at the same moment each see the other
+    still pending and no final is created; with it, no other answer can change them while this one runs, so
+    the sibling, the next round's slot and what is still pending are read from them, not queried again."""
+    slots = {(m.round, m.index): m for m in matches}
     while match.round < bracket.rounds:
-        sibling = (
-            Match.objects.filter(bracket=bracket, round=match.round, index=match.index ^ 1)
-            .select_related("judgment")
-            .first()
-        )
+        sibling = slots.get((match.round, match.index ^ 1))
         if sibling is None or sibling.status == Match.Status.PENDING:
             return
         first, second = sorted([match, sibling], key=lambda m: m.index)
-        if Match.objects.filter(bracket=bracket, round=match.round + 1, index=match.index // 2).exists():
+        if (match.round + 1, match.index // 2) in slots:
             return
         match = _match_create(
             bracket=bracket,
@@ -125,9 +129,10 @@ def _tournament_advance(*, bracket: Bracket, match: Match) -> None:
             index=match.index // 2,
             entrants=[_match_winner_id(first), _match_winner_id(second)],
         )
+        slots[(match.round, match.index)] = match
         if match.status == Match.Status.PENDING:
             return
-    if not bracket.matches.filter(status=Match.Status.PENDING).exists():
+    if not any(m.status == Match.Status.PENDING for m in slots.values()):
         Query.objects.filter(pk=bracket.query_id, status=Query.Status.READY).update(status=Query.Status.RANKED)
 
 
@@ -160,25 +165,106 @@ def _already_answered(existing: Judgment, choice: str) -> Judgment:
     )
 
 
-@transaction.atomic
 def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment:
     """Answer a match. The same answer again is returned unchanged; a different one is refused."""
+    return _judgment_record(match_id=match.pk, choice=choice, participation_id=by.pk)
+
+
+def judgment_record_as(*, annotator_id: int, match_id: int, choice: str) -> Judgment:
+    """`judgment_record` for the API: the match is named by id and must be one of the annotator's own
+    (anyone else's is a 404), checked in the same locked read, so the view reads nothing first."""
+    return _judgment_record(match_id=match_id, choice=choice, annotator_id=annotator_id)
+
+
+def judgment_record_on_page(*, participation: Participation, index: int, match_id: int, choice: str) -> Judgment:
+    """`judgment_record` for the comparison page of question `index`: only the match on screen there (the
+    question's current match) takes the answer; any other is refused (409 with `extra["match"]`, nothing
+    recorded), so a stale tab or a late second press is never applied to the current match."""
+    return _judgment_record(match_id=match_id, choice=choice, participation_id=participation.pk, page_index=index)
+
+
+def _judgment_record(
+    *,
+    match_id: int,
+    choice: str,
+    participation_id: int | None = None,
+    annotator_id: int | None = None,
+    page_index: int | None = None,
+) -> Judgment:
+    try:
+        return _judgment_record_locked(
+            match_id=match_id,
+            choice=choice,
+            participation_id=participation_id,
+            annotator_id=annotator_id,
+            page_index=page_index,
+        )
+    except IntegrityError:
+        # The one-to-one key refused a second judgment. The lock below makes this unreachable through this
+        # service (an answered match's locked row says so); it stays the database's last word, and then the
+        # same rules apply. The transaction has rolled back, so nothing of ours was written.
+        existing = Judgment.objects.filter(match_id=match_id).first()
+        if existing is None:
+            raise
+        return _already_answered(existing, choice)
+
+
+@transaction.atomic
+def _judgment_record_locked(
+    *,
+    match_id: int,
+    choice: str,
+    participation_id: int | None,
+    annotator_id: int | None,
+    page_index: int | None,
+) -> Judgment:
     if choice not in Judgment.Choice.values:
         raise ApplicationError("Choose left, right or neither.", field="choice")
-    # Lock the match and its bracket in one statement: the bracket's lock serialises the answers to
-    # sibling matches, so the one answered second sees the first and creates the next round's match.
+    # One statement reads and locks every match of the bracket with the bracket row, the query, participation,
+    # study and judgments: the bracket's lock serialises the answers to sibling matches, so the one answered
+    # second sees the first and creates the next round's match, and the advance needs no further read.
     # Not the study: that would queue every annotator behind one row.
-    match = (
+    matches = list(
         Match.objects.select_for_update(of=("self", "bracket"))
         .select_related("bracket__query__participation__study", "judgment")
-        .get(pk=match.pk)
+        .filter(bracket__matches=match_id)
+        .order_by("round", "index")
     )
-    query = match.bracket.query
-    if query.participation_id != by.pk:
+    match = next((m for m in matches if m.pk == match_id), None)
+    query = match.bracket.query if match is not None else None
+    if (
+        match is None
+        or query is None
+        or (participation_id is not None and query.participation_id != participation_id)
+        or (annotator_id is not None and query.participation.annotator_id != annotator_id)
+    ):
+        if page_index is not None:
+            raise ApplicationError(
+                "This comparison is not part of your question. Your answer was not recorded.",
+                status=409,
+                extra={"match": match_id},
+            )
         raise ApplicationError("Not found.", status=404)
+    if page_index is not None and query.index != page_index:
+        raise ApplicationError(
+            "This comparison is not part of your question. Your answer was not recorded.",
+            status=409,
+            extra={"match": match_id},
+        )
     existing = getattr(match, "judgment", None)
+    if existing is None and match.status == Match.Status.ANSWERED:
+        # Answered by a request that committed while this one waited for the lock (see _match_winner_id).
+        existing = Judgment.objects.get(match_id=match.pk)
     if existing is not None:
         return _already_answered(existing, choice)
+    # The page shows the query's current match: its first pending one (`match_current`).
+    on_screen = next((m for m in matches if m.status == Match.Status.PENDING), None)
+    if page_index is not None and match is not on_screen:
+        raise ApplicationError(
+            "That comparison is not the one to answer now. Your answer was not recorded.",
+            status=409,
+            extra={"match": match_id},
+        )
     if match.status == Match.Status.SKIPPED:
         raise ApplicationError("This comparison was skipped and takes no answer.", status=409)
     if query.status != Query.Status.READY:
@@ -187,20 +273,16 @@ def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment
     now = timezone.now()
     shown_at = match.shown_at or now
     winner_id = {"left": match.left_id, "right": match.right_id}.get(choice)
-    try:
-        with transaction.atomic():
-            judgment = Judgment.objects.create(
-                match=match,
-                choice=choice,
-                winner_id=winner_id,
-                shown_at=shown_at,
-                answered_at=now,
-                seconds_on_page=max(0.0, (now - shown_at).total_seconds()),
-            )
-    except IntegrityError:
-        # A concurrent request answered first (the one-to-one key refused ours): same rules apply.
-        return _already_answered(Judgment.objects.get(match=match), choice)
+    # No savepoint around the insert: under the lock, a match without a judgment stays so until we commit.
+    judgment = Judgment.objects.create(
+        match=match,
+        choice=choice,
+        winner_id=winner_id,
+        shown_at=shown_at,
+        answered_at=now,
+        seconds_on_page=max(0.0, (now - shown_at).total_seconds()),
+    )
     match.status = Match.Status.ANSWERED
     match.save(update_fields=["status"])
-    _tournament_advance(bracket=match.bracket, match=match)
+    _tournament_advance(bracket=match.bracket, match=match, matches=matches)
     return judgment
