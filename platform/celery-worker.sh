@@ -7,8 +7,9 @@ set -e
 if [ -n "${CELERY_QUEUES:-}" ]; then
   set -- -Q "$CELERY_QUEUES"
 fi
-# WORKER_NICE lowers the worker's CPU priority (nice -n): the research worker's, when it shares a host with
-# the annotator worker, so CPU-bound scoring never slows an annotator's question (docs/deploy.md).
+# WORKER_NICE lowers the worker's CPU priority (nice -n): the research worker's (10), when it shares a host with
+# the annotator worker, so CPU-bound scoring never slows an annotator's question, and the annotator worker's (5),
+# when it shares one with the web server, so generation never slows a page (docs/deploy.md).
 run=""
 if [ -n "${WORKER_NICE:-}" ]; then
   run="nice -n ${WORKER_NICE}"
