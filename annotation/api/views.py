@@ -182,9 +182,7 @@ class MatchViewSet(viewsets.GenericViewSet):
                 status=409,
             )
         # Ownership is checked in the service's locked read: nothing is read before it.
-        judgment = judgment_record_as(
-            annotator_id=request.user.pk, match_id=int(pk), choice=body.validated_data["choice"]
-        )
+        judgment = judgment_record_as(annotator=request.user, match_id=int(pk), choice=body.validated_data["choice"])
         return Response(s.JudgmentSerializer(judgment).data)
 
 

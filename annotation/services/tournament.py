@@ -7,6 +7,7 @@ import random
 import secrets
 import string
 from collections.abc import Sequence
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -170,10 +171,12 @@ def judgment_record(*, match: Match, choice: str, by: Participation) -> Judgment
     return _judgment_record(match_id=match.pk, choice=choice, participation_id=by.pk)
 
 
-def judgment_record_as(*, annotator_id: int, match_id: int, choice: str) -> Judgment:
-    """`judgment_record` for the API: the match is named by id and must be one of the annotator's own
-    (anyone else's is a 404), checked in the same locked read, so the view reads nothing first."""
-    return _judgment_record(match_id=match_id, choice=choice, annotator_id=annotator_id)
+def judgment_record_as(*, annotator: Any, match_id: int, choice: str) -> Judgment:
+    """`judgment_record` for the API: the match is named by id and must be one of the signed-in annotator's
+    own (anyone else's is a 404), checked in the same locked read, so the view reads nothing first."""
+    if annotator is None or annotator.pk is None:
+        raise ApplicationError("Not found.", status=404)
+    return _judgment_record(match_id=match_id, choice=choice, annotator_id=annotator.pk)
 
 
 def judgment_record_on_page(*, participation: Participation, index: int, match_id: int, choice: str) -> Judgment:
