@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import Http404
-
-from annotation.models import Match, Query
+from annotation.models import Match, Participation, Query
 
 # Only the summary text is shown; the prompt and raw responses stay in the database.
 HEAVY_CANDIDATE_FIELDS = tuple(
@@ -18,6 +16,39 @@ def match_current(*, query: Query) -> Match | None:
     return (
         Match.objects.filter(bracket__query=query, status=Match.Status.PENDING)
         .select_related("bracket", "left", "right")
+        .defer(*HEAVY_CANDIDATE_FIELDS)
+        .order_by("round", "index")
+        .first()
+    )
+
+
+def match_current_of(
+    *,
+    participation: Participation | None = None,
+    index: int | None = None,
+    annotator: Any = None,
+    query_id: int | None = None,
+) -> Match | None:
+    """`match_current` of the question named by its participation and index (the pages) or by its id and
+    annotator (the API), read with the question (`match.bracket.query`) in one statement. None when the
+    question has no pending match or is not the caller's: the caller reads the question then to tell which."""
+    lookups: dict[str, Any] = {}
+    if participation is not None:
+        lookups["bracket__query__participation"] = participation
+    if index is not None:
+        lookups["bracket__query__index"] = index
+    if annotator is not None:
+        lookups["bracket__query__participation__annotator"] = annotator
+    if query_id is not None:
+        lookups["bracket__query_id"] = query_id
+    if not lookups.keys() & {"bracket__query__participation", "bracket__query__participation__annotator"}:
+        raise ValueError("match_current_of needs the participation or the annotator")
+    related = ["bracket__query", "left", "right"]
+    if annotator is not None:
+        related.append("bracket__query__participation__study")
+    return (
+        Match.objects.filter(status=Match.Status.PENDING, **lookups)
+        .select_related(*related)
         .defer(*HEAVY_CANDIDATE_FIELDS)
         .order_by("round", "index")
         .first()
@@ -51,15 +82,3 @@ def match_progress(*, match: Match) -> tuple[int, int]:
     # Attention checks (their slots lie past the bracket's) count like any comparison: nothing tells them apart.
     total += sum(1 for _, i in slots if i >= bracket.size)
     return answered, total
-
-
-def match_own(*, annotator: Any, pk: int) -> Match:
-    """The asking annotator's own match (anyone else's is a 404), with its query and participation. One query."""
-    match = (
-        Match.objects.filter(pk=pk, bracket__query__participation__annotator=annotator)
-        .select_related("bracket__query__participation")
-        .first()
-    )
-    if match is None:
-        raise Http404
-    return match
