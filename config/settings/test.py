@@ -19,3 +19,16 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 ALLOWED_HOSTS = ["*"]
 
 Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)  # whitenoise warns when it is missing
+
+# bin/test runs the suite in parallel (pytest-xdist): test processes gw0, gw1, ... share the Redis databases
+# of CELERY_BROKER_URL and TEST_WORKER_BROKER_URL, so each one's Celery keys (queues, unacked messages,
+# bindings, fanout channels) start with its own prefix, and a test that flushes its broker
+# (tests/integration/worker.py) deletes only that prefix's keys. The Celery workers a test starts inherit
+# PYTEST_XDIST_WORKER, and so the prefix. Empty in a plain run and for bench/. Only Redis reads the option
+# (a test process on Redis may send to a worker on RabbitMQ: tests/integration).
+TEST_REDIS_KEY_PREFIX = f"{os.environ['PYTEST_XDIST_WORKER']}:" if os.environ.get("PYTEST_XDIST_WORKER") else ""
+if TEST_REDIS_KEY_PREFIX:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        **(globals().get("CELERY_BROKER_TRANSPORT_OPTIONS") or {}),
+        "global_keyprefix": TEST_REDIS_KEY_PREFIX,
+    }

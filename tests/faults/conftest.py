@@ -3,11 +3,21 @@ with a live server and headless Chromium for the cases a browser needs."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
-from tests.e2e.conftest import browser  # noqa: F401
+from tests.e2e.conftest import chromium_running
 from tests.faults.scenarios import Rig
 from tests.integration.worker import WorkerPool, celery_workers  # noqa: F401
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """Chromium for one test: most tests of the fault suite need none (see tests/e2e/conftest.py)."""
+    with chromium_running() as chromium:
+        yield chromium
 
 
 @pytest.fixture

@@ -36,6 +36,16 @@ def broker_url() -> str:
     return os.environ.get("TEST_WORKER_BROKER_URL", DEFAULT_BROKER_URL)
 
 
+def redis_key_prefix() -> str:
+    """The prefix of every broker key this test process and its workers write to Redis: "" in a plain run,
+    "gw0:", "gw1:", ... under pytest-xdist (config/settings/test.py gives it to Celery as its
+    global_keyprefix), so that parallel test processes share the one Redis database and each flushes only
+    its own keys."""
+    from django.conf import settings
+
+    return str(getattr(settings, "TEST_REDIS_KEY_PREFIX", ""))
+
+
 def _rabbitmqctl(*args: str) -> None:
     subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, timeout=60)
 
@@ -89,7 +99,13 @@ def flush_broker(url: str) -> None:
 
     client = redis.Redis.from_url(url)
     try:
-        client.flushdb()
+        prefix = redis_key_prefix()
+        if not prefix:
+            client.flushdb()
+            return
+        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+        if keys:
+            client.delete(*keys)
     finally:
         client.close()
 
@@ -280,12 +296,13 @@ class WorkerPool:
         import redis
 
         client = redis.Redis.from_url(self.broker)
+        prefix = redis_key_prefix()
         try:
             # One MULTI/EXEC: a message moving from its queue to "unacked" is counted once.
             with client.pipeline(transaction=True) as pipe:
                 for queue in all_queues():
-                    pipe.llen(queue)
-                pipe.hlen("unacked")
+                    pipe.llen(f"{prefix}{queue}")
+                pipe.hlen(f"{prefix}unacked")
                 return sum(int(n) for n in pipe.execute())
         finally:
             client.close()
