@@ -86,6 +86,8 @@ def test_import_builds_the_index_which_a_restarted_process_reads_from_disk(index
 def test_same_top_ten_as_bm25s_in_memory(index_dir: Path, dev: Path) -> None:
     run_import(str(dev))
     rows = list(CorpusDocument.objects.order_by("id").values_list("external_id", "title", "abstract"))
+    for _, title, abstract in rows:  # the index's memoised analyser is the kernel's
+        assert corpus_index.analyse(f"{title} {abstract}") == index_terms(f"{title} {abstract}")
     reference = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
     reference.index([index_terms(f"{title} {abstract}") for _, title, abstract in rows], show_progress=False)
     retrieval = CorpusBM25Retrieval(auto_build_max=0)
