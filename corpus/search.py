@@ -15,6 +15,8 @@ from typing import Any
 
 from django.db import connections
 
+from corpus import index as corpus_index
+from corpus.models import CorpusDocument
 from kernel import years
 from kernel.backends import BackendError, Document
 from kernel.bm25 import BM25Index
@@ -277,9 +279,7 @@ class CorpusBM25Retrieval:
             rows = {row[0]: row for row in cursor.fetchall()}
         return [_document(rows[i], score) for i, score in top if i in rows]
 
-    def _index(self) -> Any:
-        from corpus import index as corpus_index
-
+    def _index(self) -> corpus_index.LoadedIndex | None:
         token = corpus_index.corpus_token(using=self.using)
         problem = "there is none"
         try:
@@ -291,10 +291,10 @@ class CorpusBM25Retrieval:
                 problem = "the corpus changed since it was built"
         except corpus_index.CorpusIndexError as exc:
             problem = str(exc)
-        from corpus.models import CorpusDocument
-
         where = corpus_index.corpus_index_dir()
-        if CorpusDocument.objects.using(self.using).count() <= self.auto_build_max:
+        # Counted up to the bound only: a million rows are not counted on every search of a stale index.
+        small = CorpusDocument.objects.using(self.using).order_by()[: self.auto_build_max + 1].count()
+        if small <= self.auto_build_max:
             try:
                 corpus_index.corpus_index_build(using=self.using)
                 loaded = corpus_index.load_current()
