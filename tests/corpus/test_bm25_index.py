@@ -169,6 +169,7 @@ def test_an_unwritable_index_folder_is_named(settings, tmp_path: Path, dev: Path
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder", encoding="utf-8")
     settings.CORPUS_INDEX_DIR = str(blocker / "index")
+    assert "Search index built" not in run_import(str(dev), "--no-index")
     with pytest.raises(CommandError, match=r"search index was not built: cannot write .*a-file/index"):
         run_import(str(dev))
     assert CorpusDocument.objects.count() == 200  # the abstracts themselves were imported
