@@ -139,32 +139,18 @@ class LoadedIndex:
         term_ids = [vocab[t] for t in dict.fromkeys(analyse(query)) if t in vocab]
         if not term_ids:
             return []
-        data, indices, indptr = (self.bm25.scores[key] for key in ("data", "indices", "indptr"))
-        spans = [(int(indptr[t]), int(indptr[t + 1])) for t in term_ids]
-        docs = np.concatenate([indices[s:e] for s, e in spans])
-        weights = np.concatenate([data[s:e] for s, e in spans]).astype(np.float64)
-        # Score only the abstracts holding a query term (bincount over all N would touch the whole corpus).
-        scores = np.bincount(docs, weights=weights, minlength=n) if len(docs) > n // 8 else None
-        if scores is not None:
-            candidates = np.flatnonzero(scores > 0)
-            values = scores[candidates]
-        else:
-            candidates, inverse = np.unique(docs, return_inverse=True)
-            values = np.bincount(inverse, weights=weights)
+        # bm25s's own scoring (a float32 sum per term into one array), the reference's to the last bit.
+        scores = self.bm25.get_scores_from_ids(term_ids)
         if lo is not None or hi is not None:
-            years = self.years[candidates]
-            keep = years != NO_YEAR
+            keep = self.years != NO_YEAR
             if lo is not None:
-                keep &= years >= lo
+                keep &= self.years >= lo
             if hi is not None:
-                keep &= years <= hi
-            candidates, values = candidates[keep], values[keep]
-        keep = values > 0
-        candidates, values = candidates[keep], values[keep]
-        if len(candidates) > k:
-            threshold = np.partition(values, len(values) - k)[len(values) - k]
-            keep = values >= threshold
-            candidates, values = candidates[keep], values[keep]
+                keep &= self.years <= hi
+            scores = np.where(keep, scores, 0)
+        kth = np.partition(scores, n - k)[n - k] if n > k else 0
+        candidates = np.flatnonzero(scores >= kth) if kth > 0 else np.flatnonzero(scores > 0)
+        values = scores[candidates]
         order = np.lexsort((candidates, -values))[:k]
         return [(int(self.doc_ids[candidates[i]]), float(values[i])) for i in order]
 
