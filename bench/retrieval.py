@@ -143,6 +143,7 @@ def main() -> None:
     parser.add_argument("--skip-offline", action="store_true", help="do not run the offline backend (old and new)")
     parser.add_argument("--skip-index", action="store_true", help="do not build and search the BM25 index")
     parser.add_argument("--skip-cd", action="store_true", help="do not run PostgreSQL with ts_rank_cd")
+    parser.add_argument("--skip-fts", action="store_true", help="do not run the database's full-text search")
     parser.add_argument(
         "--reference-from-index",
         action="store_true",
@@ -196,6 +197,8 @@ def main() -> None:
     variants = [("ts_rank", "default"), ("ts_rank_cd", "")] if connection.vendor == "postgresql" else [("", "")]
     if args.skip_cd:
         variants = variants[:1]
+    if args.skip_fts:
+        variants = []
     for rank_function, note in variants:
         retrieval = CorpusRetrieval(rank_function=rank_function) if rank_function else CorpusRetrieval()
         label = f"PostgreSQL FTS, {rank_function}" if rank_function else f"{connection.vendor} FTS5 bm25"
