@@ -2,8 +2,11 @@
 
 Each of SciTLDR's 3,229 papers (train, dev and test) is imported into the configured database with
 the same code as `manage.py import_corpus`; each paper's first TLDR (the author's) is a query whose
-one relevant answer is that paper. The corpus search (PostgreSQL full-text search with ts_rank and
-with ts_rank_cd, or SQLite FTS5) runs through CorpusRetrieval, as a study would; the reference BM25 implementations (rank-bm25's
+one relevant answer is that paper. The corpus search runs as a study would: CorpusBM25Retrieval
+(CORPUS_SEARCH=bm25: the BM25 index built as import_corpus builds it, into a temporary folder, then
+searched from a fresh load of its files, as after a restart) and CorpusRetrieval (PostgreSQL full-text
+search with ts_rank and with ts_rank_cd, or SQLite FTS5). bm25s in memory over the same analyser's tokens
+is the reference for the index; the reference BM25 implementations (rank-bm25's
 BM25Okapi and, if installed, bm25s) rank the very same lexemes that PostgreSQL indexed, so that
 only the ranking differs. The offline backend (DemoCorpusRetrieval: the kernel's analyser and its
 BM25 on bm25s) ranks the same abstracts exported to JSONL, beside the hand-written Okapi BM25 it
@@ -16,6 +19,7 @@ its SQL is portable, so it runs here on PostgreSQL) and the offline retrieval, e
 old code, kept in this file) and after (kernel.bm25). --scale 0 skips it.
 
     DJANGO_SETTINGS_MODULE=... python bench/retrieval.py [--limit 500] [--distractors 1000000] [--scale 4000]
+    python bench/retrieval.py --distractors 1000000 --limit 500 --skip-rank-bm25 --skip-offline --skip-cd --scale 0
 """
 
 from __future__ import annotations
@@ -58,6 +62,14 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def evaluate(name: str, search: Callable[[str], list[str]], queries: Sequence[tuple[str, str]]) -> Row:
+    row = _evaluate(name, search, queries)
+    print(
+        f"  {row.system}: R@10 {row.recall_at_10:.3f}, MRR@10 {row.mrr_at_10:.3f}, p50 {row.p50_ms:.2f} ms", flush=True
+    )
+    return row
+
+
+def _evaluate(name: str, search: Callable[[str], list[str]], queries: Sequence[tuple[str, str]]) -> Row:
     hits = 0
     reciprocal = 0.0
     latencies = []
@@ -129,6 +141,17 @@ def main() -> None:
     parser.add_argument("--distractors", type=int, default=0, help="add N synthetic abstracts first (PostgreSQL)")
     parser.add_argument("--skip-reference", action="store_true", help="do not run the reference BM25")
     parser.add_argument("--skip-offline", action="store_true", help="do not run the offline backend (old and new)")
+    parser.add_argument("--skip-index", action="store_true", help="do not build and search the BM25 index")
+    parser.add_argument("--skip-cd", action="store_true", help="do not run PostgreSQL with ts_rank_cd")
+    parser.add_argument("--skip-fts", action="store_true", help="do not run the database's full-text search")
+    parser.add_argument(
+        "--reference-from-index",
+        action="store_true",
+        help="time bm25s in memory on the index's files (use with --skip-reference at 1M: no second build)",
+    )
+    parser.add_argument(
+        "--skip-rank-bm25", action="store_true", help="no rank-bm25 and no bm25s on PostgreSQL's lexemes (slow at 1M)"
+    )
     parser.add_argument("--scale", type=int, default=4000, help="abstracts for the before/after timing (0: skip)")
     parser.add_argument("--scale-queries", type=int, default=20, help="questions for the before/after timing")
     parser.add_argument("--seed", type=int, default=13)
@@ -169,7 +192,13 @@ def main() -> None:
     print(f"{len(queries)} queries (each paper's first TLDR); relevant = that paper\n")
 
     rows = []
+    if not args.skip_index:
+        rows += index_rows(queries, in_memory_reference=args.reference_from_index)
     variants = [("ts_rank", "default"), ("ts_rank_cd", "")] if connection.vendor == "postgresql" else [("", "")]
+    if args.skip_cd:
+        variants = variants[:1]
+    if args.skip_fts:
+        variants = []
     for rank_function, note in variants:
         retrieval = CorpusRetrieval(rank_function=rank_function) if rank_function else CorpusRetrieval()
         label = f"PostgreSQL FTS, {rank_function}" if rank_function else f"{connection.vendor} FTS5 bm25"
@@ -178,8 +207,10 @@ def main() -> None:
             retrieval.search(query[1], k=10)
         rows.append(evaluate(f"CorpusRetrieval ({label})", partial(ids_of, retrieval), queries))
 
-    if not args.skip_reference and connection.vendor == "postgresql":
-        rows += reference_rows(queries)
+    if not args.skip_reference:
+        rows += bm25s_memory_rows(queries)
+        if connection.vendor == "postgresql":
+            rows += reference_rows(queries, rank_bm25=not args.skip_rank_bm25)
     if not args.skip_offline:
         rows += offline_rows(queries)
 
@@ -356,8 +387,106 @@ class LegacyOfflineBM25:
         return [self.doc_ids[i] for i, _ in ranked]
 
 
-def reference_rows(queries: Sequence[tuple[str, str]]) -> list[Row]:
+def index_rows(queries: Sequence[tuple[str, str]], *, in_memory_reference: bool = False) -> list[Row]:
+    """The BM25 index backend (CorpusBM25Retrieval): built as import_corpus builds it, then searched as a study
+    searches (token check, index, rows fetched by id), once from a fresh load of the files (a restart)."""
+    from corpus import index as corpus_index
+    from corpus.search import CorpusBM25Retrieval
+
+    with tempfile.TemporaryDirectory(prefix="bench-corpus-index-") as tmp:
+        from django.conf import settings
+
+        settings.CORPUS_INDEX_DIR = tmp
+        started = time.perf_counter()
+        built = corpus_index.corpus_index_build()
+        size = sum(f.stat().st_size for f in built.path.iterdir())
+        print(
+            f"BM25 index built in {time.perf_counter() - started:.1f}s: {built.documents} abstracts, "
+            f"{built.terms} terms, {size / 2**20:.0f} MiB on disk"
+        )
+        corpus_index.forget_loaded()  # as after a restart: the first search maps the files
+        retrieval = CorpusBM25Retrieval(auto_build_max=0)
+        started = time.perf_counter()
+        retrieval.search(queries[0][1], k=10)
+        print(f"first search after a restart (loads the index): {(time.perf_counter() - started) * 1000:.0f} ms")
+        if retrieval.last_source != "index":
+            raise SystemExit(f"the BM25 index was not used ({retrieval.last_source})")
+        for query in queries[:20]:
+            retrieval.search(query[1], k=10)
+        row = evaluate(
+            "CorpusBM25Retrieval (BM25 index, mmap; CORPUS_SEARCH=bm25)", partial(ids_of, retrieval), queries
+        )
+        if retrieval.last_source != "index":
+            raise SystemExit(f"the BM25 index was not used ({retrieval.last_source})")
+        corpus_index.forget_loaded()
+        rows = [row]
+        if in_memory_reference:
+            rows.append(bm25s_from_index_row(built.path, queries))
+    return rows
+
+
+def bm25s_from_index_row(path: Path, queries: Sequence[tuple[str, str]]) -> Row:
+    """bm25s in memory on the index's own files (loaded without mmap) and its own retrieve(): the latency
+    reference at a size where building a second index from scratch is too slow for a shared machine."""
+    import bm25s
+    import numpy as np
+
+    from corpus.index import DOC_IDS, analyse
+    from corpus.models import CorpusDocument
+
+    started = time.perf_counter()
+    index = bm25s.BM25.load(path, mmap=False, show_progress=False)
+    row_ids = np.load(path / DOC_IDS)
+    external = dict(CorpusDocument.objects.filter(extra__dataset="scitldr").values_list("id", "external_id"))
+    print(f"bm25s loaded the index into memory in {time.perf_counter() - started:.1f}s")
+
+    def search(q: str) -> list[str]:
+        tokens = [t for t in dict.fromkeys(analyse(q)) if t in index.vocab_dict]
+        if not tokens:
+            return []
+        results, _scores = index.retrieve([tokens], k=10, show_progress=False, n_threads=1)
+        return [external.get(int(row_ids[i]), "distractor") for i in results[0]]
+
+    return evaluate("bm25s in memory (the index's files, bm25s retrieve), reference", search, queries)
+
+
+def bm25s_memory_rows(queries: Sequence[tuple[str, str]]) -> list[Row]:
+    """bm25s in memory, the reference: the same analyser and parameters as the index.
+
+    corpus.index.analyse is kernel.text.index_terms with its stems memoised (3x faster on a million abstracts;
+    the same tokens, tests/corpus/test_bm25_index.py)."""
+    import bm25s
+    from django.db import connection
+
+    from corpus.index import analyse as index_terms
+
+    ids: list[str] = []
+    docs: list[list[str]] = []
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT external_id, title, abstract FROM corpus_corpusdocument ORDER BY id")
+        while chunk := cursor.fetchmany(10_000):
+            for external_id, title, abstract in chunk:
+                ids.append(external_id)
+                docs.append(index_terms(f"{title} {abstract}"))
+    index = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
+    index.index(docs, show_progress=False)
+    del docs
+    vocab = set(index.vocab_dict)
+    print(f"bm25s in-memory index built in {time.perf_counter() - started:.1f}s (reading and tokenising included)")
+
+    def search(q: str) -> list[str]:
+        tokens = [t for t in dict.fromkeys(index_terms(q)) if t in vocab] or [""]
+        results, _scores = index.retrieve([tokens], k=10, show_progress=False, n_threads=1)
+        return [ids[i] for i in results[0]]
+
+    return [evaluate("bm25s in memory (kernel analyser), reference", search, queries)]
+
+
+def reference_rows(queries: Sequence[tuple[str, str]], *, rank_bm25: bool = True) -> list[Row]:
     """BM25 from well-kept libraries over exactly the lexemes PostgreSQL indexed (tf from positions)."""
+    if not rank_bm25:
+        return []
     from django.db import connection
     from rank_bm25 import BM25Okapi
 

@@ -42,3 +42,17 @@ class CorpusLexeme(models.Model):
 
     def __str__(self) -> str:
         return f"{self.lexeme} ({self.ndoc})"
+
+
+class CorpusState(models.Model):
+    """One row whose `token` changes with every write to the corpus (database triggers, migration 0004).
+
+    The BM25 search index (corpus.index) records the token it was built from; a different token means
+    the corpus changed since, whatever changed it (import_corpus, the admin, raw SQL).
+    """
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    token = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"corpus state {self.token}"

@@ -15,6 +15,8 @@ from typing import Any
 
 from django.db import connections
 
+from corpus import index as corpus_index
+from corpus.models import CorpusDocument
 from kernel import years
 from kernel.backends import BackendError, Document
 from kernel.bm25 import BM25Index
@@ -239,3 +241,88 @@ class CorpusRetrieval:
         # Distinct words per document: the ranking this fallback has always had (term frequency 1).
         index = BM25Index([query_terms(f"{r[2]} {r[2]} {r[3]}") for r in rows], k1=1.5, b=0.75)
         return [_document(rows[i], score) for i, score in index.top(terms, k)]
+
+
+# The BM25 index is rebuilt on the spot, during a search, only for a corpus this small (about a second
+# of indexing); a larger stale one is searched with the database's full-text search until rebuilt.
+AUTO_BUILD_MAX_DOCUMENTS = 20_000
+
+
+class CorpusBM25Retrieval:
+    """RetrievalBackend over the imported corpus ranked by BM25 from the on-disk index (corpus.index).
+
+    Two statements per question: the corpus's change token (is the index current?) and the top k rows
+    by id. A stale, missing or unreadable index is rebuilt here when the corpus is small, and otherwise
+    the question is answered by :class:`CorpusRetrieval` (the database's full-text search) with a
+    warning naming the command that rebuilds the index; never an error for the annotator.
+    """
+
+    def __init__(self, *, using: str = "default", auto_build_max: int | None = None) -> None:
+        self.using = using
+        self.auto_build_max = AUTO_BUILD_MAX_DOCUMENTS if auto_build_max is None else auto_build_max
+        self.last_source = ""  # "index", "rebuilt" or "fallback": which path answered the last search
+
+    def search(self, query: str, *, k: int, filters: Mapping[str, Any] | None = None) -> list[Document]:
+        if k < 1 or not query.strip():
+            return []
+        lo, hi = year_range(filters)
+        loaded = self._index()
+        if loaded is None:
+            self.last_source = "fallback"
+            return CorpusRetrieval(using=self.using).search(query, k=k, filters=filters)
+        top = loaded.top(query, k, lo=lo, hi=hi)
+        if not top:
+            return []
+        with connections[self.using].cursor() as cursor:
+            placeholders = ", ".join(["%s"] * len(top))
+            cursor.execute(f"SELECT {COLUMNS} FROM {TABLE} d WHERE d.id IN ({placeholders})", [i for i, _ in top])  # noqa: S608
+            rows = {row[0]: row for row in cursor.fetchall()}
+        return [_document(rows[i], score) for i, score in top if i in rows]
+
+    def _index(self) -> corpus_index.LoadedIndex | None:
+        token = corpus_index.corpus_token(using=self.using)
+        problem = "there is none"
+        try:
+            loaded = corpus_index.load_current()
+            if loaded is not None:
+                if corpus_index.index_matches(loaded, token=token, using=self.using):
+                    self.last_source = "index"
+                    return loaded
+                problem = "the corpus changed since it was built"
+        except corpus_index.CorpusIndexError as exc:
+            problem = str(exc)
+        where = corpus_index.corpus_index_dir()
+        # Counted up to the bound only: a million rows are not counted on every search of a stale index.
+        small = CorpusDocument.objects.using(self.using).order_by()[: self.auto_build_max + 1].count()
+        if small <= self.auto_build_max:
+            try:
+                corpus_index.corpus_index_build(using=self.using)
+                loaded = corpus_index.load_current()
+            except corpus_index.CorpusIndexError as exc:
+                logger.error("corpus search index: cannot rebuild it (%s); searching with full-text search", exc)
+                return None
+            if loaded is not None and corpus_index.index_matches(loaded, token=loaded.token, using=self.using):
+                logger.info("corpus search index at %s rebuilt (%s)", where, problem)
+                self.last_source = "rebuilt"
+                return loaded
+            return None
+        logger.warning(
+            "corpus search index at %s not used (%s): searching with full-text search until "
+            "`python manage.py build_corpus_index` rebuilds it",
+            where,
+            problem,
+        )
+        return None
+
+
+CORPUS_SEARCH_CHOICES = ("fts", "bm25")
+
+
+def corpus_retrieval(*, using: str = "default") -> CorpusRetrieval | CorpusBM25Retrieval:
+    """The corpus search the deployment chose (setting CORPUS_SEARCH: "fts", the default, or "bm25")."""
+    from django.conf import settings
+
+    choice = getattr(settings, "CORPUS_SEARCH", "fts")
+    if choice == "bm25":
+        return CorpusBM25Retrieval(using=using)
+    return CorpusRetrieval(using=using)

@@ -23,7 +23,7 @@ def require(condition: bool, reason: str) -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def _own_file_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Uploaded and generated files (MEDIA_ROOT, CORPUS_ROOT) go to this run's temporary folder.
+    """Uploaded and generated files (MEDIA_ROOT, CORPUS_ROOT, CORPUS_INDEX_DIR) go to this run's temporary folder.
 
     Their defaults are under var/, which a running bin/demo uses too (research job files are named
     by job id, so a test's job 1 would overwrite the demo's). The environment carries them to the
@@ -31,7 +31,7 @@ def _own_file_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
     """
     from django.conf import settings
 
-    saved = {name: os.environ.get(name) for name in ("MEDIA_ROOT", "CORPUS_ROOT")}
+    saved = {name: os.environ.get(name) for name in ("MEDIA_ROOT", "CORPUS_ROOT", "CORPUS_INDEX_DIR")}
     for name in saved:
         folder = str(tmp_path_factory.mktemp(name.lower()))
         setattr(settings, name, folder)

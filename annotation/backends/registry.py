@@ -18,9 +18,9 @@ def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -
 
         return DemoCorpusRetrieval(**({"path": options["corpus_path"]} if "corpus_path" in options else {}))
     if name == "corpus":
-        from corpus.search import CorpusRetrieval
+        from corpus.search import corpus_retrieval
 
-        return CorpusRetrieval()
+        return corpus_retrieval()
     if name == "openalex":
         from annotation.backends.openalex import OpenAlexRetrieval
 

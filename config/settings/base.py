@@ -151,6 +151,13 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "analysis:studies"
 LOGOUT_REDIRECT_URL = "login"
 CORPUS_ROOT = env.str("CORPUS_ROOT", default=str(VAR_DIR / "corpora"))
+# The local corpus's search (docs/backends.md, "A local corpus"): "fts", the database's full-text search, or
+# "bm25", BM25 over an index that import_corpus writes into CORPUS_INDEX_DIR (one folder per host, or a shared
+# volume every web and worker host mounts).
+CORPUS_SEARCH = env.str("CORPUS_SEARCH", default="fts")
+if CORPUS_SEARCH not in ("fts", "bm25"):
+    raise ImproperlyConfigured(f"CORPUS_SEARCH must be fts or bm25, not {CORPUS_SEARCH!r}")
+CORPUS_INDEX_DIR = env.str("CORPUS_INDEX_DIR", default=str(VAR_DIR / "corpus-index"))
 # By default the hosts of the operator's own model servers (LLM_BASE_URL and every replica in LLM_BASE_URLS)
 # and this machine.
 _operator_model_hosts = [

@@ -1,4 +1,4 @@
-"""python manage.py import_corpus FILE [--format auto|jsonl|scitldr] [--batch-size N]"""
+"""python manage.py import_corpus FILE [--format auto|jsonl|scitldr] [--batch-size N] [--no-index]"""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from corpus.importing import FORMATS, CorpusFileError, corpus_import, corpus_refresh_lexeme_stats
+from corpus.index import CorpusIndexError, corpus_index_build
 
 
 class Command(BaseCommand):
@@ -28,6 +29,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-stats", action="store_true", help="do not recount word statistics (PostgreSQL) after the import"
         )
+        parser.add_argument(
+            "--no-index",
+            action="store_true",
+            help="do not rebuild the BM25 search index (CORPUS_INDEX_DIR) after the import",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         done: list[str] = []
@@ -38,6 +44,18 @@ class Command(BaseCommand):
             lexemes = corpus_refresh_lexeme_stats()
             if lexemes:
                 self.stdout.write(f"Word statistics refreshed: {lexemes} distinct search terms.")
+        if not options["no_index"]:
+            try:
+                built = corpus_index_build()
+            except CorpusIndexError as exc:
+                raise CommandError(
+                    f"The abstracts were imported, but the search index was not built: {exc}. Set "
+                    "CORPUS_INDEX_DIR to a folder this user can write and run `manage.py build_corpus_index`."
+                ) from None
+            self.stdout.write(
+                f"Search index built: {built.documents} abstracts, {built.terms} terms, {built.seconds:.1f}s, "
+                f"in {built.path}."
+            )
 
     def _import(self, path: Path, options: dict[str, Any], done: list[str]) -> None:
         size = path.stat().st_size if path.is_file() else 0
