@@ -90,6 +90,12 @@ def write_analysis(
     manifest = None
     if export_formats:
         manifest = export_comparisons(
-            table, out_dir, formats=export_formats, study=study, filters=filters or {}, seed=report.provenance.seed
+            table,
+            out_dir,
+            formats=export_formats,
+            study=study,
+            filters=filters or {},
+            seed=report.provenance.seed,
+            table_sha256=report.provenance.table_sha256,
         )
     return AnalysisOutputs(json=paths["json"], html=paths["html"], tables=tuple(tables), export=manifest)
