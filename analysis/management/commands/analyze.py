@@ -28,6 +28,12 @@ class Command(BaseCommand):
         parser.add_argument("--out", type=Path, required=True)
         parser.add_argument("--seed", type=int, default=None)
         parser.add_argument("--resamples", type=int, default=None)
+        parser.add_argument(
+            "--config", type=Path, default=None, help="JSON file of AnalysisConfig settings (file mode only)"
+        )
+        parser.add_argument(
+            "--no-export", action="store_true", help="file mode: do not re-export the comparison table"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         extra = []
@@ -35,7 +41,13 @@ class Command(BaseCommand):
             extra += ["--seed", str(options["seed"])]
         if options["resamples"] is not None:
             extra += ["--resamples", str(options["resamples"])]
+        if options["config"] is not None:
+            if not options["comparisons"]:
+                raise CommandError("--config applies to --comparisons (a study's settings come from the study)")
+            extra += ["--config", str(options["config"])]
         if options["comparisons"]:
+            if options["no_export"]:
+                extra.append("--no-export")
             code = main(["--comparisons", str(options["comparisons"]), "--out", str(options["out"]), *extra])
             if code:
                 raise CommandError("analysis failed (see the message above)")
