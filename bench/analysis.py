@@ -240,7 +240,12 @@ def reference_logit(frame: pd.DataFrame, refs: dict[str, str]) -> dict[str, tupl
         m = re.match(r"C\((\w+)(?:,[^)]*\))?\)\[T\.(.+)\]$", name)
         term = f"{m.group(1)}[{m.group(2)}]" if m else name
         b = fit.params[name]
-        out[term] = (float(np.exp(b)), float(np.exp(ci.loc[name, 0])), float(np.exp(ci.loc[name, 1])), float(fit.pvalues[name]))
+        out[term] = (
+            float(np.exp(b)),
+            float(np.exp(ci.loc[name, 0])),
+            float(np.exp(ci.loc[name, 1])),
+            float(fit.pvalues[name]),
+        )
     return out
 
 
@@ -248,7 +253,10 @@ def bt_design(frame: pd.DataFrame) -> tuple[list[str], np.ndarray, np.ndarray, n
     decided = frame[frame["choice"] != "neither"]
     systems = sorted(set(decided["left_system"]) | set(decided["right_system"]))
     x = np.column_stack(
-        [(decided["left_system"] == s).to_numpy(float) - (decided["right_system"] == s).to_numpy(float) for s in systems[1:]]
+        [
+            (decided["left_system"] == s).to_numpy(float) - (decided["right_system"] == s).to_numpy(float)
+            for s in systems[1:]
+        ]
     )
     y = (decided["choice"] == "left").to_numpy(float)
     return systems, x, y, pd.factorize(decided["annotator"], sort=True)[0]
@@ -371,9 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     rates, wr_s = timed(lambda: win_rates(t, resampler=resampler))
     logit, reg_s = timed(lambda: fit_personalization_logit(t))
     info = describe_metrics(metric_names(frame))
-    agreement, ag_s = timed(
-        lambda: metric_agreement(t, info=info, higher_is_better=higher, resampler=resampler)
-    )
+    agreement, ag_s = timed(lambda: metric_agreement(t, info=info, higher_is_better=higher, resampler=resampler))
     bt, bt_s = timed(lambda: bradley_terry(t, resampler=resampler))
 
     checks = Checks()
@@ -390,11 +396,28 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"cells the reference defines but the analysis lacks: {missing}")
         checks.rows.append(("win-rate cells present", len(ref_wr), float(len(missing)), 0.0, False))
-    checks.add("win-rate estimate (decided rate)", [ours_sub[q].decided_rate for q in keys], [ref_wr[q][0] for q in keys], TOL["win-rate estimate"])
-    checks.add("win-rate interval ends", [(ours_sub[q].ci_low, ours_sub[q].ci_high) for q in keys], [ref_wr[q][1:3] for q in keys], TOL["win-rate interval"])
-    checks.add("win-rate p-value", [ours_sub[q].p_value for q in keys], [ref_wr[q][3] for q in keys], TOL["win-rate p-value"])
+    checks.add(
+        "win-rate estimate (decided rate)",
+        [ours_sub[q].decided_rate for q in keys],
+        [ref_wr[q][0] for q in keys],
+        TOL["win-rate estimate"],
+    )
+    checks.add(
+        "win-rate interval ends",
+        [(ours_sub[q].ci_low, ours_sub[q].ci_high) for q in keys],
+        [ref_wr[q][1:3] for q in keys],
+        TOL["win-rate interval"],
+    )
+    checks.add(
+        "win-rate p-value", [ours_sub[q].p_value for q in keys], [ref_wr[q][3] for q in keys], TOL["win-rate p-value"]
+    )
     full = {(r.statistic, r.group, r.stage): r for r in rates.rows}
-    checks.add("win-rate estimate, all draws = subset", [full[q].decided_rate for q in keys], [ours_sub[q].decided_rate for q in keys], 0.0)
+    checks.add(
+        "win-rate estimate, all draws = subset",
+        [full[q].decided_rate for q in keys],
+        [ours_sub[q].decided_rate for q in keys],
+        0.0,
+    )
 
     # Alpha: krippendorff on every metric; intervals of the first few on the k draws.
     import krippendorff
@@ -415,7 +438,11 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     ref_ci = [
         reference_alpha_interval(
-            reference_votes(frame, m.metric, m.threshold, higher.get(m.metric, True)), human, codes, sub.weights, config.confidence_level
+            reference_votes(frame, m.metric, m.threshold, higher.get(m.metric, True)),
+            human,
+            codes,
+            sub.weights,
+            config.confidence_level,
         )
         for m in ci_metrics
     ]
@@ -435,14 +462,33 @@ def main(argv: list[str] | None = None) -> int:
         checks.rows.append(("logit terms", len(terms), 1.0, 0.0, False))
     else:
         coef = {c.term: c for c in logit.coefficients}
-        checks.add("odds ratios", [coef[q].odds_ratio for q in terms], [ref_or[q][0] for q in terms], TOL["odds ratio (relative)"], relative=True)
-        checks.add("odds-ratio interval ends", [(coef[q].ci_low, coef[q].ci_high) for q in terms], [ref_or[q][1:3] for q in terms], TOL["odds-ratio interval (relative)"], relative=True)
-        checks.add("logit p-values", [coef[q].p_value for q in terms], [ref_or[q][3] for q in terms], TOL["logit p-value"])
+        checks.add(
+            "odds ratios",
+            [coef[q].odds_ratio for q in terms],
+            [ref_or[q][0] for q in terms],
+            TOL["odds ratio (relative)"],
+            relative=True,
+        )
+        checks.add(
+            "odds-ratio interval ends",
+            [(coef[q].ci_low, coef[q].ci_high) for q in terms],
+            [ref_or[q][1:3] for q in terms],
+            TOL["odds-ratio interval (relative)"],
+            relative=True,
+        )
+        checks.add(
+            "logit p-values", [coef[q].p_value for q in terms], [ref_or[q][3] for q in terms], TOL["logit p-value"]
+        )
 
     # Bradley-Terry.
     ref_strength, ref_bt_fit_s = timed(lambda: reference_bt(frame))
     ours_strength = {s.system: s.log_strength for s in bt.systems}
-    checks.add("Bradley-Terry log-strengths", [ours_strength[s] for s in ref_strength], list(ref_strength.values()), TOL["Bradley-Terry log-strength"])
+    checks.add(
+        "Bradley-Terry log-strengths",
+        [ours_strength[s] for s in ref_strength],
+        list(ref_strength.values()),
+        TOL["Bradley-Terry log-strength"],
+    )
     bt_k = max(1, min(args.bt_reference_resamples, args.resamples))
     ref_bt_per = reference_bt_resample_seconds(frame, t, resampler.weights[:bt_k])
 
@@ -472,7 +518,9 @@ def main(argv: list[str] | None = None) -> int:
         ("whole analyze(), first call (with imports)", cold_s, None, ""),
         ("whole analyze(), warm", warm_s, None, "includes checksum, sweeps, breakdowns, provenance"),
     ]
-    print(f"\n{'component':<52} {'ours s':>8} {'ref s':>9} {'speed-up':>9}  reference (timed on the same machine, same run)")
+    print(
+        f"\n{'component':<52} {'ours s':>8} {'ref s':>9} {'speed-up':>9}  reference (timed on the same machine, same run)"
+    )
     print("-" * 150)
     for name, ours, ref, how in rows:
         ref_txt = f"{ref:9.2f}" if ref is not None else f"{'':>9}"
@@ -492,7 +540,9 @@ def main(argv: list[str] | None = None) -> int:
         "seconds_warm": warm_s,
         "tracemalloc_peak_mb": traced / 2**20,
         "components": [{"name": n, "ours_s": o, "reference_s": r, "reference": h} for n, o, r, h in rows],
-        "checks": [{"check": w, "values": n, "max_diff": d, "tolerance": tol, "ok": ok} for w, n, d, tol, ok in checks.rows],
+        "checks": [
+            {"check": w, "values": n, "max_diff": d, "tolerance": tol, "ok": ok} for w, n, d, tol, ok in checks.rows
+        ],
     }
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

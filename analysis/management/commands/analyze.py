@@ -31,9 +31,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--config", type=Path, default=None, help="JSON file of AnalysisConfig settings (file mode only)"
         )
-        parser.add_argument(
-            "--no-export", action="store_true", help="file mode: do not re-export the comparison table"
+        export = parser.add_mutually_exclusive_group()
+        export.add_argument(
+            "--export", action="store_true", help="file mode: also re-export the table (CSV, JSONL, Parquet)"
         )
+        export.add_argument("--no-export", action="store_true", help="file mode: never write the table")
 
     def handle(self, *args: Any, **options: Any) -> None:
         extra = []
@@ -46,6 +48,8 @@ class Command(BaseCommand):
                 raise CommandError("--config applies to --comparisons (a study's settings come from the study)")
             extra += ["--config", str(options["config"])]
         if options["comparisons"]:
+            if options["export"]:
+                extra.append("--export")
             if options["no_export"]:
                 extra.append("--no-export")
             code = main(["--comparisons", str(options["comparisons"]), "--out", str(options["out"]), *extra])
