@@ -410,7 +410,9 @@ def read_comparisons(path: Path) -> pd.DataFrame:
     elif fmt == "jsonl":
         frame = pd.read_json(path, lines=True, dtype=False, precise_float=True)
     elif fmt == "parquet":
-        frame = pd.read_parquet(path)
+        # Arrow's buffers are released column by column as pandas takes them over, so a large table is not
+        # held twice at its peak (the Arrow table and the frame).
+        frame = pd.read_parquet(path, to_pandas_kwargs={"self_destruct": True, "split_blocks": True})
     else:
         raise ValueError(f"cannot read {path.name}: expected .csv, .jsonl or .parquet")
     frame = canonicalize_systems(frame)

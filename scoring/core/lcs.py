@@ -5,10 +5,10 @@ Two implementations with identical results:
 - ``rapidfuzz.distance.LCSseq`` (C++, bit-parallel over 64-bit words), used when rapidfuzz is installed
   (it is a pinned dependency). rapidfuzz compares strings character by character, so each pair's tokens
   are first mapped to code points (``_as_code_points``): one character per token the two sequences share,
-  and two further characters for the tokens only one side has (those can never match, so they need no
-  identity of their own). A pair therefore needs at most ``min(len(a), len(b)) + 2`` characters, far below
-  the 1,114,112 code points Python strings can hold; a pair that would need more (impossible for a
-  summary against a source, but cheap to guard) takes the pure-Python path.
+  and one sentinel character per side for the tokens only that side has (those can never match, so they
+  need no identity of their own). A pair therefore needs at most ``min(len(a), len(b)) + 2`` characters,
+  far below the 1,114,112 code points Python strings can hold; a pair that would need more (impossible for
+  a summary against a source, but cheap to guard) takes the pure-Python path.
 - ``lcs_length_bits``: Hyyrö's formulation of the Allison-Dix algorithm in pure Python, one DP column as a
   bit vector held in a Python int, so each symbol of the shorter sequence costs a handful of big-int
   operations over ceil(m / 30) machine digits instead of m Python steps; O(n * m / w). The fallback when
@@ -36,7 +36,10 @@ def _as_code_points(a: Sequence[Hashable], b: Sequence[Hashable]) -> tuple[str, 
     """Both sequences as strings with one character per token, equal tokens as equal characters.
 
     Code point 0 stands for every token of ``a`` that ``b`` lacks, 1 for every token of ``b`` that ``a``
-    lacks, and 2, 3, ... for the shared tokens. None when the shared vocabulary does not fit in Unicode.
+    lacks (such tokens never match, so they need no identity of their own), and 2, 3, ... for the shared
+    tokens. None when the shared vocabulary does not fit in Unicode. (Giving every distinct token its own
+    code point with ``dict.fromkeys``/``map`` measured slower: the long side's distinct tokens all need an
+    entry then.)
     """
     shared = set(a)
     shared.intersection_update(b)

@@ -80,18 +80,31 @@ def test_rapidfuzz_path_edge_cases() -> None:
 
 
 def test_rapidfuzz_path_with_more_than_65k_distinct_tokens() -> None:
-    # A shared vocabulary beyond the Basic Multilingual Plane (code points above 0xFFFF). All tokens are
-    # distinct, so a subsequence of ``a`` is its own LCS with ``a``: the expected length is known exactly.
+    # A vocabulary beyond the Basic Multilingual Plane (code points above 0xFFFF). All tokens are distinct,
+    # so a subsequence of ``a`` is its own LCS with ``a``: the expected length is known exactly.
     a = [f"t{i}" for i in range(70_000)]
-    sub = [t for i, t in enumerate(a[:68_000]) if i % 50]
-    assert len(set(sub)) > 65_536
-    assert lcs_length_rapidfuzz(a, sub) == len(sub)
-    assert lcs_length_rapidfuzz(["new", *sub, "tokens"], a) == len(sub)
-    assert lcs_length_rapidfuzz(a, a[::-1]) == 1
+    tail = a[66_000::20]
+    # 70,000 shared tokens (code points past 0xFFFF); two swapped in the middle cost one.
+    swapped = [*a[:33_000], a[33_001], a[33_000], *a[33_002:]]
+    assert ord(max(lcs._as_code_points(a, swapped)[1])) > 0xFFFF
+    assert lcs_length_rapidfuzz(a, swapped) == 69_999
+    assert lcs_length_rapidfuzz(a, tail) == len(tail) == 200
+    assert lcs_length_rapidfuzz(["new", *tail, "tokens"], a) == len(tail)
+    assert lcs_length_rapidfuzz(a, tail[::-1]) == 1
+    assert lcs_length_rapidfuzz(a, tail[::-1]) == lcs_length_bits(a, tail[::-1])
 
 
-def test_a_vocabulary_beyond_unicode_takes_the_pure_python_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    # 0x10FFFF distinct shared tokens cannot be built cheaply; lower the ceiling to reach the guard.
+def test_tokens_only_one_side_has_share_a_sentinel(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0x10FFFF distinct tokens cannot be built cheaply; lower the ceiling to show what is mapped.
+    monkeypatch.setattr(lcs, "MAX_CODE_POINT", 12)
+    a = list("abcdefghab")
+    b = [*"ijklmnop", "b", "a", "q", "b"]
+    left, right = lcs._as_code_points(a, b)
+    assert set(left) | set(right) <= {chr(i) for i in range(13)}
+    assert lcs_length_rapidfuzz(a, b) == lcs_length_dp(a, b) == 3
+
+
+def test_a_shared_vocabulary_beyond_unicode_takes_the_pure_python_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lcs, "MAX_CODE_POINT", 5)
     a = list("abcdefgh")
     b = list("hgfedcbabcdefgh")
