@@ -442,9 +442,7 @@ def alpha_threshold_sweep(
     # Per (side, human) group, the sorted magnitudes: how many become "neither" at a threshold is one
     # binary search, so each threshold costs O(log n) instead of a pass over the comparisons.
     groups = side * 3 + human
-    order = np.lexsort((magnitude, groups))
-    sorted_mag, sorted_group = magnitude[order], groups[order]
-    bounds = np.searchsorted(sorted_group, np.arange(10))
+    by_group = [np.sort(magnitude[groups == g]) for g in range(6)]
     out = []
     for thr in thresholds:
         if thr < 0:
@@ -452,10 +450,9 @@ def alpha_threshold_sweep(
         counts = np.zeros((3, 3), dtype=np.int64)
         for vote_side in (int(VOTE_LEFT), int(VOTE_RIGHT)):
             for h in range(3):
-                g = vote_side * 3 + h
-                lo, hi = int(bounds[g]), int(bounds[g + 1])
-                tied = int(np.searchsorted(sorted_mag[lo:hi], float(thr), side="right"))
-                counts[vote_side, h] += hi - lo - tied
+                sorted_mag = by_group[vote_side * 3 + h]
+                tied = int(np.searchsorted(sorted_mag, float(thr), side="right"))
+                counts[vote_side, h] += sorted_mag.size - tied
                 counts[int(VOTE_NEITHER), h] += tied
         o = counts + counts.T
         n_votes = int(magnitude.size)
