@@ -356,7 +356,9 @@ def main(argv: list[str] | None = None) -> int:
             cli_s, cli_mb, line = run_cli(table_path, settings, Path(tmp) / "out")
             sizes = {p.name: p.stat().st_size for p in (Path(tmp) / "out").glob("comparisons.*")}
         ok = cli_s < CLI_TIME_TARGET_S and cli_mb < MEMORY_TARGET_MB
-        print(f"\nmanage.py analyze --comparisons table.parquet (report, tables, CSV/JSONL/Parquet exports): {line}")
+        print(
+            f"\nmanage.py analyze --comparisons table.parquet (report, HTML, tables; a table input is not re-exported): {line}"
+        )
         print(
             f"  wall {cli_s:.1f}s (target < {CLI_TIME_TARGET_S:.0f}s), peak RSS {cli_mb:.0f} MB (target < "
             f"{MEMORY_TARGET_MB:.0f} MB): {'ok' if ok else 'MISSED'}; exports "
