@@ -42,7 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threshold-sweep", type=int, default=None, help="alpha at N thresholds per metric")
     parser.add_argument("--title", default="Human evaluation analysis")
     parser.add_argument("--study", default=None, help="study name for the export manifest")
-    parser.add_argument("--no-export", action="store_true", help="do not re-export the comparison table")
+    export = parser.add_mutually_exclusive_group()
+    export.add_argument(
+        "--export",
+        action="store_true",
+        help="also re-export the comparison table (CSV, JSONL, Parquet and manifest) when the input is a table "
+        "file; a legacy .zip is always exported (its table is new)",
+    )
+    export.add_argument("--no-export", action="store_true", help="never write the comparison table")
     return parser
 
 
@@ -87,7 +94,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         title=args.title,
         study=args.study,
         filters={"source": args.comparisons.name},
-        export_formats=() if args.no_export else FORMATS,
+        export_formats=FORMATS if wants_export(args) else (),
     )
     p = report.provenance
     print(
@@ -98,6 +105,15 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     for line in report_messages(report):
         print(line, file=out)
     return 0
+
+
+def wants_export(args: argparse.Namespace) -> bool:
+    """Whether to write the comparison table beside the report. A table file given as input already is the
+    table (its checksum is in the report's provenance), so it is re-exported only with ``--export``; the
+    table built from a legacy export is written unless ``--no-export``."""
+    if args.no_export:
+        return False
+    return bool(args.export) or args.comparisons.suffix.lower() == ".zip"
 
 
 def report_messages(report: AnalysisReport) -> list[str]:

@@ -35,7 +35,7 @@ _PLAIN_NUMBER = r"^-?[0-9,.]+$"  # defusedcsv's: -1.5 stays a number a spreadshe
 ESCAPE = "'"
 MANIFEST_FORMAT = "satisfy.comparison-export/1"
 FORMATS = ("csv", "jsonl", "parquet")
-JSONL_CHUNK_ROWS = 10_000
+JSONL_CHUNK_ROWS = 50_000
 TEXT_COLUMNS: tuple[str, ...] = ("query_text", "persona", "left_summary", "right_summary", "source_titles")
 """Participant texts (``analysis.texts``), written only when an export asks for them (``include_texts``):
 the question, the persona it was asked with (JSON object), the two summaries shown, and the titles of the
@@ -123,16 +123,22 @@ class ExportManifest(ResultMixin):
 
 
 def neutralize_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy whose text cells are safe to open in a spreadsheet (see ``neutralize_cell``), vectorised."""
+    """A copy whose text cells are safe to open in a spreadsheet (see ``neutralize_cell``), vectorised: the
+    rules run on each column's distinct values (ids and labels repeat), then pick the rows."""
     safe = frame.copy()
     for col in _text_columns(safe):
         text = safe[col].astype("string")
-        bare = text.str.lstrip(ESCAPE)
-        risky = (bare.str.match(_FORMULA) & ~bare.str.match(_PLAIN_NUMBER)).fillna(False).to_numpy(dtype=bool)
-        if risky.any():
-            values = text.to_numpy(dtype=object, na_value=None)
-            values[risky] = [ESCAPE + v for v in values[risky]]
-            safe[col] = values
+        codes, uniques = pd.factorize(text, use_na_sentinel=True)
+        if len(uniques) == 0:
+            continue
+        bare = pd.Series(uniques, dtype="string").str.lstrip(ESCAPE)
+        risky_values = (bare.str.match(_FORMULA) & ~bare.str.match(_PLAIN_NUMBER)).fillna(False).to_numpy(dtype=bool)
+        if not risky_values.any():
+            continue
+        risky = (codes >= 0) & risky_values[np.maximum(codes, 0)]
+        values = text.to_numpy(dtype=object, na_value=None)
+        values[risky] = [ESCAPE + v for v in values[risky]]
+        safe[col] = values
     return safe
 
 
@@ -151,10 +157,13 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> None:
 
 
 def _json_value(value: Any) -> Any:
+    """What orjson cannot write itself: numpy scalars in object columns, pandas' missing markers, times."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
     if isinstance(value, np.integer):
         return int(value)
     if isinstance(value, np.floating):
-        return float(value)
+        return _finite(float(value))
     if isinstance(value, np.bool_):
         return bool(value)
     if isinstance(value, pd.Timestamp | datetime):
@@ -162,16 +171,110 @@ def _json_value(value: Any) -> Any:
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
+_JSON_NULL = "null"
+
+
+def _iso_json(series: pd.Series) -> Any:
+    """JSON texts (quoted ISO 8601, or null) of UTC timestamps as ``Timestamp.isoformat()`` writes them
+    (a fraction only when there is one, ``+00:00``), vectorised; None when the column needs ``isoformat()``
+    itself (naive or other time zones, nanoseconds)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    tz = getattr(series.dtype, "tz", None)
+    if tz is None or str(tz) != "UTC":
+        return None
+    values = series.to_numpy(dtype="datetime64[ns]")
+    missing = np.isnat(values)
+    ns = values.view(np.int64)
+    if (ns[~missing] % 1000 != 0).any():
+        return None
+    whole = ns % 1_000_000_000 == 0
+    text = np.where(whole, np.datetime_as_string(values, unit="s"), np.datetime_as_string(values, unit="us"))
+    quoted = pc.binary_join_element_wise(pa.scalar('"'), pa.array(text, type=pa.string()), pa.scalar('+00:00"'), "")
+    return pc.if_else(pa.array(missing), pa.scalar(_JSON_NULL), quoted)
+
+
+def _json_texts(series: pd.Series) -> Any:
+    """The JSON text of every value of one column, as a pyarrow string array without nulls: what the
+    former ``json.dumps`` row writer gave, parsed (floats as the shortest text that reads back exactly,
+    with ``.0`` on whole numbers; NaN and missing as null; infinity refused; times as ISO 8601 text)."""
+    import orjson
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    dtype = series.dtype
+    if isinstance(dtype, pd.DatetimeTZDtype) or str(dtype).startswith("datetime64"):
+        iso = _iso_json(series)
+        if iso is not None:
+            return iso
+        return pa.array([_JSON_NULL if pd.isna(v) else f'"{v.isoformat()}"' for v in series], type=pa.string())
+    if isinstance(dtype, np.dtype) and dtype.kind == "f":
+        values = series.to_numpy(dtype=np.float64)
+        if np.isinf(values).any():
+            raise ValueError(f"column {series.name}: out of range float values are not JSON compliant")
+        floats = pa.array(values)
+        text = pc.cast(floats, pa.string())
+        # Arrow writes whole numbers as "3" and -0.0 as "-0": keep them floats ("3.0", "-0.0") as json did.
+        if (values == np.trunc(values)).any():
+            whole = pc.match_substring_regex(text, r"^-?[0-9]+$")
+            text = pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
+        missing = np.isnan(values)
+        if missing.any():
+            text = pc.if_else(pa.array(missing), pa.scalar(_JSON_NULL), text)
+        return text
+    if isinstance(dtype, np.dtype) and dtype.kind in "iu":
+        return pc.cast(pa.array(series.to_numpy()), pa.string())
+    if isinstance(dtype, np.dtype) and dtype.kind == "b":
+        return pc.if_else(pa.array(series.to_numpy()), pa.scalar("true"), pa.scalar("false"))
+    if str(dtype) in ("str", "string") or isinstance(dtype, pd.CategoricalDtype):
+        # Text columns repeat few values: write each distinct value once, then pick by code.
+        codes, uniques = pd.factorize(series, use_na_sentinel=True)
+        texts = [orjson.dumps(u, default=_json_value).decode() for u in uniques] + [_JSON_NULL]
+        picks = np.where(codes < 0, len(texts) - 1, codes)
+        return pc.take(pa.array(texts, type=pa.string()), pa.array(picks))
+    return pa.array([orjson.dumps(_plain(v), default=_json_value).decode() for v in series.tolist()], type=pa.string())
+
+
+def _plain(value: Any) -> Any:
+    """A float NaN in an object column is missing (null), as in the former writer."""
+    if isinstance(value, float):
+        return _finite(value)
+    return value
+
+
+def _finite(value: float) -> float | None:
+    if value != value:  # NaN is missing
+        return None
+    if value in (float("inf"), float("-inf")):
+        raise ValueError("Out of range float values are not JSON compliant")
+    return value
+
+
 def _write_jsonl(frame: pd.DataFrame, path: Path) -> None:
-    """One JSON object per row: floats as Python's shortest exact repr (pandas' writer keeps at most 15
-    digits), missing values and NaN as null, timestamps ISO 8601 in UTC. Written in chunks so a large
-    table is never one string in memory."""
-    with path.open("w", encoding="utf-8") as fh:
+    """One JSON object per row: floats as the shortest text that reads back exactly (pandas' writer keeps
+    at most 15 digits), missing values and NaN as null, timestamps ISO 8601 in UTC.
+
+    Streamed and vectorised: for each chunk of rows every column becomes an array of JSON texts
+    (``_json_texts``: pyarrow's float formatting, orjson for text), and pyarrow joins them row-wise with the
+    keys into lines whose bytes are written straight from the array's buffer. A large table is never one
+    string, nor a Python object per cell."""
+    import orjson
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keys = [orjson.dumps(str(c)).decode() for c in frame.columns]
+    with path.open("wb") as fh:
         for start in range(0, len(frame), JSONL_CHUNK_ROWS):
-            chunk = frame.iloc[start : start + JSONL_CHUNK_ROWS].astype(object)
-            chunk = chunk.where(chunk.notna(), None)
-            for record in chunk.to_dict(orient="records"):
-                fh.write(json.dumps(record, ensure_ascii=False, allow_nan=False, default=_json_value) + "\n")
+            chunk = frame.iloc[start : start + JSONL_CHUNK_ROWS]
+            parts: list[Any] = []
+            for i, key in enumerate(keys):
+                parts.append(pa.scalar(("{" if i == 0 else ",") + key + ":"))
+                parts.append(_json_texts(chunk.iloc[:, i]))
+            parts.append(pa.scalar("}\n"))
+            lines = pc.binary_join_element_wise(*parts, "").cast(pa.large_string())
+            offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64, count=len(lines) + 1, offset=lines.offset * 8)
+            fh.write(memoryview(lines.buffers()[2])[int(offsets[0]) : int(offsets[-1])])
 
 
 def _prepare(table: pd.DataFrame) -> pd.DataFrame:
@@ -223,6 +326,7 @@ def _manifest(
     filters: Mapping[str, Any] | None,
     seed: int | None,
     exclusion: Mapping[str, Any] | None = None,
+    table_sha256: str | None = None,
 ) -> ExportManifest:
     if study is None and "study" in frame.columns:
         studies = sorted({str(s) for s in frame["study"].dropna()})
@@ -234,7 +338,7 @@ def _manifest(
         rows=len(frame),
         columns=tuple(map(str, frame.columns)),
         stages=_stage_counts(frame),
-        table_sha256=table_checksum(frame),
+        table_sha256=table_sha256 if table_sha256 is not None else table_checksum(frame),
         code_version=code_version(),
         seed=seed,
         created_at=now_iso(),
@@ -284,11 +388,18 @@ def export_comparisons(
     filters: Mapping[str, Any] | None = None,
     seed: int | None = None,
     exclusion: Mapping[str, Any] | None = None,
+    table_sha256: str | None = None,
 ) -> ExportManifest:
-    """Write the table in several formats and one ``<stem>.manifest.json`` listing every file's sha256."""
+    """Write the table in several formats and one ``<stem>.manifest.json`` listing every file's sha256.
+
+    ``table_sha256``: the table's ``table_checksum`` when the caller has it already (an analysis computes it
+    for its provenance; the checksum ignores column order and reads timestamps as UTC, so it is the same
+    for the prepared frame); computed here otherwise."""
     frame = _prepare(table)
     files = [_write_one(frame, out_dir / f"{stem}.{fmt}", fmt) for fmt in formats]
-    manifest = _manifest(frame, files, study=study, filters=filters, seed=seed, exclusion=exclusion)
+    manifest = _manifest(
+        frame, files, study=study, filters=filters, seed=seed, exclusion=exclusion, table_sha256=table_sha256
+    )
     manifest.write(out_dir / f"{stem}.manifest.json")
     return manifest
 
@@ -307,7 +418,9 @@ def read_comparisons(path: Path) -> pd.DataFrame:
     elif fmt == "jsonl":
         frame = pd.read_json(path, lines=True, dtype=False, precise_float=True)
     elif fmt == "parquet":
-        frame = pd.read_parquet(path)
+        # Arrow's buffers are released column by column as pandas takes them over, so a large table is not
+        # held twice at its peak (the Arrow table and the frame).
+        frame = pd.read_parquet(path, to_pandas_kwargs={"self_destruct": True, "split_blocks": True})
     else:
         raise ValueError(f"cannot read {path.name}: expected .csv, .jsonl or .parquet")
     frame = canonicalize_systems(frame)

@@ -7,6 +7,9 @@ summaries once; each test column scores only its new texts) and the verdict grid
 that run a neural encoder per text (embedding, source_free) run on the first --heavy-n pairs
 (all of them with --heavy-n 0 = n) and their time is also extrapolated to n, which keeps the
 whole benchmark within a few minutes on a CPU.
+
+Then every claim docs/stress-tests.md makes about a metric's verdict (``DOC_CLAIMS``) beside the verdict
+measured, marked where they disagree; exit status 2 when any does.
 """
 
 from __future__ import annotations
@@ -26,6 +29,18 @@ from scoring.stress.datasets import scitldr_rows  # noqa: E402
 
 TESTS = ["distractor", "incremental", "added_source_text"]
 HEAVY_FAMILIES = {"embedding", "source_free"}
+
+# What docs/stress-tests.md ("Benchmark") says each metric does in this benchmark's distractor test; the
+# run prints these beside what it measured, so a claim that stops being true shows (exit status 2).
+_DISTRACTOR_PASS = ("rouge1", "rouge2", "rougeL", "bleu", "chrf", "coverage", "density", "compression")
+_DISTRACTOR_PASS += ("bertscore_p", "bertscore_f1", "embedding_cosine", "supert")
+_DISTRACTOR_FAIL = ("meteor", "summary_length", "novel_1gram", "novel_2gram", "novel_3gram")
+_DISTRACTOR_FAIL += ("sa_1", "sa_2", "sa_lcs", "ar_1", "ar_2", "ar_lcs", "ar_risk")
+DOC_CLAIMS: dict[tuple[str, str], str] = {
+    **{(m, "distractor"): "pass" for m in _DISTRACTOR_PASS},
+    **{(m, "distractor"): "fail" for m in _DISTRACTOR_FAIL},
+    **{(m, "distractor"): "undefined" for m in ("ra_1", "ra_2", "ra_lcs")},
+}
 
 
 def _fmt(x: float) -> str:
@@ -92,8 +107,25 @@ def main() -> int:
                 mono = "undef" if not math.isfinite(r.monotonicity) else f"{r.monotonicity:.2f}"
                 cells.append(f"{rho} / {mono} / {r.verdict.value}")
             print(f"{m:<17}" + "".join(f"{c:>30}" for c in cells))
+    print("\nclaims (docs/stress-tests.md) beside this run's verdicts:")
+    print(f"{'metric':<17}{'test':<20}{'claimed':>10}{'measured':>10}  {'rho / M':<16}")
+    mismatches = 0
+    for report, n, _ in runs:
+        for m in report.metrics:
+            for t in TESTS:
+                claim = DOC_CLAIMS.get((m, t))
+                if claim is None:
+                    continue
+                r = report.result(m, t)
+                measured = r.verdict.value
+                mono = "undef" if not math.isfinite(r.monotonicity) else f"{r.monotonicity:.2f}"
+                same = claim == measured
+                mismatches += not same
+                flag = "" if same else "  <- docs disagree" + (f" (measured on {n} pairs)" if n < args.n else "")
+                print(f"{m:<17}{t:<20}{claim:>10}{measured:>10}  {_fmt(r.rho)} / {mono}{flag}")
+    print(f"{mismatches} claim(s) contradicted by this run" if mismatches else "every claim holds in this run")
     print("\nreports: " + ", ".join(str(r.files["html"]) for r, _, _ in runs))
-    return 0
+    return 2 if mismatches else 0
 
 
 if __name__ == "__main__":

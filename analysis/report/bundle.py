@@ -97,5 +97,6 @@ def write_analysis(
             filters=filters or {},
             seed=report.provenance.seed,
             exclusion=report.exclusion.to_dict() if report.exclusion else None,
+            table_sha256=report.provenance.table_sha256,
         )
     return AnalysisOutputs(json=paths["json"], html=paths["html"], tables=tuple(tables), export=manifest)

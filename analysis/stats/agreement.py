@@ -20,7 +20,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from analysis.stats._results import ResultMixin, fmt, text_table
-from analysis.stats.alpha import alpha_from_coincidences, clustered_alpha, krippendorff_alpha
+from analysis.stats.alpha import alpha_from_cluster_coincidences, alpha_from_coincidences, krippendorff_alpha
 from analysis.stats.bootstrap import ClusterResampler
 from analysis.stats.errors import AnalysisError
 from analysis.stats.metric_info import UNASSIGNED_FAMILY, MetricInfo
@@ -92,6 +92,18 @@ def nominal_alpha(a: FloatArray, b: FloatArray) -> float:
         o = (np.bincount(x * 3 + y, minlength=9) + np.bincount(y * 3 + x, minlength=9)).reshape(3, 3)
         return float(alpha_from_coincidences(o.astype(np.float64), "nominal", _CODES))
     return krippendorff_alpha(np.vstack([a[both], b[both]]), "nominal")
+
+
+def _vote_coincidences(
+    votes: FloatArray, human: FloatArray, coded: npt.NDArray[np.bool_], clusters: npt.NDArray[np.int64], n: int
+) -> FloatArray:
+    """Per-annotator 3 x 3 coincidence matrices of two coders (metric, human) over the coded units: each
+    unit adds one to (vote, human) and one to (human, vote), the coincidence matrix of two coders
+    (``alpha.cluster_coincidences`` with m_u = 2), counted with one ``bincount``."""
+    x = votes[coded].astype(np.int64)
+    y = human[coded].astype(np.int64)
+    counts = np.bincount((clusters[coded] * 3 + x) * 3 + y, minlength=n * 9).reshape(n, 3, 3)
+    return (counts + counts.transpose(0, 2, 1)).astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -338,9 +350,8 @@ def metric_agreement(
         coded = np.isfinite(votes)
         n = int(coded.sum())
         if resampler is not None:
-            estimate = clustered_alpha(
-                np.vstack([np.where(coded, votes, np.nan), np.where(coded, human, np.nan)]),
-                t.annotator_code,
+            estimate = alpha_from_cluster_coincidences(
+                _vote_coincidences(votes, human, coded, t.annotator_code, t.n_annotators),
                 resampler=resampler,
                 level="nominal",
                 confidence_level=confidence_level,
@@ -428,23 +439,33 @@ def alpha_threshold_sweep(
     magnitude = np.abs(diff[ok])
     side = np.where(diff[ok] > 0, int(VOTE_LEFT), int(VOTE_RIGHT))
     human = human_votes(t)[ok].astype(np.int64)
+    # Per (side, human) group, the sorted magnitudes: how many become "neither" at a threshold is one
+    # binary search, so each threshold costs O(log n) instead of a pass over the comparisons.
+    groups = side * 3 + human
+    by_group = [np.sort(magnitude[groups == g]) for g in range(6)]
     out = []
     for thr in thresholds:
         if thr < 0:
             raise ValueError("threshold must be non-negative")
-        votes = np.where(magnitude <= float(thr), int(VOTE_NEITHER), side)
-        o = np.bincount(votes * 3 + human, minlength=9) + np.bincount(human * 3 + votes, minlength=9)
+        counts = np.zeros((3, 3), dtype=np.int64)
+        for vote_side in (int(VOTE_LEFT), int(VOTE_RIGHT)):
+            for h in range(3):
+                sorted_mag = by_group[vote_side * 3 + h]
+                tied = int(np.searchsorted(sorted_mag, float(thr), side="right"))
+                counts[vote_side, h] += sorted_mag.size - tied
+                counts[int(VOTE_NEITHER), h] += tied
+        o = counts + counts.T
+        n_votes = int(magnitude.size)
         alpha = (
-            float(alpha_from_coincidences(o.reshape(3, 3).astype(np.float64), "nominal", _CODES))
-            if votes.size >= 2
-            else float("nan")
+            float(alpha_from_coincidences(o.astype(np.float64), "nominal", _CODES)) if n_votes >= 2 else float("nan")
         )
+        neither_share = float(counts[int(VOTE_NEITHER)].sum() / n_votes) if n_votes else float("nan")
         out.append(
             ThresholdAlpha(
                 metric=metric,
                 threshold=float(thr),
                 alpha=alpha,
-                metric_neither=float(np.mean(votes == int(VOTE_NEITHER))) if votes.size else float("nan"),
+                metric_neither=neither_share,
                 sd_multiple=float(thr) / sd if np.isfinite(sd) and sd > 0 else float("nan"),
             )
         )

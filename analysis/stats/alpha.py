@@ -166,9 +166,27 @@ def clustered_alpha(
     if domain.size < 2:
         nan = float("nan")
         return AlphaEstimate(nan, nan, nan, lvl, resampler.n_resamples, 0)
-    per_cluster = cluster_coincidences(arr, domain, codes, resampler.n_clusters).reshape(resampler.n_clusters, -1)
-    estimate = float(alpha_from_coincidences(per_cluster.sum(axis=0).reshape(domain.size, domain.size), lvl, domain))
-    boot = resampler.resample_sums(per_cluster).reshape(-1, domain.size, domain.size)
+    per_cluster = cluster_coincidences(arr, domain, codes, resampler.n_clusters)
+    return alpha_from_cluster_coincidences(
+        per_cluster, resampler=resampler, level=lvl, confidence_level=confidence_level, domain=domain
+    )
+
+
+def alpha_from_cluster_coincidences(
+    per_cluster: FloatArray,
+    *,
+    resampler: ClusterResampler,
+    level: str,
+    domain: FloatArray,
+    confidence_level: float = 0.95,
+) -> AlphaEstimate:
+    """``clustered_alpha`` from coincidence matrices already summed within clusters (``(clusters, values,
+    values)``, e.g. from ``cluster_coincidences`` or counted directly for two coders)."""
+    lvl = _check_level(level)
+    size = domain.size
+    flat = np.asarray(per_cluster, dtype=np.float64).reshape(resampler.n_clusters, size * size)
+    estimate = float(alpha_from_coincidences(flat.sum(axis=0).reshape(size, size), lvl, domain))
+    boot = resampler.resample_sums(flat).reshape(-1, size, size)
     replicates = alpha_from_coincidences(boot, lvl, domain)
     valid = int(np.isfinite(replicates).sum())
     if resampler.n_clusters < 2 or valid == 0:

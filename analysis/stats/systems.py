@@ -44,10 +44,12 @@ def canonicalize_systems(table: pd.DataFrame) -> pd.DataFrame:
     present = [c for c in SYSTEM_COLUMNS if c in table.columns]
     if not present:
         return table
-    out = table.copy()
+    # A shallow copy: only the system columns are replaced (copy-on-write keeps the caller's table as it
+    # was), so a large table is not held twice.
+    out = table.copy(deep=False)
     for col in present:
         # Fold each distinct id once (a table has a handful of systems and many rows).
-        codes, uniques = pd.factorize(out[col].astype(object), use_na_sentinel=True)
+        codes, uniques = pd.factorize(out[col], use_na_sentinel=True)
         folded = np.asarray([canonical_system(u) for u in uniques] + [None], dtype=object)
         out[col] = folded[codes]
     return out

@@ -127,9 +127,16 @@ def metric_names(table: pd.DataFrame) -> tuple[str, ...]:
 
 
 def _as_str(values: Any) -> npt.NDArray[np.object_]:
-    """Text values as a numpy object array of ``str``, missing values as ``None``."""
-    series = pd.Series(values, copy=False)
-    return np.asarray(series.astype("string").to_numpy(dtype=object, na_value=None), dtype=object)
+    """Text values as a numpy object array of ``str``, missing values as ``None``.
+
+    Built from the distinct values (``pd.factorize``), so equal values are one ``str`` object: a column of
+    a million rows with a few labels costs its 8 MB of pointers, not a million new strings."""
+    series = pd.Series(values, copy=False).astype("string")
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    labels = np.empty(len(uniques) + 1, dtype=object)
+    labels[: len(uniques)] = list(np.asarray(uniques, dtype=object))
+    labels[-1] = None
+    return np.asarray(labels[codes], dtype=object)
 
 
 @dataclass(frozen=True)

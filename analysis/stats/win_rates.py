@@ -165,13 +165,16 @@ class WinRateTable(ResultMixin):
 
 @dataclass(frozen=True)
 class _Cell:
+    """Row indicators of one cell. Kept as booleans (one byte a row, not eight): a million-row table has
+    dozens of cells, and only their per-annotator sums are used."""
+
     statistic: str
     group: str
     stage: str
-    wins: FloatArray
-    losses: FloatArray
-    neither: FloatArray
-    n: FloatArray
+    wins: BoolArray | FloatArray
+    losses: BoolArray | FloatArray
+    neither: BoolArray | FloatArray
+    n: BoolArray | FloatArray
     null: float
 
 
@@ -190,8 +193,7 @@ def _side_cell(
     wins = one_side & ((left_is & t.left_won) | (right_is & t.right_won))
     losses = one_side & ((left_is & t.right_won) | (right_is & t.left_won))
     neither = one_side & t.neither
-    f = np.float64
-    return _Cell(statistic, group, stage, wins.astype(f), losses.astype(f), neither.astype(f), one_side.astype(f), null)
+    return _Cell(statistic, group, stage, wins, losses, neither, one_side, null)
 
 
 def _share_cell(
@@ -201,10 +203,7 @@ def _share_cell(
     decided = rows & t.decided
     wins = decided & winner_is
     losses = decided & ~winner_is
-    f = np.float64
-    return _Cell(
-        statistic, group, stage, wins.astype(f), losses.astype(f), (rows & t.neither).astype(f), rows.astype(f), null
-    )
+    return _Cell(statistic, group, stage, wins, losses, rows & t.neither, rows, null)
 
 
 def _stage_masks(t: PreparedTable) -> dict[str, BoolArray]:

@@ -6,7 +6,8 @@ import io
 import json
 
 from analysis.cli import main
-from analysis.exports import export_comparisons
+from analysis.exports import export_comparisons, read_comparisons
+from analysis.stats import table_checksum
 from analysis.stats.synthetic import SyntheticStudy, simulate_comparisons
 from tests.analysis.legacy_fixture import make_legacy_zip
 
@@ -42,8 +43,18 @@ def test_cli_writes_report_and_tables(tmp_path):
     assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
     for name in ("win_rates", "neither_rates", "regression", "agreement", "bradley_terry", "annotators", "page_times"):
         assert (out / "tables" / f"{name}.csv").exists(), name
-    assert (out / "comparisons.manifest.json").exists()
+    # The input already is the table: not written again unless asked (its checksum is in the provenance).
+    assert not list(out.glob("comparisons.*"))
+    assert report["provenance"]["table_sha256"] == table_checksum(
+        read_comparisons(tmp_path / "in" / "comparisons.parquet")
+    )
     assert "analysed" in stdout.getvalue()
+    again = tmp_path / "again"
+    argv = ["--comparisons", str(tmp_path / "in" / "comparisons.parquet"), "--out", str(again), "--resamples", "20"]
+    assert main([*argv, "--export"], stdout=io.StringIO()) == 0
+    manifest = json.loads((again / "comparisons.manifest.json").read_text())
+    assert manifest["table_sha256"] == report["provenance"]["table_sha256"]
+    assert {f["format"] for f in manifest["files"]} == {"csv", "jsonl", "parquet"}
 
 
 def test_cli_reads_a_legacy_export(tmp_path):

@@ -35,6 +35,14 @@ class Command(BaseCommand):
             help="exclusion rule for a study: reasons among checks, speed, manual (comma-separated), or none; "
             "default: manual, plus checks and speed when the study uses them (docs/analysis.md)",
         )
+        parser.add_argument(
+            "--config", type=Path, default=None, help="JSON file of AnalysisConfig settings (file mode only)"
+        )
+        export = parser.add_mutually_exclusive_group()
+        export.add_argument(
+            "--export", action="store_true", help="file mode: also re-export the table (CSV, JSONL, Parquet)"
+        )
+        export.add_argument("--no-export", action="store_true", help="file mode: never write the table")
 
     def handle(self, *args: Any, **options: Any) -> None:
         extra = []
@@ -42,9 +50,17 @@ class Command(BaseCommand):
             extra += ["--seed", str(options["seed"])]
         if options["resamples"] is not None:
             extra += ["--resamples", str(options["resamples"])]
+        if options["config"] is not None:
+            if not options["comparisons"]:
+                raise CommandError("--config applies to --comparisons (a study's settings come from the study)")
+            extra += ["--config", str(options["config"])]
         if options["comparisons"]:
             if options["exclude"] is not None:
                 raise CommandError("--exclude applies to --study: a table from a file carries no quality flags.")
+            if options["export"]:
+                extra.append("--export")
+            if options["no_export"]:
+                extra.append("--no-export")
             code = main(["--comparisons", str(options["comparisons"]), "--out", str(options["out"]), *extra])
             if code:
                 raise CommandError("analysis failed (see the message above)")
