@@ -613,7 +613,7 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
             "comparison_number": answered + 1,
             "comparison_total": total,
             "limit": study_obj.queries_per_annotator,
-            "is_final": match.label == "final",
+            "is_final": match.label == "final" and not match.check_expected,  # a check never poses as the final
             "allow_ties": study_obj.allow_ties,
             "comments": study_obj.comments,
             # The question's comment so far, to edit (comments per question).
