@@ -22,12 +22,12 @@ from django.views.decorators.http import require_http_methods, require_POST
 from annotation import practice
 from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, PracticeForm, QueryForm, ScreeningForm
 from annotation.links import resume_link
-from annotation.models import Judgment, Match, Participation, Query, Study
+from annotation.models import Participation, Query, Study
 from annotation.selectors.generation import generation_progress
 from annotation.selectors.membership import StudyAction, study_allows
 from annotation.selectors.participation import participation_for
 from annotation.selectors.query import query_current, query_for, query_wait_state
-from annotation.selectors.tournament import match_current, match_progress
+from annotation.selectors.tournament import match_current_of, match_progress
 from annotation.services.participation import (
     external_ids_from,
     invitation_accept,
@@ -52,7 +52,7 @@ from annotation.services.participation import (
 from annotation.services.persona import persona_current, persona_save
 from annotation.services.quality import check_failed
 from annotation.services.query import query_discard, query_mark_wait_shown, query_resend, query_submit
-from annotation.services.tournament import already_answered_message, judgment_record, match_mark_shown
+from annotation.services.tournament import judgment_record_on_page, match_mark_shown
 from kernel.exceptions import ApplicationError
 
 
@@ -526,25 +526,6 @@ def discard(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     return redirect("annotation:study", slug=slug)
 
 
-def _refused_answer(request: HttpRequest, participation: Participation, query: Query, match_id: int) -> HttpResponse:
-    """An answer naming a match that is not the one on screen now: a stale tab or a late second press.
-    It is never applied to the current match; the annotator is told what happened."""
-    posted = Match.objects.filter(pk=match_id, bracket__query=query).select_related("judgment").first()
-    judgment: Judgment | None = getattr(posted, "judgment", None) if posted is not None else None
-    if posted is None:
-        message = _("This comparison is not part of your question. Your answer was not recorded.")
-    elif judgment is not None:
-        message = already_answered_message(judgment.choice)
-    else:
-        message = _("That comparison is not the one to answer now. Your answer was not recorded.")
-    return render(
-        request,
-        "annotation/notice.html",
-        {"message": message, "study": participation.study, "title": _("Your answer was not recorded")},
-        status=409,
-    )
-
-
 # Shown after a failed attention check under the "warn" policy (docs/annotators.md).
 CHECK_WARNING = gettext_lazy(
     "A note on your last answer: some comparisons have an answer we know, and yours did not match it. "
@@ -557,7 +538,6 @@ CHECK_WARNING = gettext_lazy(
 def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     """One match: two summaries side by side, left / right / neither."""
     participation = participation_for(annotator=request.user, study_slug=slug)
-    query = query_for(participation=participation, index=index)
     if request.method == "POST":
         form = ChoiceForm(request.POST)
         if not form.is_valid():
@@ -565,37 +545,46 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
                 str(form.errors["comment"][0]) if "comment" in form.errors else _("Choose left, right or neither.")
             )
             return _error_page(request, ApplicationError(message), study=participation.study)
-        # Every answer names its match; only the one on screen now takes it. The same answer sent again
-        # (a double click) is harmless; anything else is explained, never applied to the current match.
-        match = match_current(query=query)
-        if match is None or match.pk != form.cleaned_data["match_id"]:
-            posted = Match.objects.filter(pk=form.cleaned_data["match_id"], bracket__query=query)
-            same = posted.filter(judgment__choice=form.cleaned_data["choice"]).exists()
-            if same:
-                return redirect("annotation:study", slug=slug)
-            return _refused_answer(request, participation, query, form.cleaned_data["match_id"])
+        # Every answer names its match; only the one on screen now takes it (checked in the service's locked
+        # read, which also finds the question). The same answer sent again (a double click) is harmless;
+        # anything else is explained, never applied to the current match.
+        # The box is shown only where the study collects comments; anything else posted is not kept.
+        comment = form.cleaned_data["comment"] if participation.study.comments != Study.Comments.OFF else ""
+        started = timezone.now()
         try:
-            # The box is shown only where the study collects comments; anything else posted is not kept.
-            comment = form.cleaned_data["comment"] if participation.study.comments != Study.Comments.OFF else ""
-            judgment_record(match=match, choice=form.cleaned_data["choice"], by=participation, comment=comment)
+            judgment = judgment_record_on_page(
+                participation=participation,
+                index=index,
+                match_id=form.cleaned_data["match_id"],
+                choice=form.cleaned_data["choice"],
+                comment=comment,
+            )
         except ApplicationError as error:
-            if error.status != 409 or "recorded_choice" not in error.extra:
+            if error.status != 409 or "match" not in error.extra:
                 return _error_page(request, error, study=participation.study)
-            return _refused_answer(request, participation, query, match.pk)
+            query_for(participation=participation, index=index)  # an unknown question is a 404, as on GET
+            return render(
+                request,
+                "annotation/notice.html",
+                {"message": error.message, "study": participation.study, "title": _("Your answer was not recorded")},
+                status=409,
+            )
+        # Warned once, by the answer that recorded the failed check (not by an earlier one sent again).
         if (
-            check_failed(match=match, choice=form.cleaned_data["choice"])
+            judgment.answered_at >= started
+            and check_failed(match=judgment.match, choice=judgment.choice)
             and participation.study.check_policy == Study.CheckPolicy.WARN
         ):
             messages.info(request, CHECK_WARNING)
         # Post/redirect/get: a reload or the back button never re-sends an answer.
         return redirect("annotation:study", slug=slug)
+    # The current match with its question in one read; the question alone only when there is none.
+    match = match_current_of(participation=participation, index=index)
+    query = match.bracket.query if match is not None else query_for(participation=participation, index=index)
     if unavailable := _unavailable(participation):
         return _error_page(request, unavailable, study=participation.study)
-    if participation_ended(participation=participation) or query.status != Query.Status.READY:
+    if participation_ended(participation=participation) or query.status != Query.Status.READY or match is None:
         return redirect("annotation:study", slug=slug)  # a question set aside or stopped shows no more matches
-    match = match_current(query=query)
-    if match is None:
-        return redirect("annotation:study", slug=slug)
     try:
         match_mark_shown(match=match, participation=participation)
     except ApplicationError as error:  # paused or ended since the checks above

@@ -21,7 +21,7 @@ from annotation.selectors.generation import candidates_failed
 from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
 from annotation.selectors.quality import participation_quality
 from annotation.selectors.study import study_progress
-from annotation.selectors.tournament import match_current, match_own
+from annotation.selectors.tournament import match_current_of
 from annotation.services.generation import candidate_retry, candidates_retry_failed
 from annotation.services.membership import (
     membership_remove_as,
@@ -38,7 +38,7 @@ from annotation.services.participation import (
 from annotation.services.persona import persona_save
 from annotation.services.quality import participation_exclude, participation_include
 from annotation.services.query import query_discard, query_resend, query_submit
-from annotation.services.tournament import judgment_record, match_mark_shown
+from annotation.services.tournament import judgment_record_as, match_mark_shown
 from kernel.exceptions import ApplicationError
 
 
@@ -137,12 +137,13 @@ class QueryViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["get"], url_path="current-match")
     def current_match(self, request: Request, pk: int) -> Response:
         """The next match to answer; 204 when there is none (still generating, or ranked)."""
-        query = _own_query(request, pk)
-        match = match_current(query=query)
+        # The match with its query, participation and study in one read; the query alone only without one.
+        match = match_current_of(annotator=request.user, query_id=int(pk))
         if match is None:
+            _own_query(request, pk)  # someone else's question is a 404
             return Response(status=status.HTTP_204_NO_CONTENT)
         # Like the comparison page: refused (403, nothing recorded) while the study is not open.
-        match_mark_shown(match=match, participation=query.participation)
+        match_mark_shown(match=match, participation=match.bracket.query.participation)
         return Response(s.MatchSerializer(match).data)
 
     @extend_schema(request=None, responses=s.QuerySerializer)
@@ -195,12 +196,11 @@ class MatchViewSet(viewsets.GenericViewSet):
                 field="match",
                 status=409,
             )
-        match = match_own(annotator=request.user, pk=pk)
-        participation = match.bracket.query.participation
-        judgment = judgment_record(
-            match=match,
+        # Ownership is checked in the service's locked read: nothing is read before it.
+        judgment = judgment_record_as(
+            annotator=request.user,
+            match_id=int(pk),
             choice=body.validated_data["choice"],
-            by=participation,
             comment=body.validated_data["comment"],
         )
         return Response(s.JudgmentSerializer(judgment).data)

@@ -11,7 +11,8 @@ before it, so there is no import cycle (tests/annotation/test_module_layers.py h
   (screening a participation out), and a researcher's manual exclusion of a participation and its undo.
 - `persona`: the annotator's self-description, versioned until the first question.
 - `tournament`: drawing a query's bracket, creating and advancing matches, marking a match shown,
-  and recording a choice (`judgment_record`).
+  and recording a choice (`judgment_record`; `judgment_record_as` for the API, `judgment_record_on_page` for
+  the comparison page).
 - `generation`: claiming, generating, failing and retrying candidate summaries, the sweeper for
   stuck ones, and drawing the bracket once every candidate of a query is done.
 - `query`: asking a question, retrieving its sources, failing, discarding (setting aside), resending

@@ -8,6 +8,7 @@ import random
 import secrets
 import string
 from collections.abc import Sequence
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -87,15 +88,19 @@ def bracket_create(*, query: Query, seed: int | None = None) -> Bracket:
         _match_create(bracket=bracket, round_number=1, index=index, entrants=candidate_ids[2 * index : 2 * index + 2])
         for index in range(len(candidate_ids) // 2)
     ]
+    # Every match of the bracket so far, for the advance below (it reads no match again).
+    matches = list(first_round)
     if check_due(seed=seed, share=check_share):
-        check_match_create(bracket=bracket, study_id=study_id, candidate_ids=candidate_ids)
+        check = check_match_create(bracket=bracket, study_id=study_id, candidate_ids=candidate_ids)
+        if check is not None:
+            matches.append(check)
     # A question the annotator set aside while it was generating stays set aside.
     Query.objects.filter(pk=query.pk).exclude(status=Query.Status.DISCARDED).update(status=Query.Status.READY)
     if policy == Study.IdenticalPolicy.TIE:
         for match in first_round:
             if match.identical and match.status == Match.Status.PENDING:
                 _tie_record_automatic(bracket=bracket, match=match)
-                _tournament_advance(bracket=bracket, match=match, policy=policy)
+                _tournament_advance(bracket=bracket, match=match, matches=matches, policy=policy)
     return bracket
 
 
@@ -170,26 +175,32 @@ def _match_create(*, bracket: Bracket, round_number: int, index: int, entrants: 
 def _match_winner_id(match: Match) -> int | None:
     if match.status != Match.Status.ANSWERED:
         return None
-    return match.judgment.winner_id
+    judgment = getattr(match, "judgment", None)
+    if judgment is None:
+        # Answered by a request that committed while this one waited for the bracket's lock: the locked
+        # read returned the match's new status but not the judgment inserted since it began.
+        return Judgment.objects.filter(match_id=match.pk).values_list("winner_id", flat=True).get()
+    return judgment.winner_id
 
 
-def _tournament_advance(*, bracket: Bracket, match: Match, policy: str | None = None) -> None:
+def _tournament_advance(*, bracket: Bracket, match: Match, matches: list[Match], policy: str | None = None) -> None:
     """After a match resolves, create the next round's match once its sibling has resolved too.
     A "neither" (or a skipped match) leaves no winner, so the match it feeds is skipped;
     a tie sends on the side its coin picked. A new match between identical summaries is recorded as a tie at
     once under the identical policy "tie" (`policy`; else read from the bracket's study).
-    The caller holds the bracket row's lock (`judgment_record` takes it with the match's): without it,
-    two siblings answered at the same moment each see the other still pending and no final is created."""
+    `matches` are all the bracket's matches (attention checks included), `match` among them, as read under the
+    bracket row's lock (`judgment_record` takes it with them) or just created (`bracket_create`); the matches
+    created here are appended. Without the lock, two siblings answered at the same moment each see the other
+    still pending and no final is created; with it, no other answer changes them while this one runs, so the
+    sibling, the next round's slot and what is still pending are read from them, not queried again. The
+    tournament's slots are the data matches only: a check sits past them (index >= size) and feeds no round."""
+    slots = {(m.round, m.index): m for m in matches if not m.check_expected and m.index < bracket.size}
     while match.round < bracket.rounds:
-        sibling = (
-            Match.objects.filter(bracket=bracket, round=match.round, index=match.index ^ 1)
-            .select_related("judgment")
-            .first()
-        )
+        sibling = slots.get((match.round, match.index ^ 1))
         if sibling is None or sibling.status == Match.Status.PENDING:
             return
         first, second = sorted([match, sibling], key=lambda m: m.index)
-        if Match.objects.filter(bracket=bracket, round=match.round + 1, index=match.index // 2).exists():
+        if (match.round + 1, match.index // 2) in slots:
             return
         match = _match_create(
             bracket=bracket,
@@ -197,13 +208,16 @@ def _tournament_advance(*, bracket: Bracket, match: Match, policy: str | None = 
             index=match.index // 2,
             entrants=[_match_winner_id(first), _match_winner_id(second)],
         )
+        slots[(match.round, match.index)] = match
+        matches.append(match)
         if match.status == Match.Status.PENDING and match.identical:
             policy = policy or bracket.query.participation.study.identical_policy
             if policy == Study.IdenticalPolicy.TIE:
                 _tie_record_automatic(bracket=bracket, match=match)
         if match.status == Match.Status.PENDING:
             return
-    if not bracket.matches.filter(status=Match.Status.PENDING).exists():
+    # A pending attention check keeps the question open too.
+    if not any(m.status == Match.Status.PENDING for m in matches):
         Query.objects.filter(pk=bracket.query_id, status=Query.Status.READY).update(status=Query.Status.RANKED)
 
 
@@ -244,11 +258,42 @@ def _already_answered(existing: Judgment, choice: str) -> Judgment:
     )
 
 
-@transaction.atomic
 def judgment_record(*, match: Match, choice: str, by: Participation, comment: str = "") -> Judgment:
     """Answer a match. The same answer again is returned unchanged; a different one is refused.
     A tie ("both equally good") only where the study allows ties; a comment only where it collects them
     (on the match, or on the question: then it replaces the question's earlier comment)."""
+    return _judgment_record(match_id=match.pk, choice=choice, comment=comment, participation_id=by.pk)
+
+
+def judgment_record_as(*, annotator: Any, match_id: int, choice: str, comment: str = "") -> Judgment:
+    """`judgment_record` for the API: the match is named by id and must be one of the signed-in annotator's
+    own (anyone else's is a 404), checked in the same locked read, so the view reads nothing first."""
+    if annotator is None or annotator.pk is None:
+        raise ApplicationError(_("Not found."), status=404)
+    return _judgment_record(match_id=match_id, choice=choice, comment=comment, annotator_id=annotator.pk)
+
+
+def judgment_record_on_page(
+    *, participation: Participation, index: int, match_id: int, choice: str, comment: str = ""
+) -> Judgment:
+    """`judgment_record` for the comparison page of question `index`: only the match on screen there (the
+    question's current match, `selectors.tournament.match_current`, attention checks included) takes the
+    answer; any other is refused (409 with `extra["match"]`, nothing recorded), so a stale tab or a late
+    second press is never applied to the current match. The same answer again is returned unchanged."""
+    return _judgment_record(
+        match_id=match_id, choice=choice, comment=comment, participation_id=participation.pk, page_index=index
+    )
+
+
+def _judgment_record(
+    *,
+    match_id: int,
+    choice: str,
+    comment: str,
+    participation_id: int | None = None,
+    annotator_id: int | None = None,
+    page_index: int | None = None,
+) -> Judgment:
     if choice not in Judgment.Choice.values:
         raise ApplicationError(_("Choose left, right, neither or (where offered) both equally good."), field="choice")
     comment = comment.strip()
@@ -258,17 +303,66 @@ def judgment_record(*, match: Match, choice: str, by: Participation, comment: st
             % {"limit": COMMENT_MAX_CHARS, "length": len(comment)},
             field="comment",
         )
-    # Lock the match and its bracket in one statement: the bracket's lock serialises the answers to
-    # sibling matches, so the one answered second sees the first and creates the next round's match.
-    # Not the study: that would queue every annotator behind one row.
-    match = (
+    try:
+        return _judgment_record_locked(
+            match_id=match_id,
+            choice=choice,
+            comment=comment,
+            participation_id=participation_id,
+            annotator_id=annotator_id,
+            page_index=page_index,
+        )
+    except IntegrityError:
+        # The one-to-one key refused a second judgment. The lock below makes this unreachable through this
+        # service (an answered match's locked row says so); it stays the database's last word, and then the
+        # same rules apply. The transaction has rolled back, so nothing of ours was written.
+        existing = Judgment.objects.filter(match_id=match_id).first()
+        if existing is None:
+            raise
+        return _already_answered(existing, choice)
+
+
+def _not_on_page(match_id: int) -> ApplicationError:
+    return ApplicationError(
+        _("This comparison is not part of your question. Your answer was not recorded."),
+        status=409,
+        extra={"match": match_id},
+    )
+
+
+@transaction.atomic
+def _judgment_record_locked(
+    *,
+    match_id: int,
+    choice: str,
+    comment: str,
+    participation_id: int | None,
+    annotator_id: int | None,
+    page_index: int | None,
+) -> Judgment:
+    # One statement reads and locks every match of the bracket (attention checks included) with the bracket
+    # row, the query, participation, study and judgments: the bracket's lock serialises the answers to sibling
+    # matches, so the one answered second sees the first and creates the next round's match, and the advance
+    # needs no further read. Not the study: that would queue every annotator behind one row.
+    matches = list(
         Match.objects.select_for_update(of=("self", "bracket"))
         .select_related("bracket__query__participation__study", "judgment")
-        .get(pk=match.pk)
+        .filter(bracket__matches=match_id)
+        .order_by("round", "index")
     )
-    query = match.bracket.query
-    if query.participation_id != by.pk:
+    match = next((m for m in matches if m.pk == match_id), None)
+    query = match.bracket.query if match is not None else None
+    if (
+        match is None
+        or query is None
+        or (participation_id is not None and query.participation_id != participation_id)
+        or (annotator_id is not None and query.participation.annotator_id != annotator_id)
+    ):
+        if page_index is not None:
+            raise _not_on_page(match_id)
         raise ApplicationError(_("Not found."), status=404)
+    if page_index is not None and query.index != page_index:
+        raise _not_on_page(match_id)
     study = query.participation.study
     if choice == Judgment.Choice.TIE and not study.allow_ties:
         raise ApplicationError(
@@ -277,8 +371,20 @@ def judgment_record(*, match: Match, choice: str, by: Participation, comment: st
     if comment and study.comments == Study.Comments.OFF:
         raise ApplicationError(_("This study does not collect comments."), field="comment")
     existing = getattr(match, "judgment", None)
+    if existing is None and match.status == Match.Status.ANSWERED:
+        # Answered by a request that committed while this one waited for the lock (see _match_winner_id).
+        existing = Judgment.objects.get(match_id=match.pk)
     if existing is not None:
         return _already_answered(existing, choice)
+    # The page shows the question's current match: its first pending one in (round, index) order, attention
+    # checks included (`match_current`), which is the order of `matches`.
+    on_screen = next((m for m in matches if m.status == Match.Status.PENDING), None)
+    if page_index is not None and match is not on_screen:
+        raise ApplicationError(
+            _("That comparison is not the one to answer now. Your answer was not recorded."),
+            status=409,
+            extra={"match": match_id},
+        )
     if match.status == Match.Status.SKIPPED:
         raise ApplicationError(_("This comparison was skipped and takes no answer."), status=409)
     if query.status != Query.Status.READY:
@@ -289,29 +395,25 @@ def judgment_record(*, match: Match, choice: str, by: Participation, comment: st
     winner_id = {"left": match.left_id, "right": match.right_id}.get(choice)
     if choice == Judgment.Choice.TIE:
         winner_id = tie_advances(bracket=match.bracket, match=match)
-    try:
-        with transaction.atomic():
-            judgment = Judgment.objects.create(
-                match=match,
-                choice=choice,
-                winner_id=winner_id,
-                shown_at=shown_at,
-                answered_at=now,
-                seconds_on_page=max(0.0, (now - shown_at).total_seconds()),
-                comment=comment if study.comments == Study.Comments.MATCH else "",
-            )
-    except IntegrityError:
-        # A concurrent request answered first (the one-to-one key refused ours): same rules apply.
-        return _already_answered(Judgment.objects.get(match=match), choice)
+    # No savepoint around the insert: under the lock, a match without a judgment stays so until we commit.
+    judgment = Judgment.objects.create(
+        match=match,
+        choice=choice,
+        winner_id=winner_id,
+        shown_at=shown_at,
+        answered_at=now,
+        seconds_on_page=max(0.0, (now - shown_at).total_seconds()),
+        comment=comment if study.comments == Study.Comments.MATCH else "",
+    )
     match.status = Match.Status.ANSWERED
     match.save(update_fields=["status"])
     if comment and study.comments == Study.Comments.QUESTION:
         Query.objects.filter(pk=query.pk).update(feedback=comment)
     if not match.check_expected:
-        _tournament_advance(bracket=match.bracket, match=match)
+        _tournament_advance(bracket=match.bracket, match=match, matches=matches)
         return judgment
     # An attention check feeds no round; answered last, it is what completes the question.
-    if not match.bracket.matches.filter(status=Match.Status.PENDING).exists():
+    if not any(m.status == Match.Status.PENDING for m in matches):
         Query.objects.filter(pk=query.pk, status=Query.Status.READY).update(status=Query.Status.RANKED)
     if check_failed(match=match, choice=choice):
         check_apply_policy(participation=query.participation, study=study)

@@ -16,7 +16,7 @@ from annotation.selectors.quality import participation_quality, speed_flagged
 from annotation.selectors.tournament import match_current, match_progress
 from annotation.services.quality import check_due, participation_exclude, participation_include
 from annotation.services.query import query_submit
-from annotation.services.tournament import judgment_record
+from annotation.services.tournament import judgment_record, judgment_record_on_page
 from kernel.exceptions import ApplicationError
 from tests.annotation.factories import StudyFactory, join
 
@@ -115,6 +115,30 @@ def test_a_check_renders_exactly_like_a_data_match(client: Client, django_captur
     shown = client.get(f"/api/v1/matches/{check.pk}/").json()
     data = client.get(f"/api/v1/matches/{query.bracket.matches.get(label='round1_ab', check_expected='').pk}/").json()
     assert shown.keys() == data.keys() and shown["label"] in ("round1_ab", "final")
+
+
+def test_the_comparison_page_takes_only_the_match_on_screen_a_check_included(django_capture_on_commit_callbacks):
+    study = StudyFactory(check_share=1.0)
+    _ask(join(study), django_capture_on_commit_callbacks)  # a decoy for the next question
+    participation = join(study)
+    query = _ask(participation, django_capture_on_commit_callbacks)
+    seen_check = False
+    while (on_screen := match_current(query=query)) is not None:
+        seen_check = seen_check or bool(on_screen.check_expected)
+        # Every other pending match of the question (the check while a data match is shown, or the other way
+        # round) is refused on the page, and nothing is recorded.
+        for other in query.bracket.matches.filter(status=Match.Status.PENDING).exclude(pk=on_screen.pk):
+            with pytest.raises(ApplicationError) as refused:
+                judgment_record_on_page(
+                    participation=participation, index=query.index, match_id=other.pk, choice="left"
+                )
+            assert refused.value.status == 409 and "not the one to answer now" in refused.value.message
+        choice = on_screen.check_expected or "left"
+        judgment_record_on_page(participation=participation, index=query.index, match_id=on_screen.pk, choice=choice)
+    assert seen_check
+    query.refresh_from_db()
+    assert query.status == Query.Status.RANKED
+    assert Judgment.objects.filter(match__bracket__query=query).count() == 4  # three data matches and the check
 
 
 def test_a_failed_check_under_warn_shows_a_gentle_notice_and_carries_on(

@@ -100,18 +100,22 @@ def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_o
             callback()  # retrieval, then generation of the four candidates (eager tasks)
     assert Query.objects.get().status == Query.Status.READY
 
-    # Match page, first shown: session, user, participation with study, query, current match with both
-    # candidates, first-shown update, bracket progress, documents.
-    with django_assert_num_queries(9):
-        assert client.get(compare).status_code == 200
-    # Match page reloaded: the same without the first-shown update.
+    # Match page, first shown: session, user, participation with study, current match with its query and
+    # both candidates (one read: the query was a statement of its own before), first-shown update, bracket
+    # progress, documents.
     with django_assert_num_queries(8):
         assert client.get(compare).status_code == 200
-    # Choice, round one, sibling pending: session, user, participation with study, query, posted match;
-    # judgment_record (sp): lock match with bracket, query, participation, study and judgment; judgment insert
-    # (sp); match answered; its sibling.
+    # Match page reloaded: the same without the first-shown update.
+    with django_assert_num_queries(7):
+        assert client.get(compare).status_code == 200
+    # Choice, round one, sibling pending: session, user, participation with study; judgment_record_on_page
+    # (sp): one locked read of the bracket's matches (attention checks included) with bracket, query,
+    # participation, study and judgments (it also checks the posted match is the one on screen: the view no
+    # longer reads the query and the match first), judgment insert (no savepoint: the lock makes a second
+    # insert impossible), match answered (the sibling comes from the locked read). The minimum: one locked
+    # read, one insert, the advance.
     answer = {"match_id": _pending_match().pk, "choice": "left"}
-    with django_assert_num_queries(14):
+    with django_assert_num_queries(9):
         assert client.post(compare, answer)["Location"] == router
     # Study router after a choice (post/redirect/get): session, user, participation with study, current query;
     # then choosing the next page reads current persona and current query again.
@@ -119,14 +123,14 @@ def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_o
         assert client.get(router)["Location"] == compare
 
     client.get(compare)
-    # Choice completing round one: the 13 above, then whether the final exists, and its insert.
+    # Choice completing round one: the 9 above, then the final's insert (whether it exists: the locked read).
     answer = {"match_id": _pending_match().pk, "choice": "left"}
-    with django_assert_num_queries(16):
+    with django_assert_num_queries(10):
         assert client.post(compare, answer).status_code == 302
     client.get(compare)
-    # Choice in the final: round one's first 12 (no sibling), then any match still pending, query ranked.
+    # Choice in the final: round one's 9, then query ranked (what is still pending: the locked read).
     answer = {"match_id": _pending_match().pk, "choice": "left"}
-    with django_assert_num_queries(15):
+    with django_assert_num_queries(10):
         assert client.post(compare, answer).status_code == 302
     assert Query.objects.get().status == Query.Status.RANKED
 
@@ -153,23 +157,28 @@ def test_hot_endpoints_have_pinned_query_counts(django_assert_num_queries, djang
     # Query status: token with user, query with participation and study, documents, candidate progress.
     with django_assert_num_queries(4):
         assert client.get(f"/api/v1/queries/{qid}/").json()["status"] == Query.Status.READY
-    # Current match: token with user, query, match with both candidates, first-shown update.
-    with django_assert_num_queries(4):
+    # Current match: token with user, match with its query, participation, study and both candidates (one
+    # read: the query was a statement of its own before), first-shown update.
+    with django_assert_num_queries(3):
         match_id = client.get(f"/api/v1/queries/{qid}/current-match/").json()["id"]
-    # Choice, round one, sibling pending: token with user, match with query and participation; judgment_record
-    # (sp): lock match with bracket, query, participation, study and judgment; judgment insert (sp); match
-    # answered; its sibling.
-    with django_assert_num_queries(10):
+    # Reloaded: the same without the first-shown update.
+    with django_assert_num_queries(2):
+        assert client.get(f"/api/v1/queries/{qid}/current-match/").json()["id"] == match_id
+    # Choice, round one, sibling pending: token with user; judgment_record_as (sp): one locked read of the
+    # bracket's matches with bracket, query, participation, study and judgments (which also checks the match
+    # is the caller's: the view no longer reads it first), judgment insert (no savepoint: under the lock a
+    # second insert is impossible), match answered (the sibling comes from the locked read).
+    with django_assert_num_queries(6):
         assert client.post(f"/api/v1/matches/{match_id}/choice/", {"choice": "left"}, format="json").status_code == 200
 
     match_id = client.get(f"/api/v1/queries/{qid}/current-match/").json()["id"]
-    # Choice completing round one: the 10 above, then whether the final exists, and its insert.
-    with django_assert_num_queries(12):
+    # Choice completing round one: the 6 above, then the final's insert.
+    with django_assert_num_queries(7):
         assert client.post(f"/api/v1/matches/{match_id}/choice/", {"choice": "left"}, format="json").status_code == 200
     match_id = client.get(f"/api/v1/queries/{qid}/current-match/").json()["id"]
-    # Choice in the final: round one's first 9 (no sibling), then any match still pending, query ranked.
-    with django_assert_num_queries(11):
+    # Choice in the final: round one's 6, then query ranked.
+    with django_assert_num_queries(7):
         assert client.post(f"/api/v1/matches/{match_id}/choice/", {"choice": "left"}, format="json").status_code == 200
-    # No match left: token with user, query, the empty current-match lookup.
+    # No match left: token with user, the empty current-match lookup, the query (someone else's is a 404).
     with django_assert_num_queries(3):
         assert client.get(f"/api/v1/queries/{qid}/current-match/").status_code == 204
