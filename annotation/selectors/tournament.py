@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import Http404
-
 from annotation.models import Match, Participation, Query
 
 # Only the summary text is shown; the prompt and raw responses stay in the database.
@@ -84,15 +82,3 @@ def match_progress(*, match: Match) -> tuple[int, int]:
     # Attention checks (their slots lie past the bracket's) count like any comparison: nothing tells them apart.
     total += sum(1 for _, i in slots if i >= bracket.size)
     return answered, total
-
-
-def match_own(*, annotator: Any, pk: int) -> Match:
-    """The asking annotator's own match (anyone else's is a 404), with its query and participation. One query."""
-    match = (
-        Match.objects.filter(pk=pk, bracket__query__participation__annotator=annotator)
-        .select_related("bracket__query__participation")
-        .first()
-    )
-    if match is None:
-        raise Http404
-    return match
