@@ -12,9 +12,9 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study
+from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Study
 from annotation.selectors.membership import StudyAction, study_allows
-from annotation.services.participation import OPEN_STATUSES, candidates_cancel_set_aside
+from annotation.services.participation import participation_screen_out
 from kernel.exceptions import ApplicationError
 
 # A check match sits after the real matches of its round (index 90 and up), so that (round, index) order
@@ -81,23 +81,14 @@ def check_failed(*, match: Match, choice: str) -> bool:
 
 
 @transaction.atomic
-def participation_screen_out(*, participation: Participation) -> Participation:
-    """End a participation by the study's check policy: like stopping the study (open questions set aside,
-    no completion code) with `screened_out_at` recorded, so the annotator is shown the screen-out page."""
-    participation = Participation.objects.select_for_update(of=("self",)).get(pk=participation.pk)
-    if participation.stopped_at is not None or participation.completed_at is not None:
-        return participation
-    now = timezone.now()
-    open_ids = list(participation.queries.filter(status__in=OPEN_STATUSES).values_list("pk", flat=True))
-    if open_ids:
-        Query.objects.filter(pk__in=open_ids).update(
-            status=Query.Status.DISCARDED, set_aside_at=now, set_aside_reason="stopped"
-        )
-        candidates_cancel_set_aside(query_ids=open_ids)
-    participation.stopped_at = now
-    participation.screened_out_at = now
-    participation.screen_out_reason = Participation.ScreenOut.CHECKS
-    participation.save(update_fields=["stopped_at", "screened_out_at", "screen_out_reason"])
+def participation_stop_by_checks(*, participation: Participation) -> Participation:
+    """End a participation by the study's check policy: screened out (open questions set aside, no completion
+    code: annotation.services.participation.participation_screen_out) and stopped, so the annotator is shown
+    the screen-out page and the participation counts as stopped."""
+    participation = participation_screen_out(participation=participation, reason=Participation.ScreenOut.CHECKS)
+    if participation.screen_out_reason == Participation.ScreenOut.CHECKS and participation.stopped_at is None:
+        participation.stopped_at = participation.screened_out_at
+        participation.save(update_fields=["stopped_at"])
     return participation
 
 
@@ -108,7 +99,7 @@ def check_apply_policy(*, participation: Participation, study: Study) -> bool:
         return False
     if check_failures(participation=participation) < study.check_max_failures:
         return False
-    participation_screen_out(participation=participation)
+    participation_stop_by_checks(participation=participation)
     return True
 
 
