@@ -54,8 +54,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--research-sched",
         choices=["normal", "idle"],
-        default="idle",
-        help="the research worker's scheduling policy (WORKER_SCHED; compose: idle, i.e. chrt --idle 0)",
+        default="normal",
+        help="the research worker's scheduling policy (WORKER_SCHED=idle: chrt --idle 0; compose: normal)",
     )
     p.add_argument("--questions", type=int, default=4, help="annotator questions per cell (one after another)")
     p.add_argument("--concurrency", type=int, default=2, help="processes per worker (single layout: twice this)")

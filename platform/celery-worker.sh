@@ -8,8 +8,8 @@ if [ -n "${CELERY_QUEUES:-}" ]; then
   set -- -Q "$CELERY_QUEUES"
 fi
 # WORKER_NICE lowers the worker's CPU priority (nice -n), and WORKER_SCHED=idle runs it under Linux's
-# SCHED_IDLE policy (chrt --idle: CPU time only when nothing else wants it): the research worker's (nice 10,
-# idle), when it shares a host with the annotator worker, so CPU-bound scoring never slows an annotator's
+# SCHED_IDLE policy (chrt --idle: CPU time only when nothing else wants it): the research worker's (nice 10),
+# when it shares a host with the annotator worker, so CPU-bound scoring never slows an annotator's
 # question, and the annotator worker's (nice 5), when it shares one with the web server, so generation never
 # slows a page (docs/deploy.md).
 run=""
