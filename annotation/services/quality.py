@@ -16,6 +16,7 @@ from annotation.models import Bracket, Candidate, Judgment, Match, Participation
 from annotation.selectors.membership import StudyAction, study_allows
 from annotation.services.participation import participation_screen_out
 from kernel.exceptions import ApplicationError
+from kernel.storable import unstorable_text
 
 # A check match sits after the real matches of its round (index 90 and up), so that (round, index) order
 # shows it between two rounds or after the final, and the tournament's slots (index < size) never meet it.
@@ -124,6 +125,9 @@ def participation_exclude(*, participation: Participation, reason: str, by: Any)
         raise ApplicationError("Say why this participation is excluded.", field="reason")
     if len(reason) > 1000:
         raise ApplicationError("Keep the reason under 1000 characters.", field="reason")
+    # The dashboard's form and the admin action pass the raw POST: the database refuses a NUL in text.
+    if problem := unstorable_text(reason):
+        raise ApplicationError(f"The reason {problem}.", field="reason")
     participation = Participation.objects.select_for_update(of=("self",)).get(pk=participation.pk)
     if participation.excluded_at is not None and participation.exclusion_reason == reason:
         return participation

@@ -5,6 +5,7 @@ exclusion with its permission matrix (docs/annotators.md, "Attention checks").""
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -314,3 +315,20 @@ def _researchers():
     from django.contrib.auth.models import Group
 
     return Group.objects.get_or_create(name="researchers")[0]
+
+
+def test_a_reason_the_database_cannot_store_is_a_message_not_a_500(members):
+    """A NUL character in the reason, posted to the dashboard's form (which reads the raw POST) or given to the
+    service: the researcher is told, and nothing is recorded."""
+    study, users = members
+    participation = join(study)
+    page = Client(raise_request_exception=False)
+    page.force_login(users["researcher"])
+    users["researcher"].groups.add(_researchers())
+    url = reverse("analysis:participation-exclusion", args=[study.slug, participation.code])
+    response = page.post(url, {"reason": "bot\x00"})
+    assert response.status_code == 302 and "error=" in response["Location"] and "NUL" in unquote(response["Location"])
+    with pytest.raises(ApplicationError) as error:
+        participation_exclude(participation=participation, reason="copy\x00paste", by=users["owner"])
+    assert error.value.field == "reason"
+    assert Participation.objects.get(pk=participation.pk).excluded_at is None
