@@ -16,12 +16,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotation import practice
 from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, PracticeForm, QueryForm, ScreeningForm
-from annotation.links import resume_link
 from annotation.models import Participation, Query, Study
 from annotation.selectors.generation import generation_progress
 from annotation.selectors.membership import StudyAction, study_allows
@@ -46,11 +44,11 @@ from annotation.services.participation import (
     participation_preview_start,
     participation_queries_used,
     participation_require_restorable,
-    participation_resume_token,
+    participation_resume_url,
     participation_screen,
 )
 from annotation.services.persona import persona_current, persona_save
-from annotation.services.quality import check_failed
+from annotation.services.quality import check_warning
 from annotation.services.query import query_discard, query_mark_wait_shown, query_resend, query_submit
 from annotation.services.tournament import judgment_record_on_page, match_mark_shown
 from kernel.exceptions import ApplicationError
@@ -409,18 +407,10 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
             "persona_editable": used == 0 and not participation.queries.exists(),
             "coverage": _sources_coverage(study_obj),
             "participation": participation,
-            "resume_url": _resume_url(participation, request.user),
+            "resume_url": participation_resume_url(participation=participation),
         },
         status=400 if form.errors else 200,
     )
-
-
-def _resume_url(participation: Participation, annotator: Any) -> str | None:
-    """The personal resume link for the page, for a participant's own passwordless account only (not in a
-    preview, nor for an account that signs in with a password: participation_for_resume refuses those)."""
-    if participation.source == Participation.Source.PREVIEW or annotator.has_usable_password():
-        return None
-    return resume_link(participation_resume_token(participation=participation))
 
 
 def _sources_coverage(study_obj: Study) -> dict[str, Any] | None:
@@ -526,13 +516,6 @@ def discard(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     return redirect("annotation:study", slug=slug)
 
 
-# Shown after a failed attention check under the "warn" policy (docs/annotators.md).
-CHECK_WARNING = gettext_lazy(
-    "A note on your last answer: some comparisons have an answer we know, and yours did not match it. "
-    "Please read both summaries against your question before choosing. Thank you!"
-)
-
-
 @login_required(login_url="annotation:home")
 @require_http_methods(["GET", "POST"])
 def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
@@ -570,12 +553,8 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
                 status=409,
             )
         # Warned once, by the answer that recorded the failed check (not by an earlier one sent again).
-        if (
-            judgment.answered_at >= started
-            and check_failed(match=judgment.match, choice=judgment.choice)
-            and participation.study.check_policy == Study.CheckPolicy.WARN
-        ):
-            messages.info(request, CHECK_WARNING)
+        if warning := check_warning(judgment=judgment, since=started):
+            messages.info(request, warning)
         # Post/redirect/get: a reload or the back button never re-sends an answer.
         return redirect("annotation:study", slug=slug)
     # The current match with its question in one read; the question alone only when there is none.

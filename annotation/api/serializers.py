@@ -18,6 +18,7 @@ from annotation.models import (
     StudyMembership,
     StudySystem,
 )
+from annotation.services.participation import participation_resume_url
 from annotation.services.study import LIMITS, STUDY_FIELDS, limit_message
 from annotation.services.tournament import COMMENT_MAX_CHARS
 from kernel.storable import DB_INT_MAX
@@ -40,6 +41,10 @@ class ParticipationSerializer(serializers.ModelSerializer):
     queries_per_annotator = serializers.IntegerField(source="study.queries_per_annotator", read_only=True)
     min_ranked_questions = serializers.IntegerField(source="study.min_ranked_questions", read_only=True)
     persona = serializers.SerializerMethodField()
+    resume_url = serializers.SerializerMethodField(
+        help_text="The participant's personal resume link (another browser or device continues where this one "
+        "stopped); null in a preview or for an account that signs in with a password."
+    )
 
     class Meta:
         model = Participation
@@ -55,7 +60,11 @@ class ParticipationSerializer(serializers.ModelSerializer):
             "completion_code",
             "stopped_at",
             "persona",
+            "resume_url",
         ]
+
+    def get_resume_url(self, obj: Participation) -> str | None:
+        return participation_resume_url(participation=obj)
 
     def get_persona(self, obj: Participation) -> dict | None:
         persona = obj.personas.order_by("-version").first()
@@ -172,9 +181,18 @@ class ChoiceSerializer(serializers.Serializer):
 
 
 class JudgmentSerializer(serializers.ModelSerializer):
+    notice = serializers.SerializerMethodField(
+        help_text="A message for the annotator about this answer (a failed attention check under the study's "
+        "warn policy), shown once, by the answer that recorded it; null otherwise."
+    )
+
     class Meta:
         model = Judgment
-        fields = ["match", "choice", "shown_at", "answered_at", "seconds_on_page", "comment"]
+        fields = ["match", "choice", "shown_at", "answered_at", "seconds_on_page", "comment", "notice"]
+
+    def get_notice(self, obj: Judgment) -> str | None:
+        notice = self.context.get("notice")
+        return str(notice) if notice else None
 
 
 # --- admin side ------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, status, viewsets
 from rest_framework.authtoken.models import Token
@@ -36,7 +37,7 @@ from annotation.services.participation import (
     study_participants_counted,
 )
 from annotation.services.persona import persona_save
-from annotation.services.quality import participation_exclude, participation_include
+from annotation.services.quality import check_warning, participation_exclude, participation_include
 from annotation.services.query import query_discard, query_resend, query_submit
 from annotation.services.tournament import judgment_record_as, match_mark_shown
 from kernel.exceptions import ApplicationError
@@ -68,7 +69,7 @@ class InvitationAcceptApi(APIView):
 
 
 def _own_participation(request: Request, pk: int) -> Participation:
-    return get_object_or_404(Participation.objects.select_related("study"), pk=pk, annotator=request.user)
+    return get_object_or_404(Participation.objects.select_related("study", "annotator"), pk=pk, annotator=request.user)
 
 
 def _own_query(request: Request, pk: int) -> Query:
@@ -83,7 +84,7 @@ class ParticipationViewSet(viewsets.GenericViewSet):
     queryset = Participation.objects.none()  # the schema's path types; requests use get_queryset
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
-        return Participation.objects.filter(annotator=self.request.user).select_related("study")
+        return Participation.objects.filter(annotator=self.request.user).select_related("study", "annotator")
 
     @extend_schema(responses=s.ParticipationSerializer(many=True))
     def list(self, request: Request) -> Response:
@@ -197,13 +198,15 @@ class MatchViewSet(viewsets.GenericViewSet):
                 status=409,
             )
         # Ownership is checked in the service's locked read: nothing is read before it.
+        started = timezone.now()
         judgment = judgment_record_as(
             annotator=request.user,
             match_id=int(pk),
             choice=body.validated_data["choice"],
             comment=body.validated_data["comment"],
         )
-        return Response(s.JudgmentSerializer(judgment).data)
+        notice = check_warning(judgment=judgment, since=started)
+        return Response(s.JudgmentSerializer(judgment, context={"notice": notice}).data)
 
 
 # --- admin -----------------------------------------------------------------------------------------

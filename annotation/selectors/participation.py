@@ -18,4 +18,5 @@ def participation_for(*, annotator: Any, study_slug: str) -> Participation:
     )
     if participation is None:
         raise Http404
+    participation.annotator = annotator  # the asking account itself: no query to read it again
     return participation

@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from annotation.links import resume_link
 from annotation.models import Candidate, Invitation, Participation, Query, Study
 from annotation.selectors.membership import StudyAction, study_allows
 from annotation.services.study import study_require_open
@@ -309,6 +310,16 @@ def participation_for_resume(*, token: str) -> Participation:
         raise ApplicationError(_("This resume link is not valid. Please check the link you saved."), status=404)
     participation_require_restorable(participation=participation)
     return participation
+
+
+def participation_resume_url(*, participation: Participation) -> str | None:
+    """The participation's personal resume link, for the pages and the API to show; None where a resume link
+    would be refused (a preview, or an account that signs in with a password)."""
+    try:
+        participation_require_restorable(participation=participation)
+    except ApplicationError:
+        return None
+    return resume_link(participation_resume_token(participation=participation))
 
 
 def participation_require_restorable(*, participation: Participation) -> None:

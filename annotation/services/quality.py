@@ -11,6 +11,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Study
 from annotation.selectors.membership import StudyAction, study_allows
@@ -79,6 +80,24 @@ def check_failures(*, participation: Participation) -> int:
 
 def check_failed(*, match: Match, choice: str) -> bool:
     return bool(match.check_expected) and choice != match.check_expected
+
+
+# Shown after a failed attention check under the "warn" policy (docs/annotators.md), on the page and in the API.
+CHECK_WARNING = gettext_lazy(
+    "A note on your last answer: some comparisons have an answer we know, and yours did not match it. "
+    "Please read both summaries against your question before choosing. Thank you!"
+)
+
+
+def check_warning(*, judgment: Judgment, since: Any) -> str | None:
+    """The warning for an answer recorded at or after `since` that failed a check under the warn policy;
+    None otherwise, so the same answer sent again (returned unchanged) is not warned twice. Reads nothing:
+    the recording service returns the judgment with its match, bracket, question and study."""
+    if judgment.answered_at < since or not check_failed(match=judgment.match, choice=judgment.choice):
+        return None
+    if judgment.match.bracket.query.participation.study.check_policy != Study.CheckPolicy.WARN:
+        return None
+    return str(CHECK_WARNING)
 
 
 @transaction.atomic

@@ -196,6 +196,32 @@ def test_the_resume_link_restores_the_participation_in_another_browser(django_ca
     assert second.get("/resume/not-a-token/").status_code == 404
 
 
+def test_the_api_gives_the_participant_their_resume_link_and_a_preview_none():
+    study = crowd_study()
+    client, _ = arrive(study, "api-traveller")
+    consent(client, study, "api-traveller")
+    participation = Participation.objects.get(external_id="api-traveller")
+    api = APIClient()
+    api.force_authenticate(participation.annotator)
+    (listed,) = api.get("/api/v1/participations/").json()
+    link = listed["resume_url"]
+    assert link and link == api.get(f"/api/v1/participations/{participation.pk}/").json()["resume_url"]
+    # The link the API gives signs another browser in as this participant.
+    other = Client()
+    path = link.removeprefix(settings.SITE_URL.rstrip("/"))
+    assert other.get(path).url == f"/study/{study.slug}/"
+    assert int(other.session["_auth_user_id"]) == participation.annotator_id
+
+    researcher = get_user_model().objects.create_user("api-designer", password="pw")
+    StudyMembership.objects.create(study=study, user=researcher, role="researcher")
+    web = Client()
+    web.force_login(researcher)
+    web.post(f"/study/{study.slug}/preview/")
+    api.force_authenticate(researcher)
+    (preview,) = api.get("/api/v1/participations/").json()
+    assert preview["resume_url"] is None  # a preview is never restored by a link, nor a password account
+
+
 def test_finishing_redirects_to_the_completion_url_with_the_study_code(django_capture_on_commit_callbacks):
     study = crowd_study()
     study_update(study=study, queries_per_annotator=2)

@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
+from rest_framework.test import APIClient
 
 from annotation.models import Judgment, Match, Participation, Query, StudyMembership
 from annotation.selectors.quality import participation_quality, speed_flagged
@@ -95,7 +96,9 @@ def _strip(html: str) -> str:
     texts are identical, which only the texts decide: two data summaries can be, a check's never are), the
     match id, the CSRF token and the comparison's number."""
     html = re.sub(r'<div class="summary-text">.*?</div>', "", html, flags=re.S)
-    html = re.sub(r'<section class="card notice" role="status" id="identical-notice">.*?</section>', "", html, flags=re.S)
+    html = re.sub(
+        r'<section class="card notice" role="status" id="identical-notice">.*?</section>', "", html, flags=re.S
+    )
     html = re.sub(r'name="match_id" value="\d+"', "", html)
     html = re.sub(r'name="csrfmiddlewaretoken" value="[^"]+"', "", html)
     html = re.sub(r"Comparison \d+ of \d+", "", html)
@@ -165,6 +168,24 @@ def test_a_failed_check_under_warn_shows_a_gentle_notice_and_carries_on(
     assert participation.stopped_at is None and participation.screened_out_at is None
     (quality,) = participation_quality(study=study, code=participation.code)
     assert (quality.checks_answered, quality.checks_failed, quality.pass_rate) == (1, 1, 0.0)
+
+
+def test_the_api_tells_a_failed_check_under_warn_once(django_capture_on_commit_callbacks):
+    study = StudyFactory(check_share=1.0, slug="warned-api", check_policy="warn")
+    _ask(join(study), django_capture_on_commit_callbacks)
+    participation = join(study)
+    query = _ask(participation, django_capture_on_commit_callbacks)
+    api = APIClient()
+    api.force_authenticate(participation.annotator)
+    data = match_current(query=query)
+    answered = api.post(f"/api/v1/matches/{data.pk}/choice/", {"choice": "left"}, format="json").json()
+    assert answered["notice"] is None  # a data match: nothing to say
+    check = _answer_until_check(participation, query)
+    failed = api.post(f"/api/v1/matches/{check.pk}/choice/", {"choice": _wrong(check)}, format="json")
+    assert failed.status_code == 200 and "did not match it" in failed.json()["notice"]
+    # The same answer sent again (a retry after a lost response) is returned unchanged, without the notice.
+    again = api.post(f"/api/v1/matches/{check.pk}/choice/", {"choice": _wrong(check)}, format="json")
+    assert again.status_code == 200 and again.json()["notice"] is None
 
 
 def test_a_right_answer_to_a_check_shows_no_notice(client: Client, django_capture_on_commit_callbacks):
