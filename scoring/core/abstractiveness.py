@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kernel.text import ngram_counts, tokenize
-from scoring.core.lcs import lcs_length
+from scoring.core.lcs import LcsSource, lcs_length
 
 __all__ = [
     "EPSILON",
@@ -52,11 +52,14 @@ def harmonic_mean(x: float, y: float) -> float:
     return 0.0 if x + y == 0 else 2.0 * x * y / (x + y)
 
 
-def overlap(text: Sequence[str], source: Sequence[str], granularity: Granularity) -> float:
+def overlap(
+    text: Sequence[str], source: Sequence[str], granularity: Granularity, *, lcs_source: LcsSource | None = None
+) -> float:
     """Normalised overlap c of ``text`` tokens with ``source`` tokens, in [0, 1].
 
-    Raises ValueError when ``text`` has no unit at that granularity (no tokens, or
-    fewer than two tokens for bigrams): the ratio is undefined, not zero.
+    ``lcs_source``: ``source`` already prepared for the LCS (``LcsSource(source)``), when several texts
+    are measured against one source. Raises ValueError when ``text`` has no unit at that granularity (no
+    tokens, or fewer than two tokens for bigrams): the ratio is undefined, not zero.
     """
     if granularity == "1":
         if not text:
@@ -72,7 +75,8 @@ def overlap(text: Sequence[str], source: Sequence[str], granularity: Granularity
     if granularity == "lcs":
         if not text:
             raise ValueError("no tokens")
-        return lcs_length(text, source) / len(text)
+        found = lcs_source.lcs_length(text) if lcs_source is not None else lcs_length(text, source)
+        return found / len(text)
     raise ValueError(f"unknown granularity {granularity!r}")
 
 
@@ -146,10 +150,16 @@ class AbstractivenessResult:
 
 
 def granularity_scores(
-    granularity: Granularity, source: Sequence[str], reference: Sequence[str], summary: Sequence[str]
+    granularity: Granularity,
+    source: Sequence[str],
+    reference: Sequence[str],
+    summary: Sequence[str],
+    *,
+    lcs_source: LcsSource | None = None,
 ) -> GranularityScores:
-    c_r = overlap(reference, source, granularity)
-    c_s = overlap(summary, source, granularity)
+    """Both overlaps and RA, SA, AR at one granularity; ``lcs_source`` as in :func:`overlap`."""
+    c_r = overlap(reference, source, granularity, lcs_source=lcs_source)
+    c_s = overlap(summary, source, granularity, lcs_source=lcs_source)
     o, r, s = len(source), len(reference), len(summary)
     return GranularityScores(
         granularity=granularity,

@@ -3,27 +3,38 @@
 Two implementations with identical results:
 
 - ``rapidfuzz.distance.LCSseq`` (C++, bit-parallel over 64-bit words), used when rapidfuzz is installed
-  (it is a pinned dependency). rapidfuzz compares strings character by character, so each pair's tokens
-  are first mapped to code points (``_as_code_points``): one character per token the two sequences share,
-  and one sentinel character per side for the tokens only that side has (those can never match, so they
-  need no identity of their own). A pair therefore needs at most ``min(len(a), len(b)) + 2`` characters,
-  far below the 1,114,112 code points Python strings can hold; a pair that would need more (impossible for
-  a summary against a source, but cheap to guard) takes the pure-Python path.
+  (it is a pinned dependency). rapidfuzz compares strings code by code, so each pair's tokens are first
+  given codes (``_as_codes``): the shorter sequence's distinct tokens are numbered from 1, and the tokens
+  of the longer sequence that the shorter one lacks are dropped (they can never match, so the LCS is
+  unchanged). Up to 255 distinct tokens (a summary's usual vocabulary) the codes are bytes, which
+  rapidfuzz reads through flat tables and Python builds fastest; beyond that, characters; a shorter side
+  with more distinct tokens than Unicode has code points (impossible for a summary against a source, but
+  cheap to guard) takes the pure-Python path. A ``LcsSource`` codes one long sequence (a source) once for
+  many texts against it: each further text then costs only the mapping of its own tokens.
 - ``lcs_length_bits``: Hyyrö's formulation of the Allison-Dix algorithm in pure Python, one DP column as a
   bit vector held in a Python int, so each symbol of the shorter sequence costs a handful of big-int
   operations over ceil(m / 30) machine digits instead of m Python steps; O(n * m / w). The fallback when
   rapidfuzz is missing, and the reference the tests hold the rapidfuzz path to (with ``lcs_length_dp``).
+
+rapidfuzz also accepts lists of tokens directly, but it keys each multi-character token by its Python
+hash: two distinct tokens with equal 64-bit hashes would count as a match, and its hash-map path measured
+slower than the codes here (bench/metrics.py prints both).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 
-__all__ = ["HAVE_RAPIDFUZZ", "lcs_length", "lcs_length_bits", "lcs_length_dp", "lcs_length_rapidfuzz"]
+__all__ = ["HAVE_RAPIDFUZZ", "LcsSource", "lcs_length", "lcs_length_bits", "lcs_length_dp", "lcs_length_rapidfuzz"]
 
 MAX_CODE_POINT = 0x10FFFF
+MAX_BYTE_CODE = 0xFF
+# Texts an LcsSource measures through lcs_length before preparing its source: preparing costs about two
+# lcs_length calls, so a source seen only with its reference and one summary is never prepared.
+PREPARE_AFTER = 2
 
-_similarity: Callable[[str, str], int] | None
+_similarity: Callable[[str | bytes, str | bytes], int] | None
 try:  # pragma: no branch - rapidfuzz is pinned; the fallback is for installs without it
     from rapidfuzz.distance.LCSseq import similarity as _similarity
 except ImportError:  # pragma: no cover
@@ -32,35 +43,43 @@ except ImportError:  # pragma: no cover
 HAVE_RAPIDFUZZ = _similarity is not None
 
 
-def _as_code_points(a: Sequence[Hashable], b: Sequence[Hashable]) -> tuple[str, str] | None:
-    """Both sequences as strings with one character per token, equal tokens as equal characters.
+def _as_codes(a: Sequence[Hashable], b: Sequence[Hashable]) -> tuple[bytes, bytes] | tuple[str, str] | None:
+    """Both sequences with one code per token, equal tokens as equal codes, in their original order, less
+    the tokens of the longer sequence that the shorter one lacks.
 
-    Code point 0 stands for every token of ``a`` that ``b`` lacks, 1 for every token of ``b`` that ``a``
-    lacks (such tokens never match, so they need no identity of their own), and 2, 3, ... for the shared
-    tokens. None when the shared vocabulary does not fit in Unicode. (Giving every distinct token its own
-    code point with ``dict.fromkeys``/``map`` measured slower: the long side's distinct tokens all need an
-    entry then.)
+    Dropping those leaves the LCS as it is (they can never match) and shortens what rapidfuzz reads. The
+    shorter sequence's distinct tokens are numbered 1, 2, ...: bytes when the numbers fit in a byte,
+    otherwise strings of code points; None when the shorter side has more distinct tokens than there are
+    code points. (Building the code from the tokens both sides share, as before, measured slower: it is a
+    second pass over the longer side.)
     """
-    shared = set(a)
-    shared.intersection_update(b)
-    if len(shared) + 2 > MAX_CODE_POINT + 1:
+    swapped = len(a) > len(b)
+    short, long = (b, a) if swapped else (a, b)
+    distinct = set(short)
+    # filter(None, map(dict.get, ...)) drops the unknown tokens (get gives None) in C; codes are never 0.
+    if len(distinct) <= MAX_BYTE_CODE:
+        numbers = dict(zip(distinct, range(1, MAX_BYTE_CODE + 1), strict=False))
+        short_codes = bytes(map(numbers.__getitem__, short))
+        long_codes = bytes(filter(None, map(numbers.get, long)))
+        return (long_codes, short_codes) if swapped else (short_codes, long_codes)
+    if len(distinct) > MAX_CODE_POINT:
         return None
-    code = {token: chr(i) for i, token in enumerate(shared, start=2)}
-    left = "".join([code.get(token, "\x00") for token in a])
-    right = "".join([code.get(token, "\x01") for token in b])
-    return left, right
+    characters = dict(zip(distinct, map(chr, range(1, len(distinct) + 1)), strict=True))
+    short_text = "".join(map(characters.__getitem__, short))
+    long_text = "".join(filter(None, map(characters.get, long)))
+    return (long_text, short_text) if swapped else (short_text, long_text)
 
 
 def lcs_length_rapidfuzz(a: Sequence[Hashable], b: Sequence[Hashable]) -> int:
-    """``lcs_length`` through rapidfuzz's LCSseq on code points; raises RuntimeError without rapidfuzz."""
+    """``lcs_length`` through rapidfuzz's LCSseq on codes; raises RuntimeError without rapidfuzz."""
     if _similarity is None:
         raise RuntimeError("rapidfuzz is not installed")
     if len(a) == 0 or len(b) == 0:
         return 0
-    mapped = _as_code_points(a, b)
-    if mapped is None:
+    coded = _as_codes(a, b)
+    if coded is None:
         return lcs_length_bits(a, b)
-    return int(_similarity(*mapped))
+    return int(_similarity(*coded))
 
 
 def lcs_length(a: Sequence[Hashable], b: Sequence[Hashable]) -> int:
@@ -68,6 +87,74 @@ def lcs_length(a: Sequence[Hashable], b: Sequence[Hashable]) -> int:
     if _similarity is not None:
         return lcs_length_rapidfuzz(a, b)
     return lcs_length_bits(a, b)
+
+
+class LcsSource:
+    """One sequence (a source) against which the LCS lengths of many texts are measured.
+
+    ``LcsSource(source).lcs_length(text) == lcs_length(text, source)``. The first ``PREPARE_AFTER`` texts
+    go through ``lcs_length``; the next one prepares the source (its distinct tokens get code points 1, 2,
+    ... in order of first appearance and the coded source is kept, which costs about two ``lcs_length``
+    calls), after which a text costs one pass over its own tokens (those the source lacks are dropped) and
+    rapidfuzz's LCS. So a source measured against a reference and one summary costs what two
+    ``lcs_length`` calls cost, and one shared by a dozen summaries far less. Without rapidfuzz every call
+    takes ``lcs_length``'s fallback.
+    """
+
+    __slots__ = ("_characters", "_coded", "_unpreparable", "_uses", "tokens")
+
+    def __init__(self, tokens: Sequence[Hashable]) -> None:
+        self.tokens = tokens
+        self._characters: dict[Hashable, str] | None = None
+        self._coded = ""
+        self._uses = 0
+        self._unpreparable = _similarity is None
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def prepared(self) -> bool:
+        """Whether the coded source is built."""
+        return self._characters is not None
+
+    def prepare(self) -> bool:
+        """Code the source now rather than at the text after the first ``PREPARE_AFTER``; False when it
+        cannot be (no rapidfuzz, or more distinct tokens than Unicode has code points)."""
+        if self._characters is None and not self._unpreparable:
+            self._unpreparable = self._code_source() is None
+        return self._characters is not None
+
+    def _code_source(self) -> dict[Hashable, str] | None:
+        # defaultdict's factory runs in C, so the source is coded in one C-level pass. An exhausted
+        # supply of code points raises StopIteration inside map(), which join() takes as the end:
+        # a short result is how a vocabulary beyond Unicode shows.
+        characters: defaultdict[Hashable, str] = defaultdict(map(chr, range(1, MAX_CODE_POINT + 1)).__next__)
+        coded = "".join(map(characters.__getitem__, self.tokens))
+        if len(coded) != len(self.tokens):
+            return None
+        characters.default_factory = None
+        # The coded source first: a thread that sees the codes then finds the source they code (two threads
+        # coding at once build identical codes, so either's pair is right).
+        self._coded = coded
+        self._characters = characters
+        return characters
+
+    def lcs_length(self, text: Sequence[Hashable]) -> int:
+        """Length of the longest common subsequence of ``text`` and the source."""
+        similarity = _similarity
+        if similarity is None or len(text) == 0 or len(self.tokens) == 0:
+            return lcs_length(text, self.tokens)
+        characters = self._characters
+        if characters is None:
+            self._uses += 1
+            if self._uses > PREPARE_AFTER:
+                self.prepare()
+            characters = self._characters
+            if characters is None:
+                return lcs_length(text, self.tokens)
+        # The text's tokens the source lacks are dropped (they never match), as in _as_codes.
+        return int(similarity("".join(filter(None, map(characters.get, text))), self._coded))
 
 
 def lcs_length_bits(a: Sequence[Hashable], b: Sequence[Hashable]) -> int:

@@ -34,6 +34,7 @@ from scoring.core.judges import (
     JudgeRunner,
     rubric_needs,
 )
+from scoring.core.lcs import LcsSource
 from scoring.core.source_free import blanc_help, summaqa, supert
 
 __all__ = ["FAMILIES", "INPUTS", "MetricGroup", "MetricSpec", "RowOutcome", "ScoringContext", "groups", "specs_by_name"]
@@ -184,6 +185,12 @@ def _tokens(text: str) -> tuple[str, ...]:
     return tuple(tokenize(text))
 
 
+@functools.lru_cache(maxsize=64)
+def _lcs_source(text: str) -> LcsSource:
+    # Likewise one LcsSource per source text: from its third text on, the LCS costs only that text's tokens.
+    return LcsSource(_tokens(text))
+
+
 def _abstractiveness_undefined(
     suffix: str, source: Sequence[str], reference: Sequence[str], summary: Sequence[str]
 ) -> str | None:
@@ -208,7 +215,8 @@ def _abstractiveness_row(row: Row, wanted: frozenset[str]) -> RowOutcome:
         if problem is not None:
             outcome.errors.update(dict.fromkeys(names, problem))
             continue
-        scores = abstr.granularity_scores(suffix, source, reference, summary)
+        lcs_source = _lcs_source(row["source"]) if suffix == "lcs" else None
+        scores = abstr.granularity_scores(suffix, source, reference, summary, lcs_source=lcs_source)
         outcome.values.update({f"ra_{suffix}": scores.ra, f"sa_{suffix}": scores.sa, f"ar_{suffix}": scores.ar})
         if suffix == "2":
             outcome.values["ar_risk"] = float(abstr.risk_code(scores.ar))

@@ -92,3 +92,29 @@ def test_score_rows_gives_ten_outputs_and_explains_undefined_bigrams() -> None:
     for name in ("ra_2", "sa_2", "ar_2", "ar_risk"):
         assert short[name] is None
         assert "bigram overlap is undefined: the summary has 1 token" in short["errors"][name]
+
+
+def test_score_rows_lcs_on_a_source_shared_by_many_summaries_matches_the_hand_computed_overlaps() -> None:
+    # score_rows keeps one LcsSource per source text, which codes the source after its first texts: the
+    # later rows take the coded path. Every row's LCS overlap is hand-computed against the source.
+    source = "The cat sat on the mat on a sunny afternoon today."  # O = 11, a text no other test scores
+    summaries = {
+        "A dog sat on the mat.": 4 / 6,  # sat on the mat
+        "The cat sat.": 3 / 3,
+        "Mat the on sat cat the.": 3 / 6,  # "the on the" (or "the cat the", "the sat the")
+        "Nothing here matches.": 0 / 3,
+        "The cat on a sunny afternoon.": 6 / 6,
+        "Today the mat.": 2 / 3,  # the mat
+    }
+    reference = "The cat sat quietly."  # R = 4: "the cat sat", 3 of 4
+    rows = [
+        {"id": str(i), "source": source, "reference": reference, "summary": summary}
+        for i, summary in enumerate(summaries)
+    ]
+    scored = score_rows(rows, ["sa_lcs", "ra_lcs", "ar_lcs"])
+    hm_r = 2 * 4 * 11 / 15
+    for row, (summary, c_s) in zip(scored, summaries.items(), strict=True):
+        hm_s = 2 * len(tokenize(summary)) * 11 / (len(tokenize(summary)) + 11)
+        assert row["sa_lcs"] == pytest.approx(hm_s * (1 - c_s) ** 3), summary
+        assert row["ra_lcs"] == pytest.approx(hm_r * (1 / 4) ** 3), summary
+        assert row["ar_lcs"] == pytest.approx((1 - c_s) ** 3 / ((1 / 4) ** 3 + EPSILON)), summary
