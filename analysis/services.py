@@ -146,6 +146,11 @@ def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
         resamples = options.setdefault("n_resamples", DEFAULT_RESAMPLES)
         if not isinstance(resamples, int) or not 1 <= resamples <= 100_000:
             raise ApplicationError("Resamples must be a whole number between 1 and 100000.", field="n_resamples")
+        # Analysis settings (AnalysisConfig fields, as in `analyze --config`); their values are checked by
+        # AnalysisConfig in the worker (the statistics package stays out of the web process), a wrong one
+        # failing the job with its message.
+        if not isinstance(options.get("config", {}), dict):
+            raise ApplicationError("config must be an object of analysis settings.", field="config")
     elif kind == ResearchJob.Kind.STRESS:
         # scoring.stress brings numpy and the openai client into the web process; load it only here.
         from scoring.stress import TESTS

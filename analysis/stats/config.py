@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from numbers import Integral, Real
 from types import MappingProxyType
 from typing import Any
 
@@ -17,6 +19,55 @@ DEFAULT_RESAMPLES = 2_000
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping or {}))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    """A finite real number (a JSON number; ``True`` is not one, nor NaN or infinity)."""
+    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(float(value))
+
+
+# Settings come from JSON files (--config) and job options as often as from Python: a wrong type is refused
+# by name instead of failing deep inside the statistics, or, worse, being read as truthy ("false" as a
+# direction) or never comparing (a NaN threshold).
+_SCALAR_CHECKS: dict[str, tuple[Any, str]] = {
+    "seed": (_is_int, "a whole number"),
+    "n_resamples": (_is_int, "a whole number"),
+    "confidence_level": (_is_number, "a number"),
+    "persona_condition": (lambda v: isinstance(v, str), "text"),
+    "generic_condition": (lambda v: isinstance(v, str), "text"),
+    "regression_formula": (lambda v: v is None or isinstance(v, str), "text or null"),
+    "default_metric_threshold": (lambda v: v is None or _is_number(v), "a number or null"),
+    "threshold_sd_fraction": (_is_number, "a number"),
+    "use_metric_registry": (lambda v: isinstance(v, bool), "true or false"),
+    "bradley_terry_pseudo_wins": (_is_number, "a number"),
+    "threshold_sweep_points": (_is_int, "a whole number"),
+    "inference": (lambda v: isinstance(v, str), "text"),
+    "small_sample_below": (_is_int, "a whole number"),
+}
+_MAPPING_CHECKS: dict[str, tuple[Any, str]] = {
+    "reference_levels": (lambda v: isinstance(v, str), "text"),
+    "metric_thresholds": (_is_number, "a number"),
+    "metric_families": (lambda v: isinstance(v, str), "text"),
+    "higher_is_better": (lambda v: isinstance(v, bool), "true or false"),
+}
+
+
+def _check_types(config: Any) -> None:
+    for name, (ok, expected) in _SCALAR_CHECKS.items():
+        value = getattr(config, name)
+        if not ok(value):
+            raise ValueError(f"{name} must be {expected}, not {value!r}")
+    for name, (ok, expected) in _MAPPING_CHECKS.items():
+        value = getattr(config, name)
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{name} must be an object mapping names to {expected}, not {value!r}")
+        for key, item in value.items():
+            if not isinstance(key, str) or not ok(item):
+                raise ValueError(f"{name}[{key!r}] must be {expected}, not {item!r}")
 
 
 @dataclass(frozen=True)
@@ -55,6 +106,7 @@ class AnalysisConfig:
     """Fewer annotators than this count as few: small-sample inference (under ``auto``) and a warning."""
 
     def __post_init__(self) -> None:
+        _check_types(self)
         for name in ("reference_levels", "metric_thresholds", "metric_families", "higher_is_better"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
         if self.n_resamples < 1:
@@ -73,6 +125,8 @@ class AnalysisConfig:
             raise ValueError("threshold_sd_fraction must be non-negative")
         if self.threshold_sweep_points < 0:
             raise ValueError("threshold_sweep_points must be non-negative")
+        if self.bradley_terry_pseudo_wins < 0:
+            raise ValueError("bradley_terry_pseudo_wins must be non-negative")
 
     def to_dict(self) -> dict[str, Any]:
         out = json_safe({f.name: getattr(self, f.name) for f in fields(self)})

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
+
 from analysis.cli import main
 from analysis.exports import export_comparisons, read_comparisons
 from analysis.stats import table_checksum
@@ -86,3 +88,30 @@ def test_cli_errors_are_messages_not_tracebacks(tmp_path):
     assert "error:" in stderr.getvalue()
     stderr = io.StringIO()
     assert main(["--comparisons", str(bad), "--out", str(tmp_path / "o"), "--resamples", "0"], stderr=stderr) == 2
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        # A direction given as text would be truthy: "false" read as higher-is-better.
+        ({"higher_is_better": {"hallucination": "false"}}, "higher_is_better['hallucination'] must be true or false"),
+        ({"use_metric_registry": "no"}, "use_metric_registry must be true or false, not 'no'"),
+        ({"threshold_sweep_points": "11"}, "threshold_sweep_points must be a whole number, not '11'"),
+        ({"small_sample_below": 12.5}, "small_sample_below must be a whole number, not 12.5"),
+        # A NaN threshold never compares, so the metric would never vote "neither".
+        ({"metric_thresholds": {"rouge1": float("nan")}}, "metric_thresholds['rouge1'] must be a number, not nan"),
+        ({"default_metric_threshold": "0.1"}, "default_metric_threshold must be a number or null"),
+        ({"metric_families": ["lexical"]}, "metric_families must be an object mapping names to text"),
+        ({"bradley_terry_pseudo_wins": -1}, "bradley_terry_pseudo_wins must be non-negative"),
+    ],
+)
+def test_config_settings_of_the_wrong_type_are_messages(settings, message, tmp_path):
+    frame = simulate_comparisons(SyntheticStudy(n_annotators=4, queries_per_annotator=2, seed=2))
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    config = tmp_path / "settings.json"
+    config.write_text(json.dumps(settings))
+    stderr = io.StringIO()
+    args = ["--comparisons", str(tmp_path / "t.csv"), "--out", str(tmp_path / "o"), "--config", str(config)]
+    assert main(args, stdout=io.StringIO(), stderr=stderr) == 2
+    assert message in stderr.getvalue() and "Traceback" not in stderr.getvalue()
+    assert not (tmp_path / "o" / "report.json").exists()

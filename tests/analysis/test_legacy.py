@@ -129,3 +129,26 @@ def test_imported_export_analyses_end_to_end():
     assert report.regression.reference_levels["model_personalized"] == MODELS[0]
     assert report.provenance.n_annotators == 12
     assert report.page_times[0].n == 0  # the legacy export has no timings
+
+
+def test_position_bias_counts_only_the_rows_whose_placement_was_recorded():
+    """A study holding an imported export beside its own comparisons (--into-existing): position bias and
+    each annotator's left-win rate come from the placed rows only, counted here by hand."""
+    from tests.analysis.helpers import row, table
+
+    placed = ["left", "left", "right", "neither", "left", "right"]  # a1: L L R N, a2: L R
+    unplaced = ["left", "left", "left", "left"]  # a1: L L, a3: L L (the legacy rows)
+    rows = [row("a1" if i < 4 else "a2", c, query_id=f"p{i}") for i, c in enumerate(placed)]
+    rows += [row("a1" if i < 2 else "a3", c, query_id=f"u{i}") for i, c in enumerate(unplaced)]
+    frame = table(rows)
+    frame["placement_recorded"] = [True] * len(placed) + [False] * len(unplaced)
+    report = analyze(frame, config=AnalysisConfig(n_resamples=50))
+    left = report.win_rates.get("position", "left", "round1")
+    assert (left.n, left.wins, left.losses, left.neither) == (6, 3, 2, 1)
+    by = {a.annotator: a for a in report.annotators}
+    assert by["a1"].left_win_rate == pytest.approx(2 / 3) and by["a2"].left_win_rate == pytest.approx(1 / 2)
+    assert np.isnan(by["a3"].left_win_rate)  # none of a3's rows has a recorded placement
+    assert any("not recorded for 4 of 10 comparisons" in n and "only the rows where" in n for n in report.notes)
+    # Statistics that do not depend on placement still count every row: the persona side won 7 of 10 by hand.
+    persona = report.win_rates.get("variant", "strong / persona", "round1")
+    assert (persona.n, persona.wins) == (10, 7)

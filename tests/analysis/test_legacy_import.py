@@ -197,3 +197,29 @@ def test_the_papers_metric_analysis_reruns_after_enrichment(export_zip, settings
     after = system_tables(comparison_frame(study=study))
     assert after is not None and after.all_zero == ()
     assert all(r.means["rouge1"] > 0.1 for r in after.rows)
+
+
+def test_one_system_id_from_the_zip_the_command_line_and_the_database(export_zip, tmp_path):
+    """The paper's systems have one id whichever way their rows come in: the zip read as a table, the zip
+    analysed on the command line, and the zip imported into a study and read from the database."""
+    from analysis.cli import main
+    from analysis.legacy import legacy_comparison_table
+
+    expected = {
+        "deepseek-v3.1-persona",
+        "deepseek-v3.1-generic",
+        "llama-3.3-70b-instruct-persona",
+        "llama-3.3-70b-instruct-generic",
+    }
+    from_zip = legacy_comparison_table(parse_legacy_export(export_zip))
+    legacy_import(source=export_zip, study_slug="paper")
+    from_database = comparison_frame(study=Study.objects.get(slug="paper"))
+    for frame in (from_zip, from_database):
+        assert set(frame["left_system"]) | set(frame["right_system"]) == expected
+    # The same winners as often on both paths.
+    assert sorted(from_zip["winner_system"].dropna()) == sorted(from_database["winner_system"].dropna())
+    assert (
+        main(["--comparisons", str(export_zip), "--out", str(tmp_path / "o"), "--resamples", "20", "--no-export"]) == 0
+    )
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert {s["system"] for s in report["bradley_terry"]["systems"]} == expected

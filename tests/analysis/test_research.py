@@ -16,6 +16,7 @@ from analysis import services
 from analysis.models import ResearchJob
 from analysis.selectors import comparison_rows
 from annotation.models import Judgment, Match, Study
+from kernel.exceptions import ApplicationError
 from scoring.models import CandidateScore, ScoringRun
 from scoring.services import scoring_run_start
 from tests.annotation.factories import join
@@ -50,8 +51,6 @@ def test_scoring_run_stores_scores_and_joins_them(played_study, django_capture_o
 
 
 def test_unknown_metric_is_a_field_error(played_study):
-    from kernel.exceptions import ApplicationError
-
     with pytest.raises(ApplicationError) as error:
         scoring_run_start(study=played_study, metrics=["rouge1", "nonsense_metric"])
     assert error.value.field == "metrics" and "nonsense_metric" in error.value.message
@@ -217,3 +216,28 @@ def test_a_finished_scoring_run_is_not_polled(played_study, researcher_client):
     page = researcher_client.get(f"/research/studies/{played_study.slug}/").content.decode()
     assert f"/research/scoring/{running.pk}/status/" in page
     assert f"/research/scoring/{done.pk}/status/" not in page
+
+
+def test_report_job_settings_are_checked(played_study, django_capture_on_commit_callbacks):
+    # Not an object: refused when the job is asked for, nothing queued.
+    with pytest.raises(ApplicationError) as error:
+        services.research_job_start(study=played_study, kind="report", options={"config": ["inference", "standard"]})
+    assert error.value.field == "config" and not ResearchJob.objects.exists()
+    # A setting of the wrong type: the job fails with the setting's name, no report is written.
+    with django_capture_on_commit_callbacks(execute=True):
+        job = services.research_job_start(
+            study=played_study, kind="report", options={"n_resamples": 20, "config": {"higher_is_better": {"x": "no"}}}
+        )
+    job.refresh_from_db()
+    assert job.status == ResearchJob.Status.FAILED
+    assert "higher_is_better['x'] must be true or false, not 'no'" in job.error
+    assert "report.json" not in (job.files or [])
+    # A good one is applied: the report records it.
+    with django_capture_on_commit_callbacks(execute=True):
+        job = services.research_job_start(
+            study=played_study, kind="report", options={"n_resamples": 20, "config": {"inference": "standard"}}
+        )
+    job.refresh_from_db()
+    assert job.status == ResearchJob.Status.DONE, job.error
+    report = json.loads((services.job_dir(job) / "report.json").read_text())
+    assert report["config"]["inference"] == "standard" and report["win_rates"]["method"] == "cluster-bootstrap"

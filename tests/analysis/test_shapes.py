@@ -5,6 +5,7 @@ match) and analysed with `manage.py analyze`, as a researcher would."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 
@@ -103,8 +104,12 @@ def test_every_shape_plays_and_analyses(n, tmp_path, django_capture_on_commit_ca
     )
 
     out = tmp_path / "out"
-    call_command("analyze", "--study", f"shape-{n}", "--out", str(out), "--resamples", "200")
+    printed = io.StringIO()
+    call_command("analyze", "--study", f"shape-{n}", "--out", str(out), "--resamples", "200", stdout=printed)
     report = json.loads((out / "report.json").read_text())
+    # Two annotators are few clusters: small-sample inference, said on the command line and in the report.
+    assert "warning: few annotators: 2 (fewer than 40)" in printed.getvalue()
+    assert report["win_rates"]["method"] == "cr2-t" and report["warnings"][0].startswith("few annotators: 2")
     expected_stages = [f"round{r}" for r in range(1, rounds)] + ["final"]
     assert [s["stage"] for s in report["stages"]] == expected_stages
     assert report["provenance"]["n_rows"] == full + cut

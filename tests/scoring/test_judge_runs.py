@@ -16,6 +16,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from analysis.report import render_html
 from analysis.selectors import comparison_frame, comparison_rows
 from analysis.services import analysis_config_for
 from analysis.stats import analyze
@@ -91,6 +92,8 @@ def test_two_judges_scores_coexist_and_each_is_a_family(played_study, django_cap
         words, es = len(score.candidate.text.split()), score.candidate.text.count("e")
         expected = min(5, 1 + words // 25) if score.judge_server == "judge-a" else 1 + es % 5
         assert score.value == expected
+        # The judge is in the version too, so a rescoring of one judge never replaces the other's.
+        assert score.version.endswith(f"; judge standin-model@{score.judge_server}")
     col_a = judge_column("geval_fluency", "standin-model@judge-a")
     col_b = judge_column("geval_fluency", f"standin-model@{server_b}")
     assert col_a == "judge:standin-model@judge-a:rubric/1:geval_fluency"
@@ -101,6 +104,13 @@ def test_two_judges_scores_coexist_and_each_is_a_family(played_study, django_cap
     families = {m.metric: m.family for m in report.agreement.metrics}
     assert families == {col_a: "llm_judge:standin-model@judge-a", col_b: f"llm_judge:standin-model@{server_b}"}
     assert len(report.agreement.families) == 2
+    # The report's family table has one row per judge, as the source paper's tables do.
+    html = render_html(report)
+    family_table = html[html.index('<th class="l">family</th>') :].split("</table>")[0]
+    rows = re.findall(r'<tr><td class="l">([^<]*)</td><td class="">(\d+)</td>', family_table)
+    assert sorted(rows) == sorted(
+        [("llm_judge:standin-model@judge-a", "1"), (f"llm_judge:standin-model@{server_b}", "1")]
+    )
 
 
 def test_judge_settings_are_checked(played_study):  # noqa: F811
