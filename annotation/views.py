@@ -423,7 +423,8 @@ def _sources_coverage(study_obj: Study) -> dict[str, Any] | None:
         from corpus.selectors import corpus_coverage
 
         latest = CorpusDocument.objects.order_by("-updated_at").values_list("updated_at", flat=True).first()
-        key = f"sources-coverage:corpus:{CorpusDocument.objects.count()}:{latest}"
+        # A timestamp, not the datetime's text (its space is not allowed in a memcached key).
+        key = f"sources-coverage:corpus:{CorpusDocument.objects.count()}:{latest.timestamp() if latest else 0}"
         return cache.get_or_set(key, corpus_coverage, 3600)
     if backend == "demo":
         from annotation.backends.offline_retrieval import DEFAULT_CORPUS_PATH, load_corpus_index

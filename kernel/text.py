@@ -13,8 +13,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kernel.backends import Document
 
 __all__ = [
+    "COVERAGE_MIN",
     "STOP_WORDS",
     "TOKEN_PATTERN",
     "content_words",
@@ -23,6 +28,8 @@ __all__ = [
     "join_sentences",
     "ngram_counts",
     "ngrams",
+    "question_coverage",
+    "sources_miss_question",
     "sentence_spans",
     "split_sentences",
     "stem",
@@ -113,6 +120,39 @@ def stem(word: str) -> str:
     if word.endswith("e") and len(word) > 4:
         word = word[:-1]
     return word
+
+
+# Retrieved sources whose best-ranked abstract holds under this share of the question's content words do not
+# cover the question (annotation.services.query: the annotator is told). A question outside the corpus still
+# matches a common word or two ("early", "treatment"), so BM25 scores alone cannot tell. bench/relevance.py
+# measures it: on SciTLDR's abstracts every off-topic question stays at or under 1/3 while few TLDRs asked
+# as questions fall under 0.4; on the demo corpus no question on its topics does.
+COVERAGE_MIN = 0.4
+
+
+def question_coverage(question: str, text: str) -> float | None:
+    """The share of the question's distinct content words (three letters or more, compared by :func:`stem`)
+    that occur in ``text``; None when the question has no such word."""
+    asked = {stem(word) for word in content_words(question, min_length=3)}
+    if not asked:
+        return None
+    found = {stem(word) for word in content_words(text, min_length=3)}
+    return len(asked & found) / len(asked)
+
+
+def sources_miss_question(question: str, documents: Sequence[Document]) -> bool:
+    """True when retrieved sources (best first) do not answer the question: they match nothing of it (every
+    score 0: the offline corpus's fallback) or the best-ranked one holds under COVERAGE_MIN of its content
+    words. A title without an abstract (some OpenAlex records) says too little to judge by: not flagged."""
+    if not documents:
+        return False
+    if all(doc.score == 0 for doc in documents):
+        return True
+    top = documents[0]
+    if not top.abstract:
+        return False
+    coverage = question_coverage(question, f"{top.title} {top.abstract}")
+    return coverage is not None and coverage < COVERAGE_MIN
 
 
 def index_terms(text: str) -> list[str]:

@@ -24,10 +24,12 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem 
 h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2.2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
 h3{font-size:1.05rem}table{border-collapse:collapse;margin:.6rem 0 1rem;font-size:.85rem}
 th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right}th{background:#f4f4f4}
-td.l,th.l{text-align:left}dl{display:grid;grid-template-columns:max-content auto;gap:.15rem 1rem;font-size:.9rem}
+td.l,th.l{text-align:left}dl{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.15rem 1rem;font-size:.9rem}dd{margin:0;overflow-wrap:anywhere}
 dt{font-weight:600}.note{background:#fff8e1;border-left:4px solid #edae49;padding:.4rem .8rem}
 .warning{background:#fdecea;border-left:4px solid #d1495b;padding:.5rem .8rem;font-weight:600}
 figure{margin:.5rem 0 1.2rem}svg{max-width:100%;height:auto}code{font-size:.85em}
+.scroll{overflow-x:auto;max-width:100%}
+@media (max-width:40rem){body{margin:1rem auto}dl{grid-template-columns:minmax(0,1fr)}dd{margin-bottom:.4rem}}
 """
 
 
@@ -57,7 +59,8 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, left: int =
         "<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(r)) + "</tr>"
         for r in rows
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # A wide table scrolls in its own box on a narrow screen (focusable, so it scrolls from the keyboard too).
+    return f'<div class="scroll" tabindex="0"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _figure(svg: str, caption: str) -> str:

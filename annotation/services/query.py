@@ -37,6 +37,7 @@ from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
 from kernel.stamps import stamp_first
 from kernel.tasks import enqueue_on_commit
+from kernel.text import sources_miss_question
 
 # Retrieval's worst case is 4 attempts of at most 60 s with up to 35 s of backoff (annotation/tasks.py):
 # a question still retrieving RETRIEVAL_DEADLINE after it was asked is failed, and its message is sent
@@ -215,9 +216,8 @@ def query_retrieve(*, query_id: int) -> Query:
             documents = backend.search(query.text, k=study.retrieval_k, filters=filters)
         if not documents:
             return query_mark_failed(query_id=query.pk, reason="No sources were found for this question.")
-        if all(doc.score == 0 for doc in documents):
-            # A backend scores a document 0 when it matched nothing of the question in it (the offline corpus's
-            # fallback, docs/backends.md): the annotator is told before ranking summaries of unrelated papers.
+        if sources_miss_question(query.text, documents):
+            # The sources do not answer it (docs/backends.md): the annotator is told before ranking their summaries.
             Query.objects.filter(pk=query.pk).update(retrieval_note=NO_MATCH_NOTE)
         RetrievedDocument.objects.bulk_create(
             [

@@ -3,6 +3,9 @@ home page's way to the research pages, and admin record pages that cannot be edi
 
 from __future__ import annotations
 
+import json
+from io import StringIO
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
@@ -89,6 +92,51 @@ def test_the_warning_is_on_the_first_comparison_only(django_capture_on_commit_ca
     # Once answered, it is a question like any other: setting it aside is refused as before.
     refused = _annotator_client(participation).post(reverse("annotation:discard", args=[study.slug, query.index]))
     assert refused.status_code == 409
+
+
+# The issue's own example: the demo corpus has no abstract on sepsis, but BM25 still finds "early" and
+# "treatment" in some, so the fallback (every score 0) never applies.
+SEPSIS = "What is the best early treatment for sepsis in the emergency department?"
+
+
+def test_a_question_on_a_topic_the_demo_corpus_lacks_is_flagged(django_capture_on_commit_callbacks):
+    study = StudyFactory(slug="sepsis")
+    participation = join(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = query_submit(participation=participation, text=SEPSIS, client_token="")
+    query.refresh_from_db()
+    assert query.status == Query.Status.READY and query.documents.exists()
+    assert "no sources closely matching" in query.retrieval_note
+
+
+def test_a_local_corpus_flags_a_question_it_does_not_cover_and_not_one_it_does(
+    django_capture_on_commit_callbacks, tmp_path
+):
+    """Machine-learning abstracts (SciTLDR's format) that share "early" and "treatment" with the sepsis question."""
+    rows = [
+        ("p1", "Treatment effects", ["We estimate heterogeneous treatment effects with neural networks.",
+                                     "Early stopping on a held-out split keeps the estimates calibrated."]),
+        ("p2", "Early stopping", ["Early stopping regularises gradient descent.", "We bound its generalisation error."]),
+        ("p3", "Graph networks", ["Graph neural networks generalise to larger graphs.", "We prove it for trees."]),
+    ]  # fmt: skip
+    path = tmp_path / "SciTLDR-A_dev.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"paper_id": i, "title": t, "source": src, "target": [src[0]]}) + "\n" for i, t, src in rows
+        ),
+        encoding="utf-8",
+    )
+    call_command("import_corpus", str(path), "--no-progress", stdout=StringIO(), stderr=StringIO())
+    study = StudyFactory(slug="ml-corpus", retrieval_backend="corpus")
+    with django_capture_on_commit_callbacks(execute=True):
+        off = query_submit(participation=join(study), text=SEPSIS, client_token="")
+        on = query_submit(
+            participation=join(study), text="Does early stopping bias treatment effect estimates?", client_token=""
+        )
+    off.refresh_from_db()
+    on.refresh_from_db()
+    assert off.documents.exists() and "no sources closely matching" in off.retrieval_note
+    assert on.documents.exists() and on.retrieval_note == ""
 
 
 def test_the_home_page_sends_researchers_to_the_research_pages():

@@ -3,11 +3,14 @@
 Playwright injects node_modules/axe-core/axe.min.js into the page, so nothing is downloaded while
 tests run. `assert_accessible` fails on serious or critical violations, naming each rule, the
 elements it found and the rule's help page; minor and moderate ones are counted (COUNTS) for the
-report but do not fail."""
+report but do not fail. `write_summary` keeps a run's counts in var/accessibility/ (one JSON file
+per test and size, and summary.md over the files of the run) for review."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,9 @@ from playwright.sync_api import Page
 from tests.conftest import require
 
 AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
+SUMMARY = Path(__file__).resolve().parents[2] / "var" / "accessibility"
 FAILING = ("serious", "critical")
+IMPACTS = ("critical", "serious", "moderate", "minor")
 # WCAG 2.1 A and AA plus axe's best practices (landmarks, one h1, region).
 TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
 COUNTS: dict[str, Counter[str]] = {}  # page name -> violations by impact, over the test session
@@ -51,3 +56,33 @@ def assert_accessible(page: Page, name: str) -> Counter[str]:
     bad = [v for v in found if v["impact"] in FAILING]
     assert not bad, f"accessibility violations on {name} ({page.url}):\n{describe(bad)}"
     return counts
+
+
+def write_summary(test: str, size: str, pages: Mapping[str, Counter[str]], rules: Mapping[str, Sequence[str]]) -> Path:
+    """Keep one test's counts at one screen size as var/accessibility/<test>-<size>.json and rewrite
+    summary.md from every such file (the files of an earlier run stay until the same test runs again)."""
+    SUMMARY.mkdir(parents=True, exist_ok=True)
+    path = SUMMARY / f"{test}-{size}.json"
+    rows = {
+        name: {**{k: counts.get(k, 0) for k in IMPACTS}, "rules": list(rules.get(name, ()))}
+        for name, counts in pages.items()
+    }
+    path.write_text(json.dumps({"test": test, "size": size, "pages": rows}, indent=2) + "\n", encoding="utf-8")
+    lines = [
+        "# axe-core violations (nodes) by impact",
+        "",
+        "| test | size | page | " + " | ".join(IMPACTS) + " | rules |",
+    ]
+    lines.append("|" + " --- |" * (len(IMPACTS) + 4))
+    totals: Counter[str] = Counter()
+    n_pages = 0
+    for one in sorted(SUMMARY.glob("*.json")):
+        data = json.loads(one.read_text(encoding="utf-8"))
+        for name, row in data["pages"].items():
+            n_pages += 1
+            totals.update({k: row[k] for k in IMPACTS})
+            cells = " | ".join(str(row[k]) for k in IMPACTS)
+            lines.append(f"| {data['test']} | {data['size']} | {name} | {cells} | {', '.join(row['rules'])} |")
+    lines += ["", f"{n_pages} page checks; " + ", ".join(f"{k} {totals[k]}" for k in IMPACTS), ""]
+    (SUMMARY / "summary.md").write_text("\n".join(lines), encoding="utf-8")
+    return path

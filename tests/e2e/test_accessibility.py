@@ -1,6 +1,7 @@
-"""Every annotator page and every research page, checked with axe-core in Chromium: no serious or
-critical violation (WCAG 2.1 A/AA and axe's best practices). Tasks run eagerly, so no worker is needed;
-the waiting page is shown for a question whose summaries are still being written."""
+"""Every annotator page and every research page, checked with axe-core in Chromium at desktop and phone
+sizes: no serious or critical violation (WCAG 2.1 A/AA and axe's best practices). Tasks run eagerly, so no
+worker is needed; the waiting page is shown for a question whose summaries are still being written. Each
+test prints its counts by impact per page and keeps them in var/accessibility/ (a11y.write_summary)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
 from tests.annotation.factories import StudyFactory, join
 from tests.e2e import a11y
+from tests.e2e.viewports import SIZES
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -37,9 +39,10 @@ def check_all(pages: dict[str, Counter[str]], page: Page, name: str) -> None:
         pages.setdefault("_failures", Counter())[f"{name} ({page.url}):\n{a11y.describe(bad)}"] += 1
 
 
-def report(pages: dict[str, Counter[str]]) -> None:
+def report(pages: dict[str, Counter[str]], *, test: str, size: str) -> None:
     failures = pages.pop("_failures", Counter())
-    print("\naxe violations (nodes) by impact per page:")
+    a11y.write_summary(test, size, pages, RULES)
+    print(f"\naxe violations (nodes) by impact per page ({test}, {size}):")
     for name, counts in pages.items():
         print(
             f"  {name:24} " + " ".join(f"{k}={counts.get(k, 0)}" for k in ("critical", "serious", "moderate", "minor")),
@@ -48,10 +51,21 @@ def report(pages: dict[str, Counter[str]]) -> None:
     assert not failures, "serious or critical accessibility violations:\n" + "\n".join(failures)
 
 
-def test_every_annotator_page_is_accessible(browser: Browser, live_server: Any) -> None:
+def test_the_check_finds_what_it_is_meant_to_find(browser: Browser) -> None:
+    """A page with an image without text, an unlabelled field and no landmark: axe reports each, so a page
+    counted clean above was really checked."""
+    page = browser.new_page()
+    page.set_content("<html><body><img src='x.png'><input type='text'><p>text</p></body></html>")
+    found = {v["id"]: v["impact"] for v in a11y.violations(page)}
+    assert found.get("image-alt") == "critical" and found.get("label") == "critical", found
+    assert "region" in found, found
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_every_annotator_page_is_accessible(browser: Browser, live_server: Any, size: str) -> None:
     study = StudyFactory(slug="sleep", title="Sleep and shift work")
     token = invitation_create_bulk(study=study, count=1)[0].token
-    page = browser.new_page(base_url=live_server.url)
+    page = browser.new_page(base_url=live_server.url, **SIZES[size])
     page.set_default_timeout(15_000)
     pages: dict[str, Counter[str]] = {}
 
@@ -113,7 +127,7 @@ def test_every_annotator_page_is_accessible(browser: Browser, live_server: Any) 
     check_all(pages, page, "home")
     page.goto("/study/no-such-study/ask/")
     check_all(pages, page, "not found")
-    report(pages)
+    report(pages, test="annotator", size=size)
 
 
 def _played_study() -> Study:
@@ -127,11 +141,12 @@ def _played_study() -> Study:
     return study
 
 
-def test_every_research_page_is_accessible(browser: Browser, live_server: Any) -> None:
+@pytest.mark.parametrize("size", SIZES)
+def test_every_research_page_is_accessible(browser: Browser, live_server: Any, size: str) -> None:
     study = _played_study()
     get_user_model().objects.create_superuser("boss", "boss@example.org", "correct horse battery")
     get_user_model().objects.create_user("visitor", "v@example.org", "correct horse battery")
-    page = browser.new_page(base_url=live_server.url)
+    page = browser.new_page(base_url=live_server.url, **SIZES[size])
     page.set_default_timeout(45_000)  # the first dashboard of a run can be slow on a loaded machine
     pages: dict[str, Counter[str]] = {}
 
@@ -167,7 +182,76 @@ def test_every_research_page_is_accessible(browser: Browser, live_server: Any) -
     page.get_by_role("button", name="Sign in").click()
     page.goto("/research/")
     check_all(pages, page, "not a researcher")
-    report(pages)
+    report(pages, test="research", size=size)
+
+
+# Nothing in the demo corpus shares a word, or a long enough word beginning, with this question.
+UNCOVERED = "Which glorptastic wibblers frobnicate quuxes?"
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_every_crowd_and_study_setting_page_is_accessible(browser: Browser, live_server: Any, size: str) -> None:
+    """The pages a study's settings add: the open link's consent, the screening question (with its error
+    and a wrong answer's end), the practice round and its feedback, the question page with the resume
+    link, and the first comparison of a question the sources do not cover (its notice and way out)."""
+    study = StudyFactory(
+        slug="crowd",
+        title="Crowd study",
+        open_link_enabled=True,
+        screening_question="Do you work in healthcare?",
+        screening_choices=["Yes", "No"],
+        screening_accepted=["Yes"],
+        practice_round=True,
+        allow_ties=True,
+        comments=Study.Comments.MATCH,
+    )
+    pages: dict[str, Counter[str]] = {}
+    page = browser.new_context(base_url=live_server.url, **SIZES[size]).new_page()
+    page.set_default_timeout(15_000)
+    page.goto(f"/open/{study.open_link_token}/?PROLIFIC_PID=a11y-1&STUDY_ID=s&SESSION_ID=t")
+    check_all(pages, page, "open link/consent")
+    page.get_by_label("I have read the information above and agree to take part.").check()
+    page.get_by_role("button", name="Start").click()
+    expect(page).to_have_url(re.compile(r"/screening/$"))
+    check_all(pages, page, "screening")
+    page.get_by_role("button", name=re.compile("Continue")).click()
+    expect(page.locator("#answer-error")).to_be_visible()
+    # The message is tied to the choices, as on the other forms (static/js/app.js).
+    assert page.get_by_label("Yes").get_attribute("aria-invalid") == "true"
+    check_all(pages, page, "screening error")
+    page.get_by_label("Yes").check()
+    page.get_by_role("button", name=re.compile("Continue")).click()
+    page.get_by_label("Your role").fill("practising nurse")
+    page.get_by_label("Your domain").fill("intensive care")
+    page.get_by_label("Intermediate: some background").check()
+    page.get_by_label("What will you use the answers for?").fill("organising night shifts")
+    page.get_by_role("button", name="Save and continue").click()
+    expect(page.get_by_role("heading", name="Practice comparison")).to_be_visible()
+    check_all(pages, page, "practice")
+    page.get_by_role("button", name=re.compile("is better")).first.click()
+    expect(page.locator("#practice-feedback")).to_be_visible()
+    check_all(pages, page, "practice feedback")
+    page.get_by_role("link", name="Start with your first question").click()
+    expect(page.locator("#resume-link")).to_be_attached()
+    check_all(pages, page, "ask with resume link")
+    page.get_by_label("Your question").fill(UNCOVERED)
+    page.get_by_role("button", name="Find and summarise").click()
+    expect(page).to_have_url(re.compile(r"/q/1/compare/"))
+    expect(page.get_by_text("We found no sources closely matching your question")).to_be_visible()
+    check_all(pages, page, "compare, no matching sources")
+    page.context.close()
+
+    # A second participant answers the screening question wrongly: the study ends for them.
+    other = browser.new_context(base_url=live_server.url, **SIZES[size]).new_page()
+    other.set_default_timeout(15_000)
+    other.goto(f"/open/{study.open_link_token}/?PROLIFIC_PID=a11y-2&STUDY_ID=s&SESSION_ID=u")
+    other.get_by_label("I have read the information above and agree to take part.").check()
+    other.get_by_role("button", name="Start").click()
+    other.get_by_label("No").check()
+    other.get_by_role("button", name=re.compile("Continue")).click()
+    expect(other.locator("#screened-out")).to_be_visible()
+    check_all(pages, other, "screened out")
+    report(pages, test="crowd-and-settings", size=size)
 
 
 def tab_to(page: Page, selector: str, *, backwards: bool = False, limit: int = 25) -> None:

@@ -41,7 +41,27 @@ class Camera:
         self.pages.append(name)
         page.screenshot(path=str(self.folder / f"{self.count:02d}-{name}.png"), full_page=True)
         if self.size == "phone":
-            widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-            assert widths[0] <= widths[1], (
-                f"{name} ({page.url}) scrolls sideways on a phone: {widths[0]}px > {widths[1]}px"
-            )
+            assert_fits(page, name)
+
+
+# The elements that stick out of the screen, innermost first (a parent sticking out only because of its
+# child is left out), as tag#id.class and width, for the failure message.
+_WIDER_THAN = """width => {
+  const out = [...document.body.querySelectorAll('*')].filter(e => e.getBoundingClientRect().right > width + 1);
+  return out.filter(e => !out.some(o => o !== e && e.contains(o))).slice(0, 8).map(e =>
+    e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.classList.length ? '.' + [...e.classList].join('.') : '')
+    + ' ' + Math.round(e.getBoundingClientRect().width) + 'px');
+}"""
+
+
+def assert_fits(page: Page, name: str) -> None:
+    """The page is no wider than the screen. Measured against the viewport set for the context, not
+    window.innerWidth: a mobile browser zooms out to fit a page that is too wide, so there innerWidth grows
+    with the page and a comparison with it can never fail."""
+    screen = page.viewport_size["width"] if page.viewport_size else page.evaluate("window.screen.width")
+    width = page.evaluate("document.documentElement.scrollWidth")
+    if width > screen:
+        culprits = page.evaluate(_WIDER_THAN, screen)
+        raise AssertionError(
+            f"{name} ({page.url}) scrolls sideways on a phone: {width}px > {screen}px; sticking out: {culprits}"
+        )

@@ -7,6 +7,7 @@ from kernel.text import (
     content_words,
     fold_whitespace,
     index_terms,
+    question_coverage,
     sentence_spans,
     split_sentences,
     stem,
@@ -77,3 +78,12 @@ def test_index_terms_compose_tokenize_stop_words_and_stem() -> None:
     expected = [stem(t) for t in tokenize(text) if t not in STOP_WORDS and len(t) > 1]
     assert index_terms(text) == expected
     assert index_terms(text) == ["night", "shift", "affect", "nurs", "sleep", "2x", "effect", "zürich"]
+
+
+def test_question_coverage_counts_the_questions_content_words_found_in_the_text() -> None:
+    # Content words of three letters or more: best, early, treatment, sepsis, emergency, department (6);
+    # the text has "treatments" (one stem with "treatment") and "early".
+    question = "What is the best early treatment for sepsis in the emergency department?"
+    assert question_coverage(question, "Early stopping for estimating treatments in trials.") == 2 / 6
+    assert question_coverage("Nurses on night shifts", "A night shift nurse.") == 1.0
+    assert question_coverage("Is it so?", "anything") is None  # no content word of three letters

@@ -85,3 +85,26 @@ def test_management_commands_need_no_settings_and_the_demo_can_be_seeded_again(t
         _manage(tmp_path, "export_comparisons", "--study", "demo", "--out", str(tmp_path / "out"), "--formats", "csv")
     )
     assert "Wrote 0 rows" in out
+
+
+def _entry_point(tmp_path: Path, code: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    env.update(ENV_FILE=str(tmp_path / "no.env"), PYTHONPATH=str(REPO_ROOT), **extra)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_the_server_and_the_worker_start_on_production_settings_and_refuse_without_a_secret_key(
+    tmp_path: Path,
+) -> None:
+    """What gunicorn (config.wsgi) and Celery (config.celery) load on a fresh clone: production settings,
+    which refuse to start with a throwaway key; with SECRET_KEY set they load, with DEBUG off."""
+    for module in ("config.wsgi", "config.celery"):
+        code = f"import {module}; from django.conf import settings; print(settings.SETTINGS_MODULE, settings.DEBUG)"
+        refused = _entry_point(tmp_path, code)
+        assert refused.returncode != 0, refused.stdout
+        assert "Set SECRET_KEY" in refused.stderr, refused.stderr[-2000:]
+        started = _entry_point(tmp_path, code, SECRET_KEY="a-long-production-secret-" + "x" * 40)
+        assert started.returncode == 0, started.stderr[-2000:]
+        assert started.stdout.split() == ["config.settings.production", "False"], module
