@@ -24,9 +24,16 @@ Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)  # whitenoise warns when it
 # of CELERY_BROKER_URL and TEST_WORKER_BROKER_URL, so each one's Celery keys (queues, unacked messages,
 # bindings, fanout channels) start with its own prefix, and a test that flushes its broker
 # (tests/integration/worker.py) deletes only that prefix's keys. The Celery workers a test starts inherit
-# PYTEST_XDIST_WORKER, and so the prefix. Empty in a plain run and for bench/. Only Redis reads the option
+# PYTEST_XDIST_WORKER (or PYTEST_VERSION), and so the prefix. Empty for bench/. Only Redis reads the option
 # (a test process on Redis may send to a worker on RabbitMQ: tests/integration).
-TEST_REDIS_KEY_PREFIX = f"{os.environ['PYTEST_XDIST_WORKER']}:" if os.environ.get("PYTEST_XDIST_WORKER") else ""
+# A plain pytest run (one process: pytest sets PYTEST_VERSION) gets "pytest:", so no test run ever flushes
+# a whole Redis database it shares with someone else; bench/ scripts run outside pytest with no prefix.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    TEST_REDIS_KEY_PREFIX = f"{os.environ['PYTEST_XDIST_WORKER']}:"
+elif os.environ.get("PYTEST_VERSION"):
+    TEST_REDIS_KEY_PREFIX = "pytest:"
+else:
+    TEST_REDIS_KEY_PREFIX = ""
 if TEST_REDIS_KEY_PREFIX:
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         **(globals().get("CELERY_BROKER_TRANSPORT_OPTIONS") or {}),

@@ -37,8 +37,8 @@ def broker_url() -> str:
 
 
 def redis_key_prefix() -> str:
-    """The prefix of every broker key this test process and its workers write to Redis: "" in a plain run,
-    "gw0:", "gw1:", ... under pytest-xdist (config/settings/test.py gives it to Celery as its
+    """The prefix of every broker key this test process and its workers write to Redis: "pytest:" in a plain
+    run, "gw0:", "gw1:", ... under pytest-xdist, "" for bench/ scripts (config/settings/test.py gives it to Celery as its
     global_keyprefix), so that parallel test processes share the one Redis database and each flushes only
     its own keys."""
     from django.conf import settings
