@@ -82,13 +82,17 @@ def annotator_work_ended(work_id: str) -> None:
 
 def annotator_work_in_flight() -> int:
     """How many annotator tasks run on this host now (0 when yielding is off or Redis is unreachable)."""
+    return _in_flight() or 0
+
+
+def _in_flight() -> int | None:
     if not enabled():
         return 0
     try:
         return int(_redis().zcount(_key(), time.time(), "+inf"))
     except Exception as error:  # noqa: BLE001 - research goes on
         logger.warning("could not read the annotator work marks: %r", error)
-        return 0
+        return None
 
 
 class ResearchPause:
@@ -106,7 +110,10 @@ class ResearchPause:
     def __call__(self) -> None:
         if not self._on or self.paused_s >= self.max_pause_s:
             return
-        if not annotator_work_in_flight():
+        in_flight = _in_flight()
+        if in_flight is None:
+            self._on = False  # Redis unreachable: no further look in this task (each could wait a timeout)
+        if not in_flight:
             return
         self.pauses += 1
         started = time.monotonic()

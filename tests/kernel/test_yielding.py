@@ -93,9 +93,18 @@ def test_turned_off_nothing_is_marked_and_nothing_pauses(host: str, settings: An
     assert timed(yielding.ResearchPause(max_pause_s=30)) < 0.1
 
 
-def test_an_unreachable_redis_pauses_nothing_and_fails_nothing(host: str, settings: Any) -> None:
+def test_an_unreachable_redis_pauses_nothing_and_fails_nothing(
+    host: str, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     settings.RESEARCH_YIELD_URL = "redis://127.0.0.1:1/0"  # nothing listens there
     yielding.annotator_work_began("task")
     yielding.annotator_work_ended("task")
     assert yielding.annotator_work_in_flight() == 0
-    assert timed(yielding.ResearchPause(max_pause_s=30)) < 0.6
+    pause = yielding.ResearchPause(max_pause_s=30)
+    caplog.clear()
+    assert timed(pause) < 0.6
+    assert caplog.text.count("could not read the annotator work marks") == 1
+    # One failed look per research task: the rows after it do not each wait for a timeout.
+    for _ in range(5):
+        pause()
+    assert caplog.text.count("could not read the annotator work marks") == 1
