@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from kernel import leases
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
 from kernel.tasks import enqueue_on_commit
+from kernel.yielding import research_pause
 from scoring.inputs import candidate_rows
 
 logger = logging.getLogger(__name__)
@@ -205,7 +207,10 @@ def research_job_start(
     return job
 
 
-def _progress(job: ResearchJob, percent: int, stage: str) -> None:
+def _progress(job: ResearchJob, percent: int, stage: str, pause: Callable[[], None] | None = None) -> None:
+    """Record a stage; between stages the job makes way for annotator work on this host (kernel/yielding.py)."""
+    if pause is not None:
+        pause()
     ResearchJob.objects.filter(pk=job.pk).update(progress=max(0, min(100, percent)), stage=stage[:200])
 
 
@@ -255,6 +260,7 @@ def research_job_run(*, job_id: int, redelivered: bool = False) -> ResearchJob:
     out = Path(tempfile.mkdtemp(prefix=f"research-job-{job.pk}-"))
     attempt = job.attempts
     files: list[str] = []
+    pause = research_pause()
     try:
         runner = {
             ResearchJob.Kind.EXPORT: _run_export,
@@ -266,7 +272,7 @@ def research_job_run(*, job_id: int, redelivered: bool = False) -> ResearchJob:
             every=settings.BACKGROUND_HEARTBEAT_S,
             name=f"lease of research job {job_id}",
         ):
-            manifest = runner(job, out)
+            manifest = runner(job, out, pause)
             files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
             _publish(job, out, files)
     except Exception as error:  # stored for the researcher; the task's on_failure covers the rest
@@ -285,6 +291,11 @@ def research_job_run(*, job_id: int, redelivered: bool = False) -> ResearchJob:
         )
     finally:
         shutil.rmtree(out, ignore_errors=True)
+        if pause.pauses:
+            logger.info(
+                "research job %s paused %d times, %.2f s in all, for annotator work", job.pk, pause.pauses,
+                pause.paused_s,
+            )  # fmt: skip
     job.refresh_from_db()
     return job
 
@@ -317,17 +328,17 @@ def research_jobs_sweep(*, now: datetime | None = None) -> dict[str, int]:
     return {"research_jobs_requeued": len(due_ids)}
 
 
-def _run_export(job: ResearchJob, out: Path) -> dict[str, Any]:
+def _run_export(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[str, Any]:
     # The export module loads pandas and pyarrow: in the worker, not the web process.
     from analysis.exports import export_comparisons
 
-    _progress(job, 10, "reading comparisons")
+    _progress(job, 10, "reading comparisons", pause)
     frame, exclusion = analysis_frame(study=job.study, exclude=job.options.get("exclude"))
     if job.options.get("include_texts"):
         from analysis.texts import with_texts  # beside the frame: pandas is loaded by now
 
         frame = with_texts(frame, study=job.study)
-    _progress(job, 60, f"writing {len(frame)} rows")
+    _progress(job, 60, f"writing {len(frame)} rows", pause)
     manifest = export_comparisons(
         frame,
         out,
@@ -348,12 +359,12 @@ def analysis_config_for(frame: Any, *, seed: int, n_resamples: int, extra: dict[
     return AnalysisConfig(seed=seed, n_resamples=n_resamples, **(extra or {}))
 
 
-def _run_report(job: ResearchJob, out: Path) -> dict[str, Any]:
+def _run_report(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[str, Any]:
     # The report and statistics modules load pandas, scipy and matplotlib: in the worker, not the web process.
     from analysis.report.bundle import write_analysis
     from analysis.stats.analyze import analyze
 
-    _progress(job, 10, "reading comparisons")
+    _progress(job, 10, "reading comparisons", pause)
     frame, exclusion = analysis_frame(study=job.study, exclude=job.options.get("exclude"))
     if frame.empty:
         raise ApplicationError(
@@ -361,25 +372,25 @@ def _run_report(job: ResearchJob, out: Path) -> dict[str, Any]:
             if not exclusion.total_comparisons
             else f"The exclusion rule ({exclusion.rule}) left no comparisons to analyse."
         )
-    _progress(job, 30, f"analysing {len(frame)} comparisons")
+    _progress(job, 30, f"analysing {len(frame)} comparisons", pause)
     config = analysis_config_for(
         frame, seed=job.options["seed"], n_resamples=job.options["n_resamples"], extra=job.options.get("config")
     )
     report = analyze(frame, config=config, exclusion=exclusion)
-    _progress(job, 80, "writing the report")
+    _progress(job, 80, "writing the report", pause)
     # The same files as `manage.py analyze` and the command line: report, tables/*.csv, the exports.
     write_analysis(report, frame, out, title=f"{job.study.title}: analysis", study=job.study.slug)
     return {"provenance": report.to_dict().get("provenance", {}), "rows": len(frame), "exclusion": exclusion.to_dict()}
 
 
-def _run_stress(job: ResearchJob, out: Path) -> dict[str, Any]:
+def _run_stress(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[str, Any]:
     # The stress runner loads numpy, the openai client and the metric suite: in the worker only.
     from annotation.backends.openai_chat import configure_model_servers
     from scoring.stress.runner import run_stress
 
     configure_model_servers()  # LLM rewrites and judges share the deployment's model-server limit and cache
 
-    _progress(job, 5, "reading candidates")
+    _progress(job, 5, "reading candidates", pause)
     candidates = (
         Candidate.objects.filter(query__participation__study=job.study, status=Candidate.Status.DONE)
         .select_related("query__persona")
@@ -392,7 +403,7 @@ def _run_stress(job: ResearchJob, out: Path) -> dict[str, Any]:
         raise ApplicationError("This study has no generated summaries yet.")
 
     def progress(stage: str, done: int, total: int) -> None:
-        _progress(job, 5 + int(90 * done / max(total, 1)), stage)
+        _progress(job, 5 + int(90 * done / max(total, 1)), stage, pause)
 
     report = run_stress(
         rows, job.options["tests"], job.options["metrics"], seed=job.options["seed"], out_dir=out, progress=progress

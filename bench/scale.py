@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -38,6 +39,9 @@ from _shared import (  # bench/: script dir
 )
 
 TARGET = 1.2
+# split: the deployment (research yields to annotator work on the host, kernel/yielding.py); split-noyield: the
+# same with RESEARCH_YIELDS_TO_ANNOTATORS=false (research on hosts of its own turns it off); single: one queue.
+LAYOUTS = ("split", "split-noyield", "single")
 
 
 def parse_args() -> argparse.Namespace:
@@ -57,11 +61,25 @@ def parse_args() -> argparse.Namespace:
         default="normal",
         help="the research worker's scheduling policy (WORKER_SCHED=idle: chrt --idle 0; compose: normal)",
     )
-    p.add_argument("--questions", type=int, default=4, help="annotator questions per cell (one after another)")
+    p.add_argument(
+        "--layouts",
+        nargs="+",
+        choices=list(LAYOUTS),
+        default=list(LAYOUTS),
+        help="the layouts to time, in this order (default: all)",
+    )
+    p.add_argument(
+        "--no-interleave",
+        dest="interleave",
+        action="store_false",
+        help="time the quiet questions before the run starts (default, for layouts with a research worker: "
+        "alternate quiet and busy questions during the run, the research worker stopped for the quiet ones)",
+    )
+    p.add_argument("--questions", type=int, default=12, help="annotator questions per cell (one after another)")
     p.add_argument("--concurrency", type=int, default=2, help="processes per worker (single layout: twice this)")
     p.add_argument("--seed-queries", type=int, default=6, help="questions generated for the scored study")
     p.add_argument(
-        "--repeat", type=int, default=200, help="the scoring run scores the study's candidates this many times"
+        "--repeat", type=int, default=1000, help="the scoring run scores the study's candidates this many times"
     )
     p.add_argument("--metrics", nargs="+", default=["rouge1", "rouge2", "rougeL"])
     p.add_argument("--db-name", default="bench_scale", help="created, then dropped; must start with 'bench'")
@@ -100,8 +118,8 @@ def wait_main(args: argparse.Namespace) -> int:
         django.setup()
         rows = wait_part(args, broker, database, work)
         print_table(rows, args)
-        split = next(r for r in rows if r["layout"] == "split")
-        return 0 if split["ratio"] <= TARGET else 2
+        split = next((r for r in rows if r["layout"] == "split"), None)
+        return 0 if split is None or split["ratio"] <= TARGET else 2
     finally:
         from django.db import connections
 
@@ -114,9 +132,24 @@ def wait_main(args: argparse.Namespace) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def first_comparison_s(study: Any, n: int) -> float:
-    """Submit a question as a new annotator; seconds until its bracket (the first comparison) exists."""
-    from annotation.models import Bracket, Candidate
+RESUME_S = 0.3  # after SIGCONT, before the next busy question: the research processes are running again
+POLL_S = 0.005  # the bench's own polling: its granularity is in the "seen" phase below
+
+# The phases of one question's path to its first comparison, from the rows' own timestamps (one host clock):
+# retrieval queue: submitted -> the retrieval task took the query's lease; retrieval: -> its candidates queued;
+# then per candidate its queue wait (queued -> claimed) and its generation (claimed -> done), with the
+# generations' critical path (the last candidate's queue wait and generation: two waves on two processes);
+# bracket: last candidate done -> bracket created; seen: bracket created -> this process saw it (commit, poll).
+PHASES = ("retrieval queue", "retrieval", "gen. queue (last)", "generation (last)", "gen. each (mean)",
+          "bracket", "seen")  # fmt: skip
+
+
+def first_comparison_s(study: Any, n: int) -> tuple[float, dict[str, float]]:
+    """Submit a question as a new annotator; seconds until its bracket (the first comparison) exists, and the
+    phases that time is made of (PHASES)."""
+    from django.conf import settings
+
+    from annotation.models import Bracket, Candidate, Query
     from annotation.services.query import query_submit
     from tests.annotation.factories import join
 
@@ -128,8 +161,31 @@ def first_comparison_s(study: Any, n: int) -> float:
             raise SystemExit(f"question {n}: a candidate failed")
         if time.monotonic() - started > 300:
             raise SystemExit(f"question {n}: no comparison after 300 s")
-        time.sleep(0.02)
-    return time.monotonic() - started
+        time.sleep(POLL_S)
+    elapsed = time.monotonic() - started
+    seen = time.time()
+    query = Query.objects.get(pk=query.pk)
+    bracket = Bracket.objects.get(query=query)
+    candidates = list(Candidate.objects.filter(query=query))
+    assert query.lease_expires_at is not None
+    submitted = query.created_at.timestamp()
+    # query_retrieve renews the lease (BACKGROUND_LEASE_S) as it starts; retrieval is shorter than a heartbeat.
+    took = query.lease_expires_at.timestamp() - settings.BACKGROUND_LEASE_S
+    queued = min(c.queued_at.timestamp() for c in candidates if c.queued_at)
+    last = max(candidates, key=lambda c: c.finished_at.timestamp() if c.finished_at else 0.0)
+    assert last.queued_at and last.started_at and last.finished_at
+    phases = {
+        "retrieval queue": took - submitted,
+        "retrieval": queued - took,
+        "gen. queue (last)": last.started_at.timestamp() - last.queued_at.timestamp(),
+        "generation (last)": last.finished_at.timestamp() - last.started_at.timestamp(),
+        "gen. each (mean)": statistics.mean(
+            c.finished_at.timestamp() - c.started_at.timestamp() for c in candidates if c.finished_at and c.started_at
+        ),
+        "bracket": bracket.created_at.timestamp() - last.finished_at.timestamp(),
+        "seen": seen - bracket.created_at.timestamp(),
+    }
+    return elapsed, phases
 
 
 def set_routes(app: Any, routes: Any) -> None:
@@ -177,19 +233,26 @@ def wait_part(args: argparse.Namespace, broker: str, database: str, work: Path) 
               f"in chunks of {services.CHUNK_SIZE} ({', '.join(args.metrics)}), "
               f"at most {settings.RESEARCH_MAX_INFLIGHT_CHUNKS} chunks in the broker")  # fmt: skip
 
-        layouts = {
-            "split": [
-                ("annotator", {"queues": [settings.ANNOTATOR_QUEUE], "concurrency": args.concurrency}),
+        def split(yields: bool) -> list[tuple[str, dict[str, Any]]]:
+            env = {"RESEARCH_YIELDS_TO_ANNOTATORS": str(yields).lower(), "RESEARCH_YIELD_URL": broker}
+            return [
+                ("annotator", {"queues": [settings.ANNOTATOR_QUEUE], "concurrency": args.concurrency,
+                               "extra_env": env}),
                 ("research", {"queues": [settings.RESEARCH_QUEUE, settings.CELERY_TASK_DEFAULT_QUEUE],
-                              "concurrency": args.concurrency, "nice": args.research_nice}),
-            ],
+                              "concurrency": args.concurrency, "nice": args.research_nice, "extra_env": env}),
+            ]  # fmt: skip
+
+        layouts = {
+            "split": split(yields=True),
+            "split-noyield": split(yields=False),
             "single": [
                 ("all", {"queues": ["default"], "concurrency": 2 * args.concurrency,
                          "extra_env": {"CELERY_TASK_ROUTES": "{}"}}),
             ],
         }  # fmt: skip
         number = 0
-        for layout, workers in layouts.items():
+        for layout in args.layouts:
+            workers = layouts[layout]
             saved_routes = current_app.conf.task_routes
             if layout == "single":
                 set_routes(current_app, {})
@@ -207,10 +270,23 @@ def wait_part(args: argparse.Namespace, broker: str, database: str, work: Path) 
                 annotator_study = StudyFactory(slug=f"scale-{layout}")
                 first_comparison_s(annotator_study, number)  # warm-up, not counted
                 number += 1
-                quiet = []
-                for _ in range(args.questions):
-                    quiet.append(first_comparison_s(annotator_study, number))
+                research = next((w for w in pool.workers if "research" in w.name), None)
+                quiet: list[float] = []
+                busy: list[float] = []
+                quiet_phases: list[dict[str, float]] = []
+                busy_phases: list[dict[str, float]] = []
+                load_quiet = os.getloadavg()[0]
+
+                def ask(into: list[float], phases_into: list[dict[str, float]], study: Any = annotator_study) -> None:
+                    nonlocal number
+                    elapsed, phases = first_comparison_s(study, number)
+                    into.append(elapsed)
+                    phases_into.append(phases)
                     number += 1
+
+                if research is None or not args.interleave:
+                    for _ in range(args.questions):  # before the run starts
+                        ask(quiet, quiet_phases)
                 run = services._run_create(
                     study=scored,
                     metrics=args.metrics,
@@ -220,10 +296,23 @@ def wait_part(args: argparse.Namespace, broker: str, database: str, work: Path) 
                 )
                 while ScoringRun.objects.get(pk=run.pk).done == 0:  # the run is under way
                     time.sleep(0.05)
-                busy = []
+                load_busy = os.getloadavg()[0]
+                scored_while_timed, timed_s = 0, 0.0
                 for _ in range(args.questions):
-                    busy.append(first_comparison_s(annotator_study, number))
-                    number += 1
+                    if research is not None and args.interleave:
+                        # The same run, its worker stopped (SIGSTOP: no CPU, no database work) for the quiet
+                        # question, so both questions of a pair see the same background load of the host.
+                        os.killpg(research.pid, signal.SIGSTOP)
+                        try:
+                            ask(quiet, quiet_phases)
+                        finally:
+                            os.killpg(research.pid, signal.SIGCONT)
+                        time.sleep(RESUME_S)
+                    done_before, started = ScoringRun.objects.get(pk=run.pk).done, time.monotonic()
+                    ask(busy, busy_phases)
+                    scored_while_timed += ScoringRun.objects.get(pk=run.pk).done - done_before
+                    timed_s += time.monotonic() - started
+                scored_rate = scored_while_timed / timed_s
                 run.refresh_from_db()
                 still_running = run.status == ScoringRun.Status.RUNNING
                 scored_during = run.done
@@ -239,8 +328,14 @@ def wait_part(args: argparse.Namespace, broker: str, database: str, work: Path) 
                     "quiet": quiet,
                     "busy": busy,
                     "ratio": statistics.mean(busy) / statistics.mean(quiet),
+                    "median_ratio": statistics.median(busy) / statistics.median(quiet),
+                    "interleaved": research is not None and args.interleave,
                     "still_running": still_running,
                     "scored": scored_during,
+                    "rate": scored_rate,
+                    "quiet_phases": quiet_phases,
+                    "busy_phases": busy_phases,
+                    "load": (load_quiet, load_busy),
                 }
             )
     return rows
@@ -249,14 +344,31 @@ def wait_part(args: argparse.Namespace, broker: str, database: str, work: Path) 
 def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(f"\nquestion -> first comparison, {args.questions} questions per cell (seconds: mean, max); split layout's "
           f"research worker: nice {args.research_nice}, scheduling {args.research_sched}")  # fmt: skip
-    print(f"{'layout':<8} {'no scoring run':>16} {'with scoring run':>18} {'ratio':>7} {'target':>7}  background")
+    print("quiet: interleaved = alternating with the busy questions, the research worker stopped (SIGSTOP); "
+          "before = before the run starts")  # fmt: skip
+    print(f"{'layout':<13} {'quiet':>11} {'no scoring run':>16} {'with scoring run':>18} {'ratio':>7} "
+          f"{'median':>7} {'target':>7}  background")  # fmt: skip
     for r in rows:
         quiet = f"{statistics.mean(r['quiet']):.2f}, {max(r['quiet']):.2f}"
         busy = f"{statistics.mean(r['busy']):.2f}, {max(r['busy']):.2f}"
         target = f"<={TARGET}x" if r["layout"] == "split" else "-"
         running = "run still going" if r["still_running"] else "RUN ENDED EARLY: raise --repeat"
-        print(f"{r['layout']:<8} {quiet:>16} {busy:>18} {r['ratio']:>6.2f}x {target:>7}  "
-              f"{r['scored']:,} scored; {running}")  # fmt: skip
+        how = "interleaved" if r["interleaved"] else "before"
+        print(f"{r['layout']:<13} {how:>11} {quiet:>16} {busy:>18} {r['ratio']:>6.2f}x {r['median_ratio']:>6.2f}x "
+              f"{target:>7}  {r['scored']:,} scored ({r['rate']:.0f}/s while timed); {running}; "
+              f"load {r['load'][0]:.1f}, {r['load'][1]:.1f}")  # fmt: skip
+    print("\nwhat the time is made of (ms, mean over the questions; without -> with the scoring run)")
+    print(f"{'phase':<20}" + "".join(f"{r['layout']:>22}" for r in rows))
+    for phase in ("total (seen)", *PHASES):
+        cells = []
+        for r in rows:
+            if phase == "total (seen)":
+                a, b = statistics.mean(r["quiet"]), statistics.mean(r["busy"])
+            else:
+                a = statistics.mean(p[phase] for p in r["quiet_phases"])
+                b = statistics.mean(p[phase] for p in r["busy_phases"])
+            cells.append(f"{1000 * a:7.0f} -> {1000 * b:7.0f}")
+        print(f"{phase:<20}" + "".join(f"{c:>22}" for c in cells))
 
 
 if __name__ == "__main__":

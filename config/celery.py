@@ -1,11 +1,36 @@
 """The Celery application: one per process, configured from Django settings."""
 
 import os
+from typing import Any
 
 from celery import Celery
+from celery.signals import task_postrun, task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
 app = Celery("satisfy")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+def _annotator_task(task: Any) -> bool:
+    from django.conf import settings
+
+    return task is not None and task.name in settings.ANNOTATOR_TASKS and not task.request.is_eager
+
+
+@task_prerun.connect
+def _annotator_work_began(sender: Any = None, task_id: str = "", task: Any = None, **kwargs: Any) -> None:
+    """Research work on this host pauses while an annotator task runs (kernel/yielding.py)."""
+    if _annotator_task(task):
+        from kernel.yielding import annotator_work_began
+
+        annotator_work_began(task_id)
+
+
+@task_postrun.connect
+def _annotator_work_ended(sender: Any = None, task_id: str = "", task: Any = None, **kwargs: Any) -> None:
+    if _annotator_task(task):
+        from kernel.yielding import annotator_work_ended
+
+        annotator_work_ended(task_id)

@@ -18,6 +18,7 @@ from annotation.models import Candidate, Judgment, Study
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
 from kernel.tasks import enqueue_on_commit
+from kernel.yielding import research_pause
 from scoring.core.judges import PROMPT_VERSIONS, JudgeIdentity, judge_config_from_env, metric_prompt_version
 from scoring.inputs import REFERENCE_CHOICES, SOURCE_CHOICES, candidate_rows, persona_text
 from scoring.models import CandidateScore, PairwiseVote, ScoringRun
@@ -208,6 +209,8 @@ def scoring_run_chunk(*, run_id: int, candidate_ids: list[int], chunk_index: int
     index = _chunk_index(run, candidate_ids, chunk_index)
     if run.status != ScoringRun.Status.RUNNING or index in run.chunks_done:
         return 0
+    # Between rows, and before storing, the chunk makes way for annotator work on this host (kernel/yielding.py).
+    pause = research_pause()
     with heartbeat(
         lambda: scoring_run_lease_renew(run_id=run_id), every=settings.BACKGROUND_HEARTBEAT_S, name=f"run {run_id}"
     ):
@@ -215,7 +218,13 @@ def scoring_run_chunk(*, run_id: int, candidate_ids: list[int], chunk_index: int
         if run.options.get("unit") == "match":
             store = _judge_matches(run, candidate_ids)
         else:
-            store = _score_candidates(run, candidate_ids, score_rows)
+            store = _score_candidates(run, candidate_ids, score_rows, pause=pause)
+        pause()
+    if pause.pauses:
+        logger.info(
+            "run %s chunk %s paused %d times, %.2f s in all, for annotator work", run_id, index, pause.pauses,
+            pause.paused_s,
+        )  # fmt: skip
     with transaction.atomic():
         count = store()
         run = ScoringRun.objects.select_for_update().get(pk=run_id)
@@ -244,7 +253,7 @@ def scoring_run_chunk(*, run_id: int, candidate_ids: list[int], chunk_index: int
     return count
 
 
-def _score_candidates(run: ScoringRun, candidate_ids: list[int], score_rows: Any) -> Any:
+def _score_candidates(run: ScoringRun, candidate_ids: list[int], score_rows: Any, *, pause: Any = None) -> Any:
     """Score a chunk of candidates (outside a transaction); returns the function that stores the scores."""
     specs = _specs(list(run.metrics))
     candidates = (
@@ -254,9 +263,14 @@ def _score_candidates(run: ScoringRun, candidate_ids: list[int], score_rows: Any
     )
     judge = run.options.get("judge") or None
     inputs = {k: v for k, v in run.options.items() if k in ("reference", "source")}
-    results = score_rows(candidate_rows(candidates, **inputs), list(run.metrics), judge=_judge_runner(run.options))
+    results = score_rows(
+        candidate_rows(candidates, **inputs), list(run.metrics), judge=_judge_runner(run.options), pause=pause
+    )
 
     def store() -> int:
+        # One upsert per chunk on the score's unique key (not a read and a write per score): the research
+        # worker's database work, which runs at the server's priority whatever the worker's, stays small.
+        rows: dict[tuple[Any, ...], CandidateScore] = {}  # by key: one statement may not update a row twice
         for result in results:
             errors = result.get("errors") or {}
             for metric in run.metrics:
@@ -271,15 +285,20 @@ def _score_candidates(run: ScoringRun, candidate_ids: list[int], score_rows: Any
                         "prompt_version": metric_prompt_version(metric),
                         "version": f"{spec.version}; judge {judge['model']}@{judge['server']}",
                     }
-                CandidateScore.objects.update_or_create(
+                score = CandidateScore(
                     candidate_id=result["id"],
                     metric=metric,
                     **key,
-                    defaults={
-                        "value": float(value) if isinstance(value, int | float) else None,
-                        "reason": "" if isinstance(value, int | float) else str(errors.get(metric, "not computed")),
-                    },
+                    value=float(value) if isinstance(value, int | float) else None,
+                    reason="" if isinstance(value, int | float) else str(errors.get(metric, "not computed")),
                 )
+                rows[(score.candidate_id, metric, *sorted(key.items()))] = score
+        CandidateScore.objects.bulk_create(
+            list(rows.values()),
+            update_conflicts=True,
+            unique_fields=["candidate", "metric", "judge_model", "judge_server", "prompt_version", "version"],
+            update_fields=["value", "reason", "computed_at"],
+        )
         return len(results)
 
     return store

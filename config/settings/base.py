@@ -6,6 +6,7 @@ and `production.py` (gunicorn, Celery) add what differs; `test.py` is the test s
 """
 
 import re
+import socket
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -281,6 +282,16 @@ CELERY_TASK_QUEUES = [
 # A scoring run keeps at most this many chunks queued or running at once; each counted chunk sends the
 # next, so a run over a whole study never floods the broker (scoring/services.py).
 RESEARCH_MAX_INFLIGHT_CHUNKS = env.int("RESEARCH_MAX_INFLIGHT_CHUNKS", default=8)
+# Research work yields to annotator work on its host (kernel/yielding.py): the annotator tasks
+# (ANNOTATOR_TASKS) mark themselves in flight in Redis under RESEARCH_YIELD_HOST, and scoring chunks and
+# research jobs pause between rows while a mark is there, for at most RESEARCH_YIELD_MAX_PAUSE_S in total per
+# task. Turn it off where research workers have hosts of their own. RESEARCH_YIELD_URL: a Redis (default: the
+# broker's, else CACHE_URL's; none: no yielding). Workers that share a host must share RESEARCH_YIELD_HOST
+# (containers have host names of their own: docker-compose.yml sets one for both).
+ANNOTATOR_TASKS = ("annotation.tasks.retrieve_query", "annotation.tasks.generate_candidate")
+RESEARCH_YIELDS_TO_ANNOTATORS = env.bool("RESEARCH_YIELDS_TO_ANNOTATORS", default=True)
+RESEARCH_YIELD_HOST = env.str("RESEARCH_YIELD_HOST", default="") or socket.gethostname()
+RESEARCH_YIELD_MAX_PAUSE_S = env.float("RESEARCH_YIELD_MAX_PAUSE_S", default=10.0)
 # Every task declares its own time limits and retries (annotation/tasks.py, scoring/tasks.py,
 # analysis/tasks.py); the retry arithmetic is in docs/backends.md ("Retries and time limits").
 #
@@ -359,6 +370,7 @@ _redis_default = next(
     (u for u in (CELERY_BROKER_URL, env.str("CACHE_URL", default="")) if u.startswith(("redis://", "rediss://"))), ""
 )
 MODEL_SERVER_LIMIT_URL = env.str("MODEL_SERVER_LIMIT_URL", default="") or _redis_default
+RESEARCH_YIELD_URL = env.str("RESEARCH_YIELD_URL", default="") or _redis_default
 if MODEL_SERVER_LIMIT_URL == "local":
     MODEL_SERVER_LIMIT_URL = ""
 MODEL_SERVER_LEASE_S = env.float("MODEL_SERVER_LEASE_S", default=30.0)

@@ -9,7 +9,7 @@ mapping each metric that could not be computed for that row to a readable reason
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tqdm import tqdm
@@ -104,6 +104,7 @@ def score_rows(
     progress: bool = False,
     judge: Any = None,
     embedding_model: str | None = None,
+    pause: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Score every row on every requested metric.
 
@@ -116,6 +117,8 @@ def score_rows(
         metrics; default from JUDGE_BASE_URL / JUDGE_MODEL / JUDGE_API_KEY.
     embedding_model: sentence-transformers model for the embedding metrics
         (default SCORING_EMBEDDING_MODEL, else the bundled all-MiniLM-L6-v2).
+    pause: called before each row of a row-wise metric and each batch of a batched one (a
+        caller that must make way for other work sleeps in it).
 
     Returns one dict per row, in order: ``id``, each metric's float (None when it
     could not be computed) and ``errors``: {metric: reason}.
@@ -163,7 +166,9 @@ def score_rows(
                 buckets.setdefault(wanted, []).append(index)
 
     needs_judge = any(not group.offline and group.key.startswith("judge:") for group, _ in plan.values())
-    ctx = ScoringContext(judge=_judge_runner(judge) if needs_judge else None, embedding_model=embedding_model)
+    ctx = ScoringContext(
+        judge=_judge_runner(judge) if needs_judge else None, embedding_model=embedding_model, pause=pause
+    )
     total = sum(len(indices) for _, buckets in plan.values() for indices in buckets.values())
     bar: Any = None
     if progress:
@@ -181,6 +186,8 @@ def score_rows(
                 for start in range(0, len(indices), _CHUNK):
                     chunk = indices[start : start + _CHUNK]
                     batch = [inputs[i] for i in chunk]
+                    if pause is not None and not group.pauses_per_row:
+                        pause()
                     results = group.compute([b for b in batch if b is not None], wanted, ctx)
                     for index, outcome in zip(chunk, results, strict=True):
                         _merge(outputs[index], outcome, wanted)

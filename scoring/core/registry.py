@@ -78,6 +78,9 @@ class ScoringContext:
 
     judge: JudgeRunner | None = None
     embedding_model: str | None = None
+    #: called before each row of a row-wise metric and each batch of a batched one: a caller's chance to
+    #: pause between units of work (the platform's research work yields to annotator work there)
+    pause: Callable[[], None] | None = None
 
 
 Row = Mapping[str, str]
@@ -88,6 +91,8 @@ class MetricGroup:
 
     key: str = ""
     specs: tuple[MetricSpec, ...] = ()
+    #: compute() calls ctx.pause before each row (else score_rows calls it before each batch)
+    pauses_per_row: bool = False
     #: runs with no network once its optional dependencies import
     offline: bool = True
     #: needs the optional embeddings extra
@@ -113,6 +118,8 @@ def _error_text(exc: BaseException) -> str:
 class RowwiseGroup(MetricGroup):
     """Outputs computed one row at a time by a plain function returning {output: value}."""
 
+    pauses_per_row = True
+
     def __init__(self, key: str, specs: Sequence[MetricSpec], function: Callable[[Row, frozenset[str]], RowOutcome]):
         self.key = key
         self.specs = tuple(specs)
@@ -121,6 +128,8 @@ class RowwiseGroup(MetricGroup):
     def compute(self, rows: Sequence[Row], wanted: frozenset[str], ctx: ScoringContext) -> list[RowOutcome]:
         outcomes: list[RowOutcome] = []
         for row in rows:
+            if ctx.pause is not None:
+                ctx.pause()
             try:
                 outcomes.append(self._function(row, wanted))
             except Exception as exc:  # one bad row must not stop the others
@@ -275,6 +284,8 @@ def _supert_batch(rows: Sequence[Row], ctx: ScoringContext) -> list[dict[str, fl
 class _TransformersGroup(MetricGroup):
     """Metrics on Hugging Face weights that are not shipped here; fail per run with the loader's reason."""
 
+    pauses_per_row = True
+
     def __init__(self, key: str, specs: Sequence[MetricSpec], function: Callable[[Row], dict[str, float]]) -> None:
         self.key = key
         self.specs = tuple(specs)
@@ -284,6 +295,8 @@ class _TransformersGroup(MetricGroup):
     def compute(self, rows: Sequence[Row], wanted: frozenset[str], ctx: ScoringContext) -> list[RowOutcome]:
         outcomes: list[RowOutcome] = []
         for row in rows:
+            if ctx.pause is not None:
+                ctx.pause()
             try:
                 outcomes.append(RowOutcome(values=self._function(row)))
             except Exception as exc:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import logging
+import re
+import time
 import zipfile
 
 import pandas as pd
@@ -241,3 +244,35 @@ def test_report_job_settings_are_checked(played_study, django_capture_on_commit_
     assert job.status == ResearchJob.Status.DONE, job.error
     report = json.loads((services.job_dir(job) / "report.json").read_text())
     assert report["config"]["inference"] == "standard" and report["win_rates"]["method"] == "cluster-bootstrap"
+
+
+def test_a_research_job_makes_way_for_annotator_work_on_its_host_within_its_bound(
+    played_study, django_capture_on_commit_callbacks, settings, caplog
+):
+    """An annotator task in flight on this host (its mark in Redis, as the annotator worker sets it) holds a
+    research job up at its stages, for RESEARCH_YIELD_MAX_PAUSE_S at most: then the job finishes regardless."""
+    from kernel import yielding
+    from tests.integration.worker import broker_url
+
+    caplog.set_level(logging.INFO, logger="analysis.services")
+    settings.RESEARCH_YIELDS_TO_ANNOTATORS = True
+    settings.RESEARCH_YIELD_URL = broker_url()
+    settings.RESEARCH_YIELD_HOST = f"test-{played_study.pk}-{time.monotonic_ns()}"
+    settings.RESEARCH_YIELD_MAX_PAUSE_S = 0.6
+    yielding.annotator_work_began("a-generation-that-never-ends")
+    try:
+        started = time.monotonic()
+        with django_capture_on_commit_callbacks(execute=True):
+            job = services.research_job_start(study=played_study, kind="export", options={"format": "csv"})
+        elapsed = time.monotonic() - started
+    finally:
+        yielding.annotator_work_ended("a-generation-that-never-ends")
+    job.refresh_from_db()
+    assert job.status == ResearchJob.Status.DONE, job.error
+    paused = re.findall(r"research job \d+ paused (\d+) times, ([\d.]+) s in all", caplog.text)
+    assert len(paused) == 1 and 0.55 <= float(paused[0][1]) <= 1.0 and elapsed >= 0.6
+    # Nothing in flight any more: the next job does not pause.
+    caplog.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        services.research_job_start(study=played_study, kind="export", options={"format": "csv"})
+    assert "paused" not in caplog.text

@@ -129,3 +129,15 @@ def test_progress_bar_reports_on_stderr(capsys: pytest.CaptureFixture[str]) -> N
     assert "scoring" in err and "10/10" in err
     score_rows(rows, ["rouge1"])
     assert capsys.readouterr().err == ""
+
+
+def test_a_callers_pause_runs_before_each_row_and_changes_no_score() -> None:
+    """score_rows(pause=...) is where the platform's research work makes way for annotator work."""
+    rows = [
+        {"id": n, "summary": f"night shifts disturb sleep {n}", "reference": "night shift work and sleep"}
+        for n in range(5)
+    ]
+    calls: list[int] = []
+    paused = score_rows(rows, ["rouge1"], pause=lambda: calls.append(1))
+    assert len(calls) == len(rows)
+    assert paused == score_rows(rows, ["rouge1"])

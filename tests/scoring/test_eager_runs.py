@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from celery import current_app
 
+from annotation.models import Candidate
 from annotation.services.query import query_submit
 from scoring import services
-from scoring.models import ScoringRun
+from scoring.models import CandidateScore, ScoringRun
 from tests.annotation.factories import StudyFactory, join
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,3 +31,25 @@ def test_an_eager_run_with_many_chunks_scores_them_all(monkeypatch, settings):
     run.refresh_from_db()
     assert (run.status, run.done, run.total, len(run.chunks)) == (ScoringRun.Status.DONE, 120, 120, 120)
     assert sorted(run.chunks_done) == list(range(120))
+
+
+def test_a_rerun_overwrites_each_score_and_a_candidate_listed_twice_in_a_chunk_is_stored_once():
+    study = StudyFactory()
+    for n in range(2):
+        query_submit(participation=join(study), text=f"{QUESTION} ({n})", client_token="")
+    services.scoring_run_start(study=study, metrics=["rouge1", "rouge2"])
+    scores = CandidateScore.objects.filter(candidate__query__participation__study=study)
+    assert scores.count() == 8 * 2
+    changed = Candidate.objects.filter(query__participation__study=study).order_by("pk").first()
+    before = {s.metric: (s.value, s.computed_at) for s in scores.filter(candidate=changed)}
+    Candidate.objects.filter(pk=changed.pk).update(text="Nothing about the question at all.")
+
+    ids = list(Candidate.objects.filter(query__participation__study=study).values_list("pk", flat=True))
+    run = services._run_create(study=study, metrics=["rouge1", "rouge2"], options={}, by=None, ids=ids * 2)
+    run.refresh_from_db()
+    assert (run.status, run.done, len(run.chunks)) == (ScoringRun.Status.DONE, 16, 1)
+    # The same rows, rewritten: the changed summary's scores are new, nothing was added.
+    assert scores.count() == 8 * 2
+    after = {s.metric: (s.value, s.computed_at) for s in scores.filter(candidate=changed)}
+    assert after["rouge1"][0] != before["rouge1"][0] and after["rouge1"][1] > before["rouge1"][1]
+    assert after["rouge2"][1] > before["rouge2"][1]
