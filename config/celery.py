@@ -3,9 +3,23 @@
 import os
 
 from celery import Celery
+from celery.signals import task_postrun, task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
 app = Celery("satisfy")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _database_connections_as_in_a_request(**kwargs: object) -> None:
+    """A task treats the database connection as Django treats it around a request: kept for CONN_MAX_AGE,
+    closed when it broke or was left inside a transaction, health-checked before its next use
+    (CONN_HEALTH_CHECKS). Celery's Django fixup, which would close it before and after every task, is told
+    to leave it alone (CELERY_DB_REUSE_MAX, config/settings/base.py): a new PostgreSQL connection per task
+    cost the generation queue more CPU than the task's own statements (bench/README.md, "Generation queue")."""
+    from django.db import close_old_connections
+
+    close_old_connections()
