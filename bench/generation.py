@@ -278,7 +278,12 @@ def run_batch(
         worker.check_alive()
         counts = dict(candidates.values_list("status").annotate(n=Count("id")).order_by())
         finished = counts.get("done", 0) + counts.get("failed", 0)
-        if finished >= batch.candidates_expected:
+        # The last candidate of a question commits before its bracket is drawn (a statement or two later):
+        # the batch is over once every question whose candidates are all done is ready too.
+        if finished >= batch.candidates_expected and (
+            counts.get("failed", 0)
+            or Query.objects.filter(participation_id__in=ids, status=Query.Status.READY).count() >= batch.queries
+        ):
             break
         if time.monotonic() > end:
             batch.timed_out = True
