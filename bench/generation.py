@@ -97,6 +97,16 @@ class Worker:
             return 0.0
         return group_cpu_seconds(self.proc.pid)
 
+    def main_cpu_seconds(self) -> float:
+        """CPU time of the worker's main process alone: the consumer (broker reads, late acks, the pool's pipes)."""
+        if self.proc is None:
+            return 0.0
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self, timeout: float = 30.0) -> None:
         proc, self.proc = self.proc, None
         if proc is None:
@@ -136,6 +146,7 @@ class Batch:
     duplicates: int = 0
     queries_ready: int = 0
     worker_cpu: float = 0.0
+    consumer_cpu: float = 0.0  # the worker's main process alone (for threads: the whole worker)
     script_cpu: float = 0.0
     machine_cpu: float = 0.0  # every process on the machine: ours, PostgreSQL, Redis and anyone else's
     measured_s: float = 0.0  # the interval over which the CPU figures were taken (submission to last poll)
@@ -261,7 +272,7 @@ def run_batch(
     ids = [p.pk for p in participations]
     calls_before = standin.completions
     answered_before = len(answered)
-    cpu_before = worker.cpu_seconds()
+    cpu_before, main_before = worker.cpu_seconds(), worker.main_cpu_seconds()
     machine_before, measured_from = machine_cpu_seconds(), time.monotonic()
     script_cpu_before = time.process_time()
     with transaction.atomic():
@@ -278,13 +289,19 @@ def run_batch(
         worker.check_alive()
         counts = dict(candidates.values_list("status").annotate(n=Count("id")).order_by())
         finished = counts.get("done", 0) + counts.get("failed", 0)
-        if finished >= batch.candidates_expected:
+        # The last candidate of a question commits before its bracket is drawn (a statement or two later):
+        # the batch is over once every question whose candidates are all done is ready too.
+        if finished >= batch.candidates_expected and (
+            counts.get("failed", 0)
+            or Query.objects.filter(participation_id__in=ids, status=Query.Status.READY).count() >= batch.queries
+        ):
             break
         if time.monotonic() > end:
             batch.timed_out = True
             break
         time.sleep(0.05)
     batch.worker_cpu = worker.cpu_seconds() - cpu_before
+    batch.consumer_cpu = worker.main_cpu_seconds() - main_before
     batch.script_cpu = time.process_time() - script_cpu_before
     batch.machine_cpu = machine_cpu_seconds() - machine_before
     batch.measured_s = time.monotonic() - measured_from
@@ -530,7 +547,7 @@ def report(
     header = (
         f"{'pool':<8} {'conc':>4} {'backend limit':<16} {'wall s':>7} {'ideal s':>7} {'ratio':>6} "
         f"{'calls':>5} {'peak':>4} {'done':>5} {'fail':>4} {'once':>4} | {'retr. s':>7} {'wait p50':>8} {'task p50':>8} "
-        f"{'p95':>5} {'over p50':>8} {'busy':>5} {'cpu ms/c':>8} {'floor s':>7} {'others':>6} {'cold s':>6}"
+        f"{'p95':>5} {'over p50':>8} {'busy':>5} {'cpu ms/c':>8} {'main':>5} {'floor s':>7} {'others':>6} {'cold s':>6}"
     )
     print(header)
     print("-" * len(header))
@@ -547,6 +564,7 @@ def report(
             f"{b.calls:>5} {b.peak:>4} {b.status.get('done', 0):>5} {b.status.get('failed', 0):>4} {once:>4} | "
             f"{b.retrieval_last_s:>7.2f} {b.wait_p50 * 1000:>6.0f}ms {b.service_p50 * 1000:>6.0f}ms "
             f"{b.service_p95 * 1000:>5.0f} {b.overhead_p50 * 1000:>6.0f}ms {utilisation:>5.0%} {cpu_per:>8.1f} "
+            f"{(b.consumer_cpu / b.candidates_expected * 1000 if pool == 'prefork' else math.nan):>5.1f} "
             f"{floor:>7.2f} {others:>6.0%} "
             f"{cold.wall if cold else math.nan:>6.2f}"
         )
@@ -554,7 +572,7 @@ def report(
     print(
         "peak: most calls the stand-in was answering at once; "
         "retr. s: first enqueue -> last retrieval done; wait: candidate queued -> claimed; task: claimed -> done "
-        "(p50, p95 ms);\nover: task minus the client-measured call latency (DB, prompt, semaphore wait); busy: share "
+        "(p50, p95 ms);\nmain: of cpu ms/c, the prefork worker's main process (consumer, acks, pipes to the pool);\nover: task minus the client-measured call latency (DB, prompt, semaphore wait); busy: share "
         "of worker slots spent in tasks;\ncpu ms/c: worker CPU per candidate (retrieval included); cold s: the "
         "unmeasured warm-up batch on the fresh worker;\nfloor s: worker CPU / cores it can use (1 for threads: the "
         "GIL), the wall time below which the worker cannot go;\nothers: machine CPU used by everything but the "

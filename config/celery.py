@@ -34,3 +34,19 @@ def _annotator_work_ended(sender: Any = None, task_id: str = "", task: Any = Non
         from kernel.yielding import annotator_work_ended
 
         annotator_work_ended(task_id)
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _database_connections_as_in_a_request(sender: object = None, **kwargs: object) -> None:
+    """A task treats the database connection as Django treats it around a request: kept for CONN_MAX_AGE,
+    closed when it broke or was left inside a transaction, health-checked before its next use
+    (CONN_HEALTH_CHECKS). Celery's Django fixup, which would close it before and after every task, is told
+    to leave it alone (CELERY_DB_REUSE_MAX, config/settings/base.py): a new PostgreSQL connection per task
+    cost the generation queue more CPU than the task's own statements (bench/README.md, "Generation queue")."""
+    from django.db import close_old_connections
+
+    # An eager task runs inside its caller, whose connection (and transaction) it must leave alone.
+    if getattr(getattr(sender, "request", None), "is_eager", False):
+        return
+    close_old_connections()

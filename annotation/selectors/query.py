@@ -33,17 +33,21 @@ def query_current(*, participation: Participation) -> Query | None:
 
 def query_documents(*, query: Query) -> list[Document]:
     """The sources retrieved for a query, in rank order, as the backends take them."""
+    # Values, not model instances: this is on every generation's path (bench/generation.py profiles it).
+    rows = query.documents.order_by("rank").values_list(
+        "external_id", "title", "abstract", "url", "year", "venue", "authors"
+    )
     return [
         Document(
-            external_id=d.external_id,
-            title=d.title,
-            abstract=d.abstract,
-            url=d.url,
-            year=d.year,
-            venue=d.venue,
-            authors=tuple(d.authors),
+            external_id=external_id,
+            title=title,
+            abstract=abstract,
+            url=url,
+            year=year,
+            venue=venue,
+            authors=tuple(authors),
         )
-        for d in query.documents.order_by("rank")
+        for external_id, title, abstract, url, year, venue, authors in rows
     ]
 
 

@@ -43,32 +43,69 @@ def _lease() -> timedelta:
     return timedelta(seconds=settings.BACKGROUND_LEASE_S)
 
 
-def candidate_claim(*, candidate_id: int, redelivered: bool = False) -> Candidate | None:
-    """Move a candidate to running under a fresh lease. None when another worker holds a live lease,
-    it is already finished, or its attempts are spent (then it is failed with the last reason).
-    A redelivered task may take over at once: the broker redelivers only when the holder died."""
+def _candidate_for_generation(candidate_id: int) -> Candidate | None:
+    """The candidate with what its prompt and its backend need, in one statement (read before the claim, so
+    that the claim can store the prompt it renders from them)."""
+    rows = list(
+        Candidate.objects.select_related("system", "query__persona", "query__participation__study__prompt_template")
+        .only(*_GENERATION_FIELDS)
+        .filter(pk=candidate_id)
+    )
+    return rows[0] if rows else None
+
+
+# What a generation reads of the candidate and its relations (`.only`: the ORM builds this statement and its
+# objects on every generation, and the study's and candidate's other columns cost more to load than to skip).
+_GENERATION_FIELDS = (
+    "status",
+    "attempts",
+    "query",
+    "system",
+    *(f"system__{name}" for name in ("condition", "model_name", "generation_backend", "backend_settings")),
+    "query__text",
+    "query__persona",
+    *(f"query__persona__{name}" for name in ("role", "domain", "expertise", "research_area", "use_case")),
+    "query__participation",
+    "query__participation__study",
+    "query__participation__study__prompt_template",
+    *(f"query__participation__study__prompt_template__{name}" for name in ("name", "version", "body", "persona_block")),
+)
+
+
+def candidate_claim(*, candidate: Candidate, redelivered: bool = False, prompt: str | None = None) -> Candidate | None:
+    """Move a candidate, as read by `_candidate_for_generation`, to running under a fresh lease (storing
+    `prompt` with it). None when another worker holds a live lease or claimed it since it was read, it is
+    already finished, or its attempts are spent (then it is failed with the last reason). A redelivered
+    task may take over at once: the broker redelivers only when the holder died."""
     now = timezone.now()
     claimable = leases.claimable(
         queued=Candidate.Status.QUEUED, running=Candidate.Status.RUNNING, now=now, redelivered=redelivered
     )
+    attempt = candidate.attempts + 1
+    changes: dict[str, Any] = {"prompt": prompt} if prompt is not None else {}
     # One statement claims it (the profiled hot path: no transaction, no separate locking read). The UPDATE
     # locks the row, and a concurrent claimer's UPDATE re-checks the condition once the first commits, so
-    # only one of them claims it.
-    claimed = Candidate.objects.filter(claimable, pk=candidate_id, attempts__lt=MAX_ATTEMPTS).update(
-        status=Candidate.Status.RUNNING, started_at=now, lease_expires_at=now + _lease(), attempts=F("attempts") + 1
+    # only one of them claims it; the attempt count read with the row must still be the row's, so the
+    # attempt this worker records under is exactly the one it claimed.
+    claimed = candidate.attempts < MAX_ATTEMPTS and Candidate.objects.filter(
+        claimable, pk=candidate.pk, attempts=candidate.attempts
+    ).update(
+        status=Candidate.Status.RUNNING, started_at=now, lease_expires_at=now + _lease(), attempts=attempt, **changes
     )
     if not claimed:
         with transaction.atomic():
-            row = Candidate.objects.select_for_update().filter(claimable, pk=candidate_id).first()
+            row = Candidate.objects.select_for_update().filter(claimable, pk=candidate.pk).first()
             if row is not None and row.attempts >= MAX_ATTEMPTS:
                 last = row.failure_reason.removeprefix("Retrying after: ") or "the worker stopped while generating it"
                 candidate_mark_failed(
                     candidate_id=row.pk, reason=f"Gave up after {row.attempts} attempts; the last: {last}"
                 )
         return None
-    return Candidate.objects.select_related(
-        "system", "query__persona", "query__participation__study__prompt_template"
-    ).get(pk=candidate_id)
+    candidate.status, candidate.started_at, candidate.attempts = Candidate.Status.RUNNING, now, attempt
+    candidate.lease_expires_at = now + _lease()
+    if prompt is not None:
+        candidate.prompt = prompt
+    return candidate
 
 
 def candidate_lease_renew(*, candidate_id: int, attempt: int) -> bool:
@@ -83,9 +120,14 @@ def candidate_lease_renew(*, candidate_id: int, attempt: int) -> bool:
 def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candidate | None:
     """Generate one candidate summary. A backend failure is raised as BackendError for the task to
     retry or record (`candidate_retry_later`, `candidate_mark_failed`); a bad prompt template is a
-    permanent BackendError with a reason an administrator can act on."""
-    candidate = candidate_claim(candidate_id=candidate_id, redelivered=redelivered)
-    if candidate is None:
+    permanent BackendError with a reason an administrator can act on.
+
+    Statements when the model answers (tests/annotation/test_query_counts.py pins them): the candidate
+    with its system, question, persona and template; the sources; the claim, which stores the prompt; the
+    result; whether any candidate of the question is unfinished. The last one to finish also draws the
+    bracket, under the question's lock (`query_advance_if_generated`)."""
+    candidate = _candidate_for_generation(candidate_id)
+    if candidate is None or candidate.status == Candidate.Status.DONE:
         return None
     query = candidate.query
     system = candidate.system
@@ -101,13 +143,17 @@ def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candi
             persona=persona,
         )
     except (KeyError, IndexError, ValueError, AttributeError) as error:
+        # Claimed all the same, so that only the worker holding the candidate records the failure.
+        if candidate_claim(candidate=candidate, redelivered=redelivered) is None:
+            return None
         raise BackendError(
             f"The prompt template {template} could not be filled in ({type(error).__name__}: {error}). "
             "Its placeholders are {query}, {documents} and {persona_block} (and {role}, {domain}, {expertise}, "
             "{research_area}, {use_case} in the persona block); write a literal brace as {{ or }}.",
             transient=False,
         ) from error
-    Candidate.objects.filter(pk=candidate.pk).update(prompt=prompt)
+    if candidate_claim(candidate=candidate, redelivered=redelivered, prompt=prompt) is None:
+        return None
     request = GenerationRequest(
         query=query.text,
         documents=documents,
@@ -127,25 +173,33 @@ def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candi
     if not generation.text.strip():
         raise BackendError("The model returned an empty summary.", transient=True)
     flags = citation_flags(text=generation.text, n_documents=len(documents))
-    with transaction.atomic():
-        # Only the attempt that holds the candidate records it: a late twin whose lease was taken over does not.
-        updated = Candidate.objects.filter(pk=candidate.pk, status=Candidate.Status.RUNNING, attempts=attempt).update(
-            status=Candidate.Status.DONE,
-            text=generation.text,
-            raw_response=dict(generation.raw_response),
-            usage=dict(generation.usage),
-            latency_s=generation.latency_s,
-            finish_reason=generation.finish_reason,
-            citation_flags=flags,
-            failure_reason="",
-            finished_at=timezone.now(),
-            lease_expires_at=None,
-        )
-        if updated:
+    # Only the attempt that holds the candidate records it: a late twin whose lease was taken over does not.
+    updated = Candidate.objects.filter(pk=candidate.pk, status=Candidate.Status.RUNNING, attempts=attempt).update(
+        status=Candidate.Status.DONE,
+        text=generation.text,
+        raw_response=dict(generation.raw_response),
+        usage=dict(generation.usage),
+        latency_s=generation.latency_s,
+        finish_reason=generation.finish_reason,
+        citation_flags=flags,
+        failure_reason="",
+        finished_at=timezone.now(),
+        lease_expires_at=None,
+    )
+    # Committed before the check below: of candidates finishing at the same moment, the last to commit sees
+    # every other one done (each check is a statement of its own, after its own commit), so the bracket is
+    # never left undrawn; two that both see it are serialised by the question's lock, and the second finds
+    # the bracket drawn. A worker lost in between leaves a question the sweeper brackets (queries_sweep).
+    if updated and not _query_has_unfinished(query_id=query.pk):
+        with transaction.atomic():
             query_advance_if_generated(query_id=query.pk)
     candidate.status = Candidate.Status.DONE if updated else candidate.status
     candidate.text = generation.text
     return candidate
+
+
+def _query_has_unfinished(*, query_id: int) -> bool:
+    return Candidate.objects.filter(query_id=query_id).exclude(status=Candidate.Status.DONE).order_by().exists()
 
 
 def candidate_retry_later(*, candidate_id: int, reason: str) -> bool:
@@ -244,20 +298,20 @@ def sweeper_record_run(*, name: str, result: dict[str, Any]) -> None:
 
 
 def query_advance_if_generated(*, query_id: int) -> Query:
-    """Once every candidate is done, draw the bracket; if any failed, the query waits for a retry."""
-    query = Query.objects.select_for_update().get(pk=query_id)
-    unfinished = Candidate.objects.filter(query_id=query_id).exclude(status=Candidate.Status.DONE).order_by()
-    if query.status == Query.Status.GENERATING and not unfinished.exists():
-        if not _candidates_regenerate_identical(query=query):
-            bracket_create(query=query)
+    """Once every candidate is done, draw the bracket; if any failed, the query waits for a retry. Inside a
+    transaction: the question's row is locked, so two candidates finishing at once draw one bracket."""
+    query = Query.objects.select_for_update(of=("self",)).select_related("participation__study").get(pk=query_id)
+    if query.status == Query.Status.GENERATING and not _query_has_unfinished(query_id=query_id):
+        study = query.participation.study
+        if not _candidates_regenerate_identical(query=query, policy=study.identical_policy):
+            bracket_create(query=query, study=study)
     return query
 
 
-def _candidates_regenerate_identical(*, query: Query) -> bool:
+def _candidates_regenerate_identical(*, query: Query, policy: str) -> bool:
     """Under the identical policy "regenerate": queue again the later candidate of each identical or
     near-identical pair that has regenerations left. True when any was queued (the bracket waits for it)."""
-    policy = Study.objects.filter(participations=query.participation_id).values_list("identical_policy", flat=True)
-    if policy.get() != Study.IdenticalPolicy.REGENERATE:
+    if policy != Study.IdenticalPolicy.REGENERATE:
         return False
     candidates = list(Candidate.objects.filter(query_id=query.pk).order_by("system__order", "pk"))
     again: list[int] = []

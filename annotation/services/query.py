@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -193,11 +193,15 @@ def query_resend(*, query: Query) -> Query:
 
 def query_retrieve(*, query_id: int) -> Query:
     """Retrieve and freeze the sources, then queue one candidate per system. Safe to run twice."""
-    query = Query.objects.select_related("participation__study").get(pk=query_id)
+    query = (
+        Query.objects.select_related("participation__study__prompt_template")
+        .annotate(has_documents=Exists(RetrievedDocument.objects.filter(query_id=OuterRef("pk"))))
+        .get(pk=query_id)
+    )
     if query.status != Query.Status.RETRIEVING:
         return query
     study = query.participation.study
-    if not query.documents.exists():
+    if not query.has_documents:
         if not isinstance(study.retrieval_settings or {}, dict):
             raise BackendError(
                 f"The study's retrieval settings must be a JSON object such as "
@@ -238,9 +242,10 @@ def query_retrieve(*, query_id: int) -> Query:
             ignore_conflicts=True,  # a rerun after a crash finds the same documents already stored
         )
     with transaction.atomic():
-        query = Query.objects.select_for_update().get(pk=query.pk)
-        if query.status != Query.Status.RETRIEVING:
-            return query
+        # The status moves on in the statement that locks the row, so two runs create one set of candidates.
+        if not Query.objects.filter(pk=query.pk, status=Query.Status.RETRIEVING).update(status=Query.Status.GENERATING):
+            return Query.objects.get(pk=query.pk)
+        query.status = Query.Status.GENERATING
         now = timezone.now()
         Candidate.objects.bulk_create(
             [
@@ -262,8 +267,6 @@ def query_retrieve(*, query_id: int) -> Query:
             ],
             ignore_conflicts=True,  # one candidate per system, guaranteed by the unique constraint
         )
-        query.status = Query.Status.GENERATING
-        query.save(update_fields=["status"])
         # At call time: annotation.tasks imports this module.
         from annotation.tasks import generate_candidate
 

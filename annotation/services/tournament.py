@@ -64,30 +64,43 @@ def _draw(candidates: Sequence[Candidate], rng: random.Random, *, constrained_fi
     return order
 
 
-def bracket_create(*, query: Query, seed: int | None = None) -> Bracket:
+def bracket_create(*, query: Query, seed: int | None = None, study: Study | None = None) -> Bracket:
     """Randomly assign candidates to positions A, B, C, … (respecting the study's constrained first round)
-    and create the first round's matches."""
+    and create the first round's matches. `study` is the query's, when the caller has read it already."""
     existing = Bracket.objects.filter(query=query).first()
     if existing is not None:
         return existing
     seed = secrets.randbits(62) if seed is None else seed
     rng = random.Random(seed)
     candidates = list(query.candidates.select_related("system").order_by("system__order", "pk"))
-    study_id, constrained, check_share, policy = (
-        Study.objects.filter(participations=query.participation_id).values_list(
-            "pk", "constrained_first_round", "check_share", "identical_policy"
+    if study is None:
+        study = (
+            Study.objects.filter(participations=query.participation_id)
+            .only("pk", "constrained_first_round", "check_share", "identical_policy")
+            .get()
         )
-    ).get()
+    study_id, constrained, check_share, policy = (
+        study.pk,
+        study.constrained_first_round,
+        study.check_share,
+        study.identical_policy,
+    )
     candidate_ids = _draw(candidates, rng, constrained_first_round=constrained)
+    by_id = {c.pk: c for c in candidates}
     for position, candidate_id in enumerate(candidate_ids):
-        Candidate.objects.filter(pk=candidate_id).update(position=string.ascii_uppercase[position])
+        by_id[candidate_id].position = string.ascii_uppercase[position]
+    Candidate.objects.bulk_update([by_id[candidate_id] for candidate_id in candidate_ids], ["position"])
     bracket = Bracket.objects.create(
         query=query, seed=seed, size=len(candidate_ids), pair_likeness=pair_likeness(candidates)
     )
-    first_round = [
-        _match_create(bracket=bracket, round_number=1, index=index, entrants=candidate_ids[2 * index : 2 * index + 2])
-        for index in range(len(candidate_ids) // 2)
-    ]
+    first_round = Match.objects.bulk_create(
+        [
+            _match_build(
+                bracket=bracket, round_number=1, index=index, entrants=candidate_ids[2 * index : 2 * index + 2]
+            )
+            for index in range(len(candidate_ids) // 2)
+        ]
+    )
     # Every match of the bracket so far, for the advance below (it reads no match again).
     matches = list(first_round)
     if check_due(seed=seed, share=check_share):
@@ -148,19 +161,24 @@ def _tie_record_automatic(*, bracket: Bracket, match: Match) -> Judgment:
 
 def _match_create(*, bracket: Bracket, round_number: int, index: int, entrants: Sequence[int | None]) -> Match:
     """Create a match between two candidate ids; a missing entrant (after a "neither") skips it."""
+    match = _match_build(bracket=bracket, round_number=round_number, index=index, entrants=entrants)
+    match.save(force_insert=True)
+    return match
+
+
+def _match_build(*, bracket: Bracket, round_number: int, index: int, entrants: Sequence[int | None]) -> Match:
+    """The match `_match_create` stores, not stored yet (the first round is inserted in one statement)."""
     span = 2**round_number
     letters = string.ascii_uppercase[index * span : (index + 1) * span]
     label = _round_label(round_number, bracket.rounds, letters)
     left_id, right_id = entrants
     if left_id is None or right_id is None:
-        return Match.objects.create(
-            bracket=bracket, round=round_number, index=index, label=label, status=Match.Status.SKIPPED
-        )
+        return Match(bracket=bracket, round=round_number, index=index, label=label, status=Match.Status.SKIPPED)
     # Left/right placement is random too, reproducible from the bracket's seed.
     if random.Random(f"{bracket.seed}:{round_number}:{index}").random() < 0.5:
         left_id, right_id = right_id, left_id
     kind, similarity = (bracket.pair_likeness or {}).get(_pair_key(left_id, right_id), ["", None])
-    return Match.objects.create(
+    return Match(
         bracket=bracket,
         round=round_number,
         index=index,

@@ -241,6 +241,10 @@ elif CELERY_BROKER_URL.startswith(("amqp://", "amqps://", "pyamqp://")):
     CELERY_BROKER_HEARTBEAT = env.int("AMQP_HEARTBEAT_S", default=60)
     CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}
 CELERY_RESULT_BACKEND = None
+# Celery's Django fixup closes the database connection before and after every task unless told to reuse it;
+# config/celery.py closes it as Django does around a request instead (CONN_MAX_AGE, health checks), so the
+# fixup's own recycling is pushed out of the way (it closes after 2 x this many tasks per process).
+CELERY_DB_REUSE_MAX = 1_000_000
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

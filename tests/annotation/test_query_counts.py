@@ -182,3 +182,37 @@ def test_hot_endpoints_have_pinned_query_counts(django_assert_num_queries, djang
     # No match left: token with user, the empty current-match lookup, the query (someone else's is a 404).
     with django_assert_num_queries(3):
         assert client.get(f"/api/v1/queries/{qid}/current-match/").status_code == 204
+
+
+def test_retrieval_and_generation_have_pinned_statement_counts(
+    django_assert_num_queries, django_capture_on_commit_callbacks
+):
+    """The background path of one question (bench/generation.py runs it 100 times over: at a 200 ms model
+    latency the queue is bound by this CPU, in the worker and in PostgreSQL)."""
+    from annotation.models import Candidate
+    from annotation.services.generation import candidate_generate
+    from annotation.services.query import query_retrieve, query_submit
+    from tests.annotation.factories import join
+
+    study = StudyFactory(slug="background")
+    with django_capture_on_commit_callbacks(execute=False):
+        query = query_submit(participation=join(study), text="night shifts and sleep", client_token="")
+    # Retrieval: the question with its study and template and whether it has sources (one read), the lease,
+    # the sources' insert; (sp) the status moved on (locking the row), the systems, the candidates' insert,
+    # their ids (the sends follow the commit).
+    with django_capture_on_commit_callbacks(execute=False) as sent, django_assert_num_queries(9):
+        query_retrieve(query_id=query.pk)
+    assert len(sent) == 4
+    ids = list(Candidate.objects.filter(query=query).order_by("pk").values_list("pk", flat=True))
+    # A candidate that is not the last: the candidate with its system, question, persona and template (one
+    # read), the sources, the claim (which stores the prompt), the result, whether any is unfinished.
+    for candidate_id in ids[:3]:
+        with django_assert_num_queries(5):
+            candidate_generate(candidate_id=candidate_id)
+    # The last: the same 5; (sp) the question locked with its study, unfinished again under the lock, the
+    # bracket not there yet, the candidates, their positions (one update), the bracket, its two first-round
+    # matches (one insert), the question ready.
+    with django_assert_num_queries(15):
+        candidate_generate(candidate_id=ids[3])
+    query.refresh_from_db()
+    assert query.status == Query.Status.READY

@@ -179,3 +179,41 @@ def test_a_worker_killed_mid_generation_leaves_every_candidate_done_exactly_once
         assert sorted(c.position for c in rows) == ["A", "B", "C", "D"]
         query.refresh_from_db()
         assert query.status == Query.Status.READY
+
+
+def _worker_backends() -> list[int]:
+    """PostgreSQL server processes connected to this test database other than this test's own."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return [pid for (pid,) in cursor.fetchall()]
+
+
+def test_a_worker_keeps_its_database_connection_and_survives_losing_it(celery_workers: WorkerPool) -> None:
+    celery_workers.start("kept", concurrency=1)
+    study = StudyFactory()
+    first = ask(study)
+    wait_for(lambda: settled(first), timeout=30, message=describe(first, celery_workers))
+    # The one pool process ran the retrieval and four generations on one connection, still open afterwards
+    # (a connection per task cost the generation queue more CPU than its statements: bench/README.md).
+    kept = _worker_backends()
+    assert len(kept) == 1, kept
+
+    # The server ends that connection between two questions (a restart, a failover, an idle timeout):
+    # the next task finds it unusable before its first statement, connects again, and the question is
+    # answered as if nothing happened: no attempt spent, nothing failed.
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [kept[0]])
+    wait_for(lambda: not _worker_backends(), timeout=10, message=lambda: f"backends {_worker_backends()}")
+    second = ask(study)
+    wait_for(lambda: settled(second), timeout=30, message=describe(second, celery_workers))
+    rows = candidates(second)
+    assert [(c.status, c.attempts) for c in rows] == [("done", 1)] * 4
+    second.refresh_from_db()
+    assert second.status == Query.Status.READY
+    assert "Unexpected error" not in celery_workers.logs()
