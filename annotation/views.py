@@ -578,7 +578,8 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
             "study": study_obj,
             "query": query,
             "match": match,
-            "documents": query.documents.all(),
+            # What the sources list shows; not the authors (JSON, decoded per row), venue or score.
+            "documents": query.documents.only("query", "rank", "title", "abstract", "url", "year"),
             "comparison_number": answered + 1,
             "comparison_total": total,
             "limit": study_obj.queries_per_annotator,

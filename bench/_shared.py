@@ -135,7 +135,8 @@ def celery_worker_argv(*, concurrency: int, name: str, pool: str | None = None) 
 
 
 def group_cpu_seconds(pgid: int) -> float:
-    """CPU time (user + system) used so far by every live process of a process group (Linux /proc)."""
+    """CPU time (user + system) used so far by every live process of a process group and by the children they
+    reaped (a gunicorn worker recycled after max_requests, a Celery pool process replaced) (Linux /proc)."""
     total = 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -143,8 +144,52 @@ def group_cpu_seconds(pgid: int) -> float:
         except OSError:
             continue
         if int(fields[2]) == pgid:  # process group id
-            total += int(fields[11]) + int(fields[12])
+            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_ns(pid: int) -> int | None:
+    """CPU time a process (e.g. a PostgreSQL backend, another user's) has run so far, in nanoseconds, from
+    /proc/PID/schedstat (world-readable, exact, unlike the clock ticks of /proc/PID/stat); None once it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class PostgresCpu:
+    """CPU used by the PostgreSQL backends of the connections that name themselves `application_name` (the
+    database server runs on this machine): sampled while a phase runs, so a backend that ends is still counted."""
+
+    def __init__(self, admin_url: str, *, database: str, application_name: str) -> None:
+        self.admin_url = admin_url
+        self.database = database
+        self.application_name = application_name
+        self.first: dict[int, int] = {}
+        self.last: dict[int, int] = {}
+
+    def sample(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            pids = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = %s AND application_name = %s",
+                    (self.database, self.application_name),
+                )
+            ]
+        for pid in pids:
+            if (ns := process_cpu_ns(pid)) is not None:
+                self.last[pid] = ns
+
+    def start(self) -> None:
+        self.sample()
+        self.first = dict(self.last)
+
+    def seconds(self) -> float:
+        """CPU since start(): backends that existed then count from there, later ones from their start."""
+        return sum(ns - self.first.get(pid, 0) for pid, ns in self.last.items()) / 1e9
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import random
 import re
@@ -31,11 +32,13 @@ from _shared import (  # bench/ is the script directory
     QUESTIONS,
     REPO,
     VENV_BIN,
+    PostgresCpu,
     check_db_name,
     flush_broker,
     group_cpu_seconds,
     manage,
     percentile,
+    process_cpu_ns,
     production_env,
     recreate_database,
     spawn,
@@ -44,6 +47,9 @@ from _shared import (  # bench/ is the script directory
 )
 
 HOST = "127.0.0.1"
+# PostgreSQL application_name of the web server's and the workers' connections (their backends' CPU is measured).
+WEB_DB_NAME = "bench-load-web"
+WORKER_DB_NAME = "bench-load-worker"
 
 # Route patterns: latencies are grouped by these, never by concrete URLs.
 ACCEPT = "POST /api/v1/invitations/{token}/accept/"
@@ -127,11 +133,30 @@ class Recorder:
     latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     statuses: dict[str, Counter[int | str]] = field(default_factory=lambda: defaultdict(Counter))
     problems: list[str] = field(default_factory=list)
+    spans: list[tuple[float, float]] = field(default_factory=list)  # (sent, answered), perf_counter seconds
 
-    def add(self, route: str, ms: float, status: int | str) -> None:
+    def add(self, route: str, ms: float, status: int | str, *, sent: float | None = None) -> None:
         with self.lock:
             self.latencies[route].append(ms)
             self.statuses[route][status] += 1
+            if sent is not None:
+                self.spans.append((sent, sent + ms / 1000))
+
+    def in_flight(self) -> tuple[float, list[int]]:
+        """The mean number of requests in flight over the busy time (Little's law: the sum of the latencies
+        over the span from the first send to the last answer), and per request the number already in flight
+        (itself included) when it was sent: the queue it joined."""
+        if not self.spans:
+            return math.nan, []
+        events = sorted([(t0, 1) for t0, _ in self.spans] + [(t1, -1) for _, t1 in self.spans])
+        seen: list[int] = []
+        current = 0
+        for _, step in events:
+            current += step
+            if step == 1:
+                seen.append(current)
+        busy = max(t1 for _, t1 in self.spans) - min(t0 for t0, _ in self.spans)
+        return sum(t1 - t0 for t0, t1 in self.spans) / busy if busy > 0 else math.nan, seen
 
     def problem(self, text: str) -> None:
         with self.lock:
@@ -169,9 +194,11 @@ class Annotator:
         deadline: float,
         html: bool,
         start_delay: float = 0.0,
+        reading: tuple[float, float] | None = None,
     ) -> None:
         self.journey = Journey(number=number)
         self.start_delay = start_delay
+        self.reading = reading
         self.args = args
         self.base_url = base_url
         self.invitation = token
@@ -204,13 +231,13 @@ class Annotator:
             try:
                 response = client.request(method, url, **kwargs)
             except httpx.HTTPError as error:
-                self.recorder.add(route, (time.perf_counter() - start) * 1000, type(error).__name__)
+                self.recorder.add(route, (time.perf_counter() - start) * 1000, type(error).__name__, sent=start)
                 self.recorder.problem(f"annotator {self.journey.number}: {route}: {error!r} (attempt {attempt})")
                 if attempt == attempts:
                     raise
                 time.sleep(0.2 * attempt)
                 continue
-            self.recorder.add(route, (time.perf_counter() - start) * 1000, response.status_code)
+            self.recorder.add(route, (time.perf_counter() - start) * 1000, response.status_code, sent=start)
             if response.status_code in expect:
                 return response
             self.recorder.problem(
@@ -230,7 +257,9 @@ class Annotator:
             raise Stop
 
     def think(self) -> None:
-        if self.args.think > 0:
+        if self.reading is not None:  # a human reading two summaries: seconds, drawn per comparison
+            self.pause(self.rng.uniform(*self.reading))
+        elif self.args.think > 0:
             self.pause(self.rng.uniform(0.5, 1.5) * self.args.think)
 
     def run(self) -> None:
@@ -247,7 +276,7 @@ class Annotator:
 
     def _run(self) -> None:
         j = self.journey
-        self.pause(self.start_delay)  # arrivals over a ramp; 0 when everyone arrives at once
+        self.pause(self.start_delay)  # arrivals over a ramp (or within a second, 'human'); 0 for 'all'
         headers: dict[str, str] = {}
         if self.html:
             # The accept API never signs a browser in (login CSRF): a browser joins through the invitation
@@ -432,9 +461,20 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--arrivals",
         nargs="+",
-        choices=["all", "ramp"],
-        default=["all", "ramp"],
-        help="one phase per pattern, each with its own annotators and study: all at once, or spread over --ramp",
+        choices=["all", "human", "ramp"],
+        default=["all", "human", "ramp"],
+        help="one phase per pattern, each with its own annotators and study: 'all' start at the same instant and "
+        "answer after --think; 'human' start within --burst seconds and read each comparison for --reading "
+        "seconds; 'ramp' arrive evenly over --ramp and answer after --think",
+    )
+    p.add_argument("--burst", type=float, default=1.0, help="seconds within which the 'human' phase's annotators start")
+    p.add_argument(
+        "--reading",
+        type=float,
+        nargs=2,
+        default=[2.0, 8.0],
+        metavar=("LOW", "HIGH"),
+        help="'human' phase: seconds an annotator reads a comparison before answering (uniform, seeded per annotator)",
     )
     p.add_argument("--ramp", type=float, default=60.0, help="seconds over which the 'ramp' phase's annotators arrive")
     p.add_argument("--queries", type=int, default=2, help="questions each annotator asks and ranks")
@@ -479,10 +519,18 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--keep-logs", action="store_true", help="keep the gunicorn, Celery and access logs")
     p.add_argument("--no-query-count", action="store_true", help="skip counting SQL queries per endpoint")
     p.add_argument("--show-sql", action="store_true", help="print the SQL of the measured endpoints")
+    p.add_argument(
+        "--cpu-walks",
+        type=int,
+        default=6,
+        help="in-process journeys after one warm-up: the first counts the SQL statements, the others time the CPU",
+    )
     args = p.parse_args()
     check_db_name(p, args.db_name)
-    if args.annotators < 1 or args.queries < 1:
-        p.error("--annotators and --queries must be at least 1")
+    if args.annotators < 1 or args.queries < 1 or args.cpu_walks < 2:
+        p.error("--annotators and --queries must be at least 1, --cpu-walks at least 2")
+    if args.burst < 0 or not 0 <= args.reading[0] <= args.reading[1]:
+        p.error("--burst must be at least 0 and --reading LOW HIGH must satisfy 0 <= LOW <= HIGH")
     return args
 
 
@@ -526,6 +574,13 @@ def main() -> int:
         work=work,
         keep_logs=args.keep_logs,
     )
+
+
+def db_named(env: dict[str, str], application_name: str) -> dict[str, str]:
+    """The environment with its database connections named (PostgreSQL's application_name, an OPTIONS entry
+    through django-environ), so that the CPU of the web server's backends can be told from the workers'."""
+    url = env["DATABASE_URL"]
+    return {**env, "DATABASE_URL": f"{url}{'&' if '?' in url else '?'}application_name={application_name}"}
 
 
 def compose_worker_env(service: str) -> dict[str, str]:
@@ -691,14 +746,16 @@ def run(args: argparse.Namespace, env: dict[str, str], services: Services, port:
                 status=Study.Status.OPEN,
                 queries_per_annotator=max(args.queries, 2) + 1,
             )
-            # Two more than the annotators: the in-process query count warms up on one and measures the other.
-            tokens = [i.token for i in invitation_create_bulk(study=study, count=args.annotators + 2)]
+            # More than the annotators: the in-process query count warms up on one and measures the others.
+            tokens = [i.token for i in invitation_create_bulk(study=study, count=args.annotators + 1 + args.cpu_walks)]
             phases.append((nice, arrival, study, slug, tokens))
     connections.close_all()
     print(f"setup (database, migrations, static files, studies) {time.monotonic() - t0:.1f}s")
 
     conf = REPO / "platform" / "gunicorn.conf.py"
+    services.env = db_named(env, WEB_DB_NAME)
     services.start("gunicorn", gunicorn_argv(work, conf=conf, access_log=work / "access.log"))
+    services.env = env
     # The workers as docker-compose.yml runs them (platform/celery-worker.sh): one per queue, its concurrency and
     # niceness; the research worker idles here but shares the host as it does in the one-host deployment.
     worker_script = ["sh", str(REPO / "platform" / "celery-worker.sh")]
@@ -721,7 +778,7 @@ def run(args: argparse.Namespace, env: dict[str, str], services: Services, port:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(old.pid, signal.SIGKILL)
             (work / "celery.log").unlink(missing_ok=True)
-        services.env = {**env, **worker_env}
+        services.env = {**db_named(env, WORKER_DB_NAME), **worker_env}
         services.start("celery", [*worker_script, "-n", f"{name}-annotator@%h", "--without-gossip", "--without-mingle"])
         services.env = env
         wait_for(
@@ -734,7 +791,7 @@ def run(args: argparse.Namespace, env: dict[str, str], services: Services, port:
         return worker_env
 
     annotator_env = annotator_worker(nices[0])
-    services.env = {**env, **compose_worker_env("worker-research")}
+    services.env = {**db_named(env, WORKER_DB_NAME), **compose_worker_env("worker-research")}
     services.start(
         "celery-research", [*worker_script, "-n", f"{name}-research@%h", "--without-gossip", "--without-mingle"]
     )
@@ -771,7 +828,7 @@ def run(args: argparse.Namespace, env: dict[str, str], services: Services, port:
         worker_nice = nice if nice is not None else annotator_env.get("WORKER_NICE", "0")
         summary.append(f"worker nice {worker_nice}, {line}")
     if not args.no_query_count:
-        count_queries(args, phases[-1][4][-2:], phases[-1][3])
+        count_queries(args, phases[-1][4][-(1 + args.cpu_walks) :], phases[-1][3])
     print("\nsummary (p95 ms, first sends):")
     print(f"  setup: {setup}")
     for line in probe:
@@ -797,6 +854,7 @@ def run_phase(
     stop = threading.Event()
     deadline = time.monotonic() + args.deadline + (args.ramp if arrival == "ramp" else 0)
     spread = args.ramp if arrival == "ramp" else 0.0
+    arrivals = random.Random(f"{args.seed}:arrivals")
     annotators = [
         Annotator(
             number=n,
@@ -808,18 +866,31 @@ def run_phase(
             stop=stop,
             deadline=deadline,
             html=n < args.html_sample,
-            start_delay=spread * n / max(args.annotators, 1),
+            start_delay=(
+                arrivals.uniform(0, args.burst) if arrival == "human" else spread * n / max(args.annotators, 1)
+            ),
+            reading=(args.reading[0], args.reading[1]) if arrival == "human" else None,
         )
         for n in range(args.annotators)
     ]
     threads = [threading.Thread(target=a.run, name=f"annotator-{a.journey.number}", daemon=True) for a in annotators]
-    how = "all at once" if arrival == "all" else f"arriving over {args.ramp:.0f}s"
+    how = {
+        "all": "all at once",
+        "human": f"starting within {args.burst:g}s, reading {args.reading[0]:g}-{args.reading[1]:g}s",
+        "ramp": f"arriving over {args.ramp:.0f}s",
+    }[arrival]
+    pause = "reading" if arrival == "human" else f"think {args.think}s"
     print(
-        f"\n=== {args.annotators} annotators {how} x {args.queries} queries, think {args.think}s, "
+        f"\n=== {args.annotators} annotators {how} x {args.queries} queries, {pause}, "
         f"resend {args.resend:.0%}, HTML sample {min(args.html_sample, args.annotators)} ..."
     )
     names = ("gunicorn", "celery", "celery-research")
     cpu_before = {name: services.cpu_seconds(name) for name in names}
+    admin_url = f"{args.postgres}/postgres"
+    pg_web = PostgresCpu(admin_url, database=args.db_name, application_name=WEB_DB_NAME)
+    pg_workers = PostgresCpu(admin_url, database=args.db_name, application_name=WORKER_DB_NAME)
+    for pg in (pg_web, pg_workers):
+        pg.start()
     load_before = os.getloadavg()
     client_cpu_before = time.process_time()
     if load_before[0] > (os.cpu_count() or 1):
@@ -831,9 +902,14 @@ def run_phase(
     try:
         for t in threads:
             t.start()
+        sampled = time.monotonic()
         for t in threads:
             while t.is_alive():
                 t.join(timeout=0.5)
+                if time.monotonic() - sampled > 1.0:  # backends that end between samples keep their last figure
+                    sampled = time.monotonic()
+                    for pg in (pg_web, pg_workers):
+                        pg.sample()
     finally:
         stop.set()
         for t in threads:
@@ -841,6 +917,8 @@ def run_phase(
     wall = time.monotonic() - started
     load_after = os.getloadavg()
     cpu_used = {name: services.cpu_seconds(name) - cpu_before[name] for name in names}
+    for pg in (pg_web, pg_workers):
+        pg.sample()
     time.sleep(0.5)  # let gunicorn flush its access log
     server = server_latencies(work / "access.log", access_offset)
 
@@ -850,8 +928,23 @@ def run_phase(
         f"load average (1 min) {load_before[0]:.1f} before, {load_after[0]:.1f} at the end, on {os.cpu_count()} cores; "
         f"CPU used during the run: gunicorn {cpu_used['gunicorn']:.1f}s, annotator worker {cpu_used['celery']:.1f}s, "
         f"research worker {cpu_used['celery-research']:.1f}s, "
-        f"this client {client_cpu:.1f}s (of {wall * (os.cpu_count() or 1):.0f} core-seconds)"
+        f"this client {client_cpu:.1f}s (of {wall * (os.cpu_count() or 1):.0f} core-seconds); PostgreSQL backends: "
+        f"the web server's {pg_web.seconds():.1f}s, the workers' {pg_workers.seconds():.1f}s"
     )
+    served = sum(len(v) for v in server.values())
+    if served:
+        web_ms = cpu_used["gunicorn"] * 1000 / served
+        pg_ms = pg_web.seconds() * 1000 / served
+        cores = os.cpu_count() or 1
+        mean_in_flight, at_send = recorder.in_flight()
+        queue95 = percentile([float(n) for n in at_send], 95)
+        print(
+            f"server CPU per request (all {served} requests): gunicorn {web_ms:.1f} ms + its PostgreSQL backends "
+            f"{pg_ms:.1f} ms = {web_ms + pg_ms:.1f} ms; requests in flight: mean {mean_in_flight:.1f} (Little's law), "
+            f"at send p50 {percentile([float(n) for n in at_send], 50):.0f}, p95 {queue95:.0f}, max {max(at_send)}; "
+            f"CPU floor for a request sent behind the p95 queue: {web_ms + pg_ms:.1f} ms x {queue95:.0f} / {cores} "
+            f"cores = {(web_ms + pg_ms) * queue95 / cores:.0f} ms (before the workers' share of the cores)"
+        )
     verified = verify(args, study.pk, annotators)
     p95s = ", ".join(
         f"{name} {percentile(recorder.latencies.get(route, []), 95):.0f}" for route, name in TARGETS.items()
@@ -1060,33 +1153,49 @@ def verify(args: argparse.Namespace, study_id: int, annotators: list[Annotator])
 
 
 def count_queries(args: argparse.Namespace, tokens: list[str], slug: str) -> None:
-    """Two extra annotators walk the journey in-process (same database, same running worker) so that the SQL and
-    the Python CPU behind each endpoint can be measured without contention; the first walk only warms up imports
-    and caches. These are the numbers to optimise when the latency target is missed."""
+    """Extra annotators walk the journey in-process (same database, same running worker) so that the SQL, the
+    Python CPU and the PostgreSQL backend's CPU behind each endpoint can be measured without contention; the
+    first walk only warms up imports and caches. These are the numbers to optimise when the latency target is
+    missed. Each walker joins in a browser session (the HTML match page is its page, not a redirect to sign in)
+    and answers through the API with its token, like the HTML sample of the load phases."""
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
     counts: dict[str, list[int]] = defaultdict(list)
     cpu: dict[str, list[float]] = defaultdict(list)
+    pg_cpu: dict[str, list[float]] = defaultdict(list)
     sql: dict[str, list[str]] = {}
 
-    def walk(token: str, *, record: bool) -> bool:
+    def walk(token: str, *, mode: str) -> bool:
+        """mode 'warm': nothing recorded; 'count': the SQL statements; 'time': the CPU."""
+
         def measure(route: str, client: Client, method: str, url: str, data: Any = None) -> Any:
-            with CaptureQueriesContext(connection) as ctx:
-                start = time.thread_time()
-                response = getattr(client, method)(url, data=data, content_type="application/json")
-                spent = (time.thread_time() - start) * 1000
-            if record:
+            if mode == "count":
+                with CaptureQueriesContext(connection) as ctx:
+                    response = getattr(client, method)(url, data=data, content_type="application/json")
                 counts[route].append(len(ctx.captured_queries))
-                cpu[route].append(spent)
                 if len(ctx.captured_queries) >= len(sql.get(route, [])):
                     sql[route] = [q["sql"] for q in ctx.captured_queries]  # keep the heaviest request's SQL
+                return response
+            connection.ensure_connection()
+            backend = connection.connection.info.backend_pid
+            pg_start = process_cpu_ns(backend)
+            # CaptureQueriesContext's debug cursor is kept out of the CPU figures: one pass counts, one times.
+            start = time.thread_time()
+            response = getattr(client, method)(url, data=data, content_type="application/json")
+            spent = (time.thread_time() - start) * 1000
+            pg_end = process_cpu_ns(backend)
+            if mode == "time":
+                cpu[route].append(spent)
+                if pg_start is not None and pg_end is not None:
+                    pg_cpu[route].append((pg_end - pg_start) / 1e6)
             return response
 
         browser = Client(HTTP_HOST=HOST)
+        browser.post(f"/join/{token}/", {"consent": "on"})
         r = measure(ACCEPT, browser, "post", f"/api/v1/invitations/{token}/accept/", {"consent": True})
-        if r.status_code != 201:
+        if r.status_code != 200:
             print(f"\nquery count skipped: accept answered {r.status_code}")
             return False
         body = r.json()
@@ -1115,17 +1224,22 @@ def count_queries(args: argparse.Namespace, tokens: list[str], slug: str) -> Non
         return True
 
     try:
-        if not (walk(tokens[0], record=False) and walk(tokens[1], record=True)):
+        modes = ["warm", "count"] + ["time"] * (len(tokens) - 2)
+        if not all(walk(token, mode=mode) for token, mode in zip(tokens, modes, strict=True)):
             return
     finally:
         connection.close()
-    print("\nSQL queries and Python CPU per request (in-process, no load; Django test client, same database):")
+    print(
+        "\nSQL statements and CPU per request (in-process, no load; Django test client, same database; "
+        f"statements from one walk, CPU from {len(tokens) - 2}: Python thread time + the PostgreSQL backend's):"
+    )
     for route in ROUTE_ORDER:
-        if route in counts:
+        if route in counts and cpu.get(route):
             values = counts[route]
+            web, pg = percentile(cpu[route], 50), percentile(pg_cpu.get(route, []), 50)
             print(
-                f"  {route:<48} {min(values):>3}-{max(values):<3} queries   "
-                f"CPU median {percentile(cpu[route], 50):5.1f} ms, max {max(cpu[route]):5.1f} ms   (n={len(values)})"
+                f"  {route:<48} {min(values):>3}-{max(values):<3} statements   CPU median {web:5.1f} ms "
+                f"+ PostgreSQL {pg:4.1f} ms = {web + pg:5.1f} ms, max {max(cpu[route]):5.1f} ms   (n={len(cpu[route])})"
             )
     if args.show_sql:
         for route in (CURRENT, CHOICE, COMPARE_HTML):

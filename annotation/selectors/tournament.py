@@ -4,12 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from annotation.models import Match, Participation, Query
+from django.db import models
+
+from annotation.models import Candidate, Match, Participation, Query, Study
 
 # Only the summary text is shown; the prompt and raw responses stay in the database.
 HEAVY_CANDIDATE_FIELDS = tuple(
     f"{side}__{field}" for side in ("left", "right") for field in ("prompt", "raw_response", "usage", "citation_flags")
 )
+
+
+def fields_except(prefix: str, model: type[models.Model], keep: tuple[str, ...]) -> tuple[str, ...]:
+    """`defer()` arguments for every column of `model` (reached through `prefix`) but its key and `keep`.
+    The hot reads join wide rows (a study has 36 columns) of which they use a few: building the SQL for the
+    columns, and the rows from them, was most of the CPU of a current match (bench/load.py). A field left out
+    here by mistake costs one query when it is read, never a wrong value; the pinned counts in
+    tests/annotation/test_query_counts.py would show it."""
+    return tuple(f"{prefix}{f.name}" for f in model._meta.concrete_fields if not f.primary_key and f.name not in keep)
+
+
+# What a match's two sides show: the summary text (the API and the page alike).
+CANDIDATE_SHOWN = tuple(
+    name for side in ("left", "right") for name in fields_except(f"{side}__", Candidate, keep=("text",))
+)
+# What showing a match checks of its participation and study (participation_require_active) beyond the keys.
+PARTICIPATION_ACTIVE = ("study", "annotator", "completed_at", "stopped_at", "screened_out_at")
+STUDY_ACTIVE = ("status",)
 
 
 def match_current(*, query: Query) -> Match | None:
@@ -44,12 +64,18 @@ def match_current_of(
     if not lookups.keys() & {"bracket__query__participation", "bracket__query__participation__annotator"}:
         raise ValueError("match_current_of needs the participation or the annotator")
     related = ["bracket__query", "left", "right"]
+    deferred = list(CANDIDATE_SHOWN)
     if annotator is not None:
+        # The API shows the match and its question's id, and checks that the participation is active: of the
+        # question, participation and study only those columns are read. The page renders the question.
         related.append("bracket__query__participation__study")
+        deferred += fields_except("bracket__query__", Query, keep=("participation",))
+        deferred += fields_except("bracket__query__participation__", Participation, keep=PARTICIPATION_ACTIVE)
+        deferred += fields_except("bracket__query__participation__study__", Study, keep=STUDY_ACTIVE)
     return (
         Match.objects.filter(status=Match.Status.PENDING, **lookups)
         .select_related(*related)
-        .defer(*HEAVY_CANDIDATE_FIELDS)
+        .defer(*deferred)
         .order_by("round", "index")
         .first()
     )

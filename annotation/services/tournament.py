@@ -16,6 +16,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study, StudySystem
+from annotation.selectors.tournament import fields_except
 from annotation.services.participation import participation_require_active
 from annotation.services.quality import check_apply_policy, check_due, check_failed, check_match_create
 from annotation.services.study import study_require_open
@@ -340,6 +341,18 @@ def _judgment_record(
         return _already_answered(existing, choice)
 
 
+# What recording a choice reads of the question and the study (the checks above the insert, the advance, a
+# failed check's policy); every other column of theirs stays in the database (selectors.tournament.fields_except).
+CHOICE_QUERY_FIELDS = ("participation", "index", "status")
+CHOICE_STUDY_FIELDS = ("status", "allow_ties", "comments", "identical_policy", "check_policy", "check_max_failures")
+CHOICE_DEFERRED = (
+    *fields_except("bracket__query__", Query, keep=CHOICE_QUERY_FIELDS),
+    # The owner's check; a failed check's screen-out reads the participation again, locked.
+    *fields_except("bracket__query__participation__", Participation, keep=("annotator", "study")),
+    *fields_except("bracket__query__participation__study__", Study, keep=CHOICE_STUDY_FIELDS),
+)
+
+
 def _not_on_page(match_id: int) -> ApplicationError:
     return ApplicationError(
         _("This comparison is not part of your question. Your answer was not recorded."),
@@ -361,10 +374,12 @@ def _judgment_record_locked(
     # One statement reads and locks every match of the bracket (attention checks included) with the bracket
     # row, the query, participation, study and judgments: the bracket's lock serialises the answers to sibling
     # matches, so the one answered second sees the first and creates the next round's match, and the advance
-    # needs no further read. Not the study: that would queue every annotator behind one row.
+    # needs no further read. Not the study: that would queue every annotator behind one row. Of the question,
+    # participation and study only the columns this path reads are fetched (CHOICE_DEFERRED).
     matches = list(
         Match.objects.select_for_update(of=("self", "bracket"))
         .select_related("bracket__query__participation__study", "judgment")
+        .defer(*CHOICE_DEFERRED)
         .filter(bracket__matches=match_id)
         .order_by("round", "index")
     )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 from rest_framework.test import APIClient
 
-from annotation.models import Judgment, Study
+from annotation.models import Judgment, Match, Participation, Study
 from annotation.services.participation import invitation_create_bulk
 from tests.annotation.factories import PERSONA, StudyFactory, study_with_a_failing_system
 from tests.support.openai_standin import openai_standin
@@ -53,6 +54,29 @@ def test_full_flow_over_the_api(study, django_capture_on_commit_callbacks):
     assert answered == 3
     finished = client.post(f"/api/v1/participations/{pid}/finish/").json()
     assert finished["completion_code"]
+
+
+def test_the_current_match_is_refused_while_the_study_is_paused_and_once_the_participation_ended(
+    study, django_capture_on_commit_callbacks
+):
+    # The API's current-match read fetches only the participation's and the study's columns that showing a
+    # match checks: the refusals must still see the live status and the end of the participation.
+    client, me = _annotator(study)
+    pid = me["id"]
+    client.put(f"/api/v1/participations/{pid}/persona/", PERSONA, format="json")
+    with django_capture_on_commit_callbacks(execute=True):
+        qid = client.post(f"/api/v1/participations/{pid}/queries/", {"text": "sleep"}, format="json").json()["id"]
+    url = f"/api/v1/queries/{qid}/current-match/"
+    Study.objects.filter(pk=study.pk).update(status=Study.Status.PAUSED)
+    paused = client.get(url)
+    assert paused.status_code == 403 and "paused" in paused.json()["message"]
+    assert not Match.objects.exclude(shown_at=None).exists()  # nothing recorded as shown
+    Study.objects.filter(pk=study.pk).update(status=Study.Status.OPEN)
+    shown = client.get(url)
+    assert shown.status_code == 200 and shown.json()["left"]["text"] and shown.json()["shown_at"]
+    Participation.objects.filter(pk=pid).update(stopped_at=timezone.now())
+    ended = client.get(url)
+    assert ended.status_code == 409 and "already finished" in ended.json()["message"]
 
 
 def test_malformed_payloads_get_field_messages(study, django_capture_on_commit_callbacks):
