@@ -24,7 +24,7 @@ from analysis.stats.alpha import alpha_from_cluster_coincidences, alpha_from_coi
 from analysis.stats.bootstrap import ClusterResampler
 from analysis.stats.errors import AnalysisError
 from analysis.stats.metric_info import UNASSIGNED_FAMILY, MetricInfo
-from analysis.stats.table import LEFT_PREFIX, RIGHT_PREFIX, PreparedTable, metric_names
+from analysis.stats.table import LEFT_PREFIX, RIGHT_PREFIX, PreparedTable, first_appearances, metric_names
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -36,6 +36,8 @@ DEFAULT_THRESHOLD = 0.0
 """The threshold of a pairwise judge's votes, and of a metric whose scores do not vary."""
 SWEEP_MAX_SD = 1.0
 """Threshold sweeps run from 0 to this many pooled standard deviations."""
+POSITION_PAIR = ("pairwise_first", "pairwise_swapped")
+"""A pairwise judge's two votes, A/B as shown and swapped, compared for position consistency."""
 
 __all__ = [
     "DEFAULT_SD_FRACTION",
@@ -242,9 +244,7 @@ def candidate_index(t: PreparedTable) -> npt.NDArray[np.int64] | None:
         return None
     ids = pd.concat([frame["left_candidate"], frame["right_candidate"]], ignore_index=True)
     codes, _ = pd.factorize(ids, use_na_sentinel=True)
-    named = np.flatnonzero(codes >= 0)
-    _, first = np.unique(codes[named], return_index=True)
-    return np.asarray(named[first], dtype=np.int64)
+    return first_appearances(codes)
 
 
 def pooled_sd(t: PreparedTable, metric: str, *, candidates: npt.NDArray[np.int64] | None = None) -> float:
@@ -346,7 +346,8 @@ def metric_agreement(
             rule = f"{threshold_sd_fraction:g} x pooled SD"
         hib = bool(higher_is_better.get(name, facts.higher_is_better if facts else True))
         votes = metric_votes(left, right, threshold=thr, higher_is_better=hib)
-        votes_of[name] = votes
+        if facts is not None and facts.metric in POSITION_PAIR:
+            votes_of[name] = votes  # kept only for the judge's position consistency (one column per metric)
         coded = np.isfinite(votes)
         n = int(coded.sum())
         if resampler is not None:
@@ -411,8 +412,8 @@ def metric_agreement(
 def _position_consistency(
     votes_of: Mapping[str, FloatArray], info: Mapping[str, MetricInfo]
 ) -> tuple[PositionConsistency, ...]:
-    first = {i.judge: col for col, i in info.items() if i.metric == "pairwise_first" and col in votes_of}
-    swapped = {i.judge: col for col, i in info.items() if i.metric == "pairwise_swapped" and col in votes_of}
+    first = {i.judge: col for col, i in info.items() if i.metric == POSITION_PAIR[0] and col in votes_of}
+    swapped = {i.judge: col for col, i in info.items() if i.metric == POSITION_PAIR[1] and col in votes_of}
     out = []
     for judge in sorted(j for j in first if j in swapped and j is not None):
         a, b = votes_of[first[judge]], votes_of[swapped[judge]]

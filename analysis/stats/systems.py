@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from analysis.stats._results import ResultMixin
-from analysis.stats.table import LEFT_PREFIX, RIGHT_PREFIX, metric_names
+from analysis.stats.table import LEFT_PREFIX, RIGHT_PREFIX, first_appearances, metric_names
 
 SYSTEM_COLUMNS: tuple[str, ...] = ("left_system", "right_system", "winner_system")
 _FOLD = re.compile(r"[^a-z0-9._]+")
@@ -103,19 +104,71 @@ class SystemTables(ResultMixin):
         )
 
 
-def _candidates(table: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
-    """One row per distinct candidate (a candidate appears in round 1 and maybe the final)."""
-    parts = []
-    for side in ("left", "right"):
-        cols = {f"{side}_system": "system", f"{side}_model": "model", f"{side}_condition": "condition"}
-        part = table[[c for c in cols if c in table.columns]].rename(columns=cols)
-        for m in metrics:
-            part[m] = pd.to_numeric(table[f"{LEFT_PREFIX if side == 'left' else RIGHT_PREFIX}{m}"], errors="coerce")
-        key = f"{side}_candidate"
-        part["candidate"] = table[key].astype(str) if key in table.columns else np.arange(len(table)).astype(str)
-        parts.append(part)
-    both = pd.concat(parts, ignore_index=True)
-    return both.drop_duplicates(subset=["candidate"]) if "left_candidate" in table.columns else both
+def _as_text(column: pd.Series) -> pd.Series:
+    return column if isinstance(column.dtype, pd.StringDtype) else column.astype(str)
+
+
+def _first_candidates(table: pd.DataFrame) -> npt.NDArray[np.int64]:
+    """Positions of the distinct candidates (a candidate appears in round 1 and maybe the final) in the
+    left sides followed by the right sides (``n + i`` is row ``i``'s right side), in order of first
+    appearance; every side when the table has no candidate ids."""
+    n = len(table)
+    if "left_candidate" not in table.columns:
+        return np.arange(2 * n, dtype=np.int64)
+    right = (
+        _as_text(table["right_candidate"])
+        if "right_candidate" in table.columns
+        else pd.Series(np.arange(n).astype(str), index=table.index)
+    )
+    ids = pd.concat([_as_text(table["left_candidate"]), right], ignore_index=True)
+    # A missing id is one candidate, as it was for drop_duplicates.
+    codes, _ = pd.factorize(ids, use_na_sentinel=False)
+    return first_appearances(codes)
+
+
+def _side(table: pd.DataFrame, column: str) -> pd.Series:
+    """A side's column, or missing values where the table lacks it (as the stacked frame had them)."""
+    if column in table.columns:
+        return table[column]
+    return pd.Series(np.full(len(table), np.nan), index=table.index)
+
+
+def _side_values(table: pd.DataFrame, column: str, first: npt.NDArray[np.int64]) -> pd.Series:
+    """The ``left_<column>`` / ``right_<column>`` value of each distinct candidate (positions ``first``)."""
+    n = len(table)
+    from_left = first < n
+    values = pd.concat(
+        [
+            _side(table, f"left_{column}").iloc[first[from_left]],
+            _side(table, f"right_{column}").iloc[first[~from_left] - n],
+        ],
+        ignore_index=True,
+    )
+    # Back to the order of ``first`` (the left ones came first in the concatenation).
+    back = np.empty(first.shape[0], dtype=np.int64)
+    back[np.concatenate([np.flatnonzero(from_left), np.flatnonzero(~from_left)])] = np.arange(first.shape[0])
+    return values.iloc[back].reset_index(drop=True)
+
+
+def _metric_values(table: pd.DataFrame, metric: str, first: npt.NDArray[np.int64]) -> Any:
+    """One metric's score of each distinct candidate, one column at a time: the (2 x rows) x metrics frame
+    of both sides stacked is never built (it was the analysis's peak memory at a million rows). The dtype
+    is the one stacking would give, so that the means are the same to the last bit."""
+    n = len(table)
+    from_left = first < n
+    left = pd.to_numeric(table[f"{LEFT_PREFIX}{metric}"], errors="coerce")
+    right = pd.to_numeric(table[f"{RIGHT_PREFIX}{metric}"], errors="coerce")
+    if isinstance(left.dtype, np.dtype) and isinstance(right.dtype, np.dtype):
+        dtype = np.result_type(left.dtype, right.dtype)
+        lv, rv = left.to_numpy(), right.to_numpy()
+    else:  # nullable or Arrow-backed numbers: floats with NaN for missing scores
+        dtype = np.dtype(np.float64)
+        lv = left.to_numpy(dtype=np.float64, na_value=np.nan)
+        rv = right.to_numpy(dtype=np.float64, na_value=np.nan)
+    out = np.empty(first.shape[0], dtype=dtype)
+    out[from_left] = lv[first[from_left]]
+    out[~from_left] = rv[first[~from_left] - n]
+    return out
 
 
 def system_tables(table: pd.DataFrame) -> SystemTables | None:
@@ -123,28 +176,54 @@ def system_tables(table: pd.DataFrame) -> SystemTables | None:
     metrics = metric_names(table)
     if not metrics or "left_system" not in table.columns:
         return None
-    cands = _candidates(table, metrics)
+    first = _first_candidates(table)
+    # Each system's candidates in order of first appearance (missing systems left out), systems sorted:
+    # what a sorted groupby of the stacked sides gave.
+    codes, systems = pd.factorize(_side_values(table, "system", first), sort=True, use_na_sentinel=True)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(systems) + 1))
+    groups = [order[bounds[k] : bounds[k + 1]] for k in range(len(systems))]
+    labels: dict[str, list[Any]] = {}
     for col in ("model", "condition"):
-        if col not in cands.columns:
-            cands[col] = ""
-    rows, risk = [], []
-    for system, group in cands.groupby("system", sort=True):
-        means = {m: float(group[m].mean()) if group[m].notna().any() else math.nan for m in metrics}
-        rows.append(
-            SystemMetricRow(
-                system=str(system),
-                model=str(group["model"].iloc[0]),
-                condition=str(group["condition"].iloc[0]),
-                n_candidates=len(group),
-                means=means,
-            )
+        if f"left_{col}" in table.columns or f"right_{col}" in table.columns:
+            values = _side_values(table, col, first[np.asarray([g[0] for g in groups], dtype=np.int64)])
+            labels[col] = list(values)
+        else:
+            labels[col] = [""] * len(groups)
+    means: list[dict[str, float]] = [{} for _ in groups]
+    risk_codes: list[pd.Series] = []
+    all_zero = []
+    for m in metrics:
+        values = _metric_values(table, m, first)
+        scored = pd.Series(values, copy=False).dropna()
+        if scored.size and bool((scored == 0).all()):
+            all_zero.append(m)
+        for k, g in enumerate(groups):
+            column = pd.Series(values[g], copy=False)
+            means[k][m] = float(column.mean()) if column.notna().any() else math.nan
+        if m == "ar_risk":
+            risk_codes = [pd.Series(values[g], copy=False).dropna().round().astype(int) for g in groups]
+        del values, scored
+    rows = [
+        SystemMetricRow(
+            system=str(system),
+            model=str(labels["model"][k]),
+            condition=str(labels["condition"][k]),
+            n_candidates=len(groups[k]),
+            means=means[k],
         )
-        if "ar_risk" in metrics:
-            codes = group["ar_risk"].dropna().round().astype(int)
-            counts = {band: int((codes == code).sum()) for code, band in enumerate(RISK_BANDS)}
-            risk.append(SystemRiskRow(system=str(system), n_scored=int(codes.size), counts=counts))
+        for k, system in enumerate(systems)
+    ]
+    risk = [
+        SystemRiskRow(
+            system=str(system),
+            n_scored=int(risk_codes[k].size),
+            counts={band: int((risk_codes[k] == code).sum()) for code, band in enumerate(RISK_BANDS)},
+        )
+        for k, system in enumerate(systems)
+        if risk_codes
+    ]
     abstractive = tuple(m for m in metrics if m.startswith(ABSTRACTIVENESS_PREFIXES) and m != "ar_risk")
-    all_zero = tuple(m for m in metrics if cands[m].notna().any() and bool((cands[m].dropna() == 0).all()))
     return SystemTables(
-        metrics=metrics, abstractiveness=abstractive, rows=tuple(rows), risk=tuple(risk), all_zero=all_zero
+        metrics=metrics, abstractiveness=abstractive, rows=tuple(rows), risk=tuple(risk), all_zero=tuple(all_zero)
     )

@@ -126,6 +126,19 @@ def metric_names(table: pd.DataFrame) -> tuple[str, ...]:
     )
 
 
+def first_appearances(codes: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.int64]:
+    """Positions of each code's first appearance, for codes numbered in order of first appearance (what
+    ``pd.factorize`` gives; the sentinel -1 never counts): one pass, no sort."""
+    codes = np.asarray(codes)
+    if codes.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    seen = np.maximum.accumulate(codes)
+    new = np.empty(codes.shape[0], dtype=np.bool_)
+    new[0] = codes[0] >= 0
+    np.greater(codes[1:], seen[:-1], out=new[1:])
+    return np.flatnonzero(new).astype(np.int64)
+
+
 def _as_str(values: Any) -> npt.NDArray[np.object_]:
     """Text values as a numpy object array of ``str``, missing values as ``None``.
 
