@@ -23,6 +23,7 @@ from annotation.models import Candidate, Study
 from kernel import leases
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
+from kernel.storable import json_problem
 from kernel.tasks import enqueue_on_commit
 from kernel.yielding import research_pause
 from scoring.inputs import candidate_rows
@@ -136,6 +137,10 @@ def stress_tests_blocked() -> dict[str, str]:
 
 
 def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
+    # Stored as jsonb, whoever starts the job (the research page passes its form's values as they came): no
+    # NUL or lone surrogate in a string or key, no infinity, no runaway nesting.
+    if problem := json_problem(options, where="options"):
+        raise ApplicationError(f"{problem[0].upper()}{problem[1:]}.", field="options")
     options = dict(options)
     if kind == ResearchJob.Kind.EXPORT:
         fmt = options.setdefault("format", "csv")

@@ -58,6 +58,7 @@ from annotation.services.study import (
     study_validate,
 )
 from kernel.exceptions import ApplicationError
+from kernel.storable import DB_INT_MAX
 
 STUDY_FILTER = admin.RelatedOnlyFieldListFilter  # lists only the studies whose rows the user may see
 
@@ -314,7 +315,7 @@ class StudyAdminForm(forms.ModelForm):
 
 class BulkInvitationForm(forms.Form):
     count = forms.IntegerField(min_value=1, max_value=1000, initial=10)
-    max_uses = forms.IntegerField(min_value=1, initial=1)
+    max_uses = forms.IntegerField(min_value=1, max_value=DB_INT_MAX, initial=1)
     expires_at = forms.DateTimeField(required=False, help_text="Leave empty for no expiry. Format: YYYY-MM-DD HH:MM")
     note = forms.CharField(max_length=200, required=False)
 

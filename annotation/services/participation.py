@@ -21,6 +21,7 @@ from annotation.models import Candidate, Invitation, Participation, Query, Study
 from annotation.selectors.membership import StudyAction, study_allows
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
+from kernel.storable import DB_INT_MAX
 
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I to misread
 
@@ -37,6 +38,8 @@ def invitation_create_bulk(
         raise ApplicationError("Create between 1 and 1000 invitations at a time.", field="count")
     if max_uses < 1:
         raise ApplicationError("An invitation must allow at least one use.", field="max_uses")
+    if max_uses > DB_INT_MAX:  # the column's integer: past it PostgreSQL refuses the row (a 500 before)
+        raise ApplicationError(f"An invitation allows at most {DB_INT_MAX} uses.", field="max_uses")
     return [
         Invitation.objects.create(
             study=study, token=secrets.token_urlsafe(24), max_uses=max_uses, expires_at=expires_at, note=note

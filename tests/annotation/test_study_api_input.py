@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from annotation.models import Invitation, Study, StudySystem
+from annotation.services.participation import invitation_create_bulk
 from annotation.services.study import study_create, study_update
 from kernel.exceptions import ApplicationError
 from tests.annotation.factories import StudyFactory
@@ -136,3 +137,18 @@ def test_the_service_refuses_unstorable_settings_for_every_caller(settings, mess
         study_update(study=study, systems=[{**SYSTEMS[0], "backend_settings": settings}])
     assert refused.value.field == "systems"
     assert not Study.objects.filter(slug="svc").exists()
+
+
+def test_the_admin_invitation_form_refuses_uses_beyond_the_database_integer(client):
+    # The Django admin's "Create invitations" page: its form and the service both bound max_uses (a 500 before).
+    client.force_login(get_user_model().objects.create_superuser("root", "root@example.org", "pw"))
+    study = StudyFactory(slug="inv-admin")
+    url = f"/admin/annotation/study/{study.pk}/invitations/"
+    refused = client.post(url, {"count": 1, "max_uses": 2**63})
+    assert refused.status_code == 200
+    assert "Ensure this value is less than or equal to 2147483647." in refused.content.decode()
+    assert not Invitation.objects.exists()
+    with pytest.raises(ApplicationError, match="at most 2147483647 uses"):
+        invitation_create_bulk(study=study, count=1, max_uses=2**31)
+    assert client.post(url, {"count": 1, "max_uses": 2**31 - 1}).status_code == 200
+    assert Invitation.objects.get().max_uses == 2**31 - 1

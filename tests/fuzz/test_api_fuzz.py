@@ -45,3 +45,17 @@ def test_no_generated_request_gets_a_server_error(schema, roles, role_name, quie
         f"{errors} of {cases} cases got a 5xx and {violations} an answer that does not match the schema "
         f"as {role_name}:\n" + "\n".join(failures)
     )
+
+
+def test_the_fuzzer_fails_on_the_server_errors_it_was_built_to_find(settings, roles, quiet_request_log):
+    """Without the NUL guard (kernel.middleware) an invitation token with a NUL reaches PostgreSQL, which
+    refuses it: the 500 the tracker found. The same harness and budget must count it, or a green fuzz run
+    would prove nothing."""
+    from django.core.handlers.wsgi import WSGIHandler
+
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if m != "kernel.middleware.RejectUnstorableInputMiddleware"]
+    unguarded = load_schema(WSGIHandler())  # middleware is loaded when the handler is made
+    results = fuzz_role(unguarded, roles["anonymous"], max_examples=EXAMPLES, only=("/api/v1/invitations/",))
+    ((_, operations, cases, errors, _),) = summary({"anonymous": results})
+    assert operations == 1 and errors > 0, f"{cases} cases, no 5xx found without the guard"
+    assert any("NUL in every string" in failure for r in results for failure in r.failures)

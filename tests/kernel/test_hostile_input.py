@@ -170,3 +170,20 @@ def test_a_nul_in_a_page_form_is_a_form_error_and_nothing_is_asked(study):
     response = client.post(f"/study/{study.slug}/ask/", {"text": "shift work\x00 and sleep", "client_token": "t1"})
     assert response.status_code == 400 and "Null characters are not allowed" in response.content.decode()
     assert not participation.queries.exists()
+
+
+def test_a_nul_in_the_research_pages_job_form_is_a_message_and_no_job(study):
+    # The page passes its form's values to the service as they came (the API's serializer is not in the way).
+    user = get_user_model().objects.create_user("page-researcher")
+    user.groups.add(Group.objects.get_or_create(name=RESEARCHERS_GROUP)[0])
+    membership_set(study=study, user=user, role=StudyMembership.Role.RESEARCHER)
+    browser = Client()
+    browser.force_login(user)
+    posted = browser.post(
+        "/research/studies/hostile/jobs/",
+        {"kind": "stress", "tests": ["distractor"], "metrics": ["rouge1\x00"]},
+        follow=True,
+    )
+    assert posted.status_code == 200
+    assert "Options.metrics[0] contains a NUL character" in posted.content.decode()
+    assert not ResearchJob.objects.exists()

@@ -1,11 +1,15 @@
-"""Login throttling: wrong admin passwords lock one username from one client address out for the cool-off,
-with a plain 429 page saying when to try again; other users, other addresses and good logins are unaffected."""
+"""Login throttling: wrong passwords lock one username from one client address out for the cool-off, on the
+admin's sign-in and the researchers' (/accounts/login/) alike, with a plain 429 page saying when to try again;
+other users, other addresses and good logins are unaffected."""
 
 from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.test import Client, override_settings
+
+from analysis.permissions import RESEARCHERS_GROUP
 
 pytestmark = pytest.mark.django_db
 
@@ -68,3 +72,24 @@ def test_behind_a_trusted_proxy_the_forwarded_client_is_throttled_not_the_proxy(
     assert _login(Client(), "root", "right-pw", **spoofed).status_code == 429
     # The real admin behind the same proxy, from another address, still gets in.
     assert _login(Client(), "root", "right-pw", **proxy, HTTP_X_FORWARDED_FOR="192.0.2.44").status_code == 302
+
+
+def test_thirty_wrong_passwords_on_the_research_sign_in_get_four_tries_and_a_lockout():
+    # The tracker's finding (issue 11) was 30 wrong admin passwords in 16.7 s with no lockout; the research
+    # sign-in is a plain LoginView, throttled because its form goes through authenticate().
+    researcher = get_user_model().objects.create_user("rita", password="right-pw")
+    researcher.groups.add(Group.objects.get_or_create(name=RESEARCHERS_GROUP)[0])
+    client = Client()
+    statuses = [
+        client.post("/accounts/login/", {"username": "rita", "password": f"guess-{i}"}).status_code for i in range(30)
+    ]
+    assert statuses == [200] * 4 + [429] * 26
+    locked = client.post("/accounts/login/", {"username": "rita", "password": "right-pw", "next": "/research/"})
+    assert locked.status_code == 429 and "Too many failed sign-in attempts" in locked.content.decode()
+    assert client.get("/research/")["Location"] == "/accounts/login/?next=/research/"  # still signed out
+    # The admin's sign-in shares the count: the same pair is locked there too.
+    assert _login(client, "rita", "right-pw").status_code == 429
+    # From another address the researcher still signs in.
+    elsewhere = Client(REMOTE_ADDR="10.0.0.3")
+    signed_in = elsewhere.post("/accounts/login/", {"username": "rita", "password": "right-pw", "next": "/research/"})
+    assert signed_in.status_code == 302 and elsewhere.get("/research/").status_code == 200
