@@ -31,6 +31,7 @@ reference computed independently on the same bootstrap draws.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -287,8 +288,26 @@ def reference_bt_resample_seconds(frame: pd.DataFrame, t: PreparedTable, weights
 # --- the command line ------------------------------------------------------------------------------------
 
 
-def run_cli(table_path: Path, settings: dict[str, Any], out_dir: Path) -> tuple[float, float, str]:
-    """``manage.py analyze`` on the table file in a fresh process: wall seconds, its peak RSS (MB), stdout."""
+_HWM_LAUNCHER = """
+import atexit, runpy, sys
+def _hwm(path=sys.argv[1]):
+    try:
+        with open("/proc/self/status") as status:
+            kb = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return
+    with open(path, "w") as out:
+        out.write(kb)
+atexit.register(_hwm)
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+"""Runs ``manage.py`` and writes the process's peak RSS in kB (VmHWM) to the file named first on exit."""
+
+
+def run_cli(table_path: Path, settings: dict[str, Any], out_dir: Path) -> tuple[float, float, float, str]:
+    """``manage.py analyze`` on the table file in a fresh process: wall seconds, its peak RSS (MB), its CPU
+    seconds (user + system: less inflated by a loaded machine than the wall time), stdout."""
     config_path = out_dir.parent / "settings.json"
     config_path.write_text(json.dumps(settings), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -303,16 +322,25 @@ def run_cli(table_path: Path, settings: dict[str, Any], out_dir: Path) -> tuple[
         "--config",
         str(config_path),
     ]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    # The child's own high-water mark (VmHWM, Linux), written as it exits: the children's ru_maxrss also
+    # counts this process's peak, since a child forked from it before exec starts at its size.
+    hwm_file = out_dir.parent / "analyze.vmhwm"
+    hwm_file.unlink(missing_ok=True)
+    cmd[1:2] = ["-c", _HWM_LAUNCHER, str(hwm_file), cmd[1]]
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
     if done.returncode != 0:
         raise SystemExit(f"manage.py analyze failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    if peak <= before:
-        print("warning: an earlier child process had a higher peak RSS; the figure is an upper bound")
-    return seconds, peak / 1024, done.stdout.strip().splitlines()[0]
+    if hwm_file.exists() and hwm_file.read_text().strip():
+        peak = float(hwm_file.read_text())
+    else:
+        peak = float(after.ru_maxrss)
+        print("warning: no VmHWM (not Linux?): the children's ru_maxrss, an upper bound, is reported")
+    return seconds, peak / 1024, cpu, done.stdout.strip().splitlines()[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -328,6 +356,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cli-only", action="store_true", help="only the command-line run")
     parser.add_argument("--no-cli", action="store_true", help="skip the command-line run")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="folder for the Parquet table, settings and the command's outputs (kept); default: a temporary one",
+    )
     args = parser.parse_args(argv)
 
     queries = int(np.ceil(args.comparisons / 2.8 / args.annotators)) + 1
@@ -350,21 +384,32 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
 
     if not args.no_cli:
-        with tempfile.TemporaryDirectory(prefix="bench-analysis-") as tmp:
-            table_path = Path(tmp) / "comparisons.parquet"
+        with contextlib.ExitStack() as stack:
+            if args.work_dir is None:
+                work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-analysis-")))
+            else:
+                work = args.work_dir
+                work.mkdir(parents=True, exist_ok=True)
+            table_path = work / "comparisons.parquet"
             frame.to_parquet(table_path, index=False)
-            cli_s, cli_mb, line = run_cli(table_path, settings, Path(tmp) / "out")
-            sizes = {p.name: p.stat().st_size for p in (Path(tmp) / "out").glob("comparisons.*")}
+            load_before = os.getloadavg()[0]
+            cli_s, cli_mb, cli_cpu, line = run_cli(table_path, settings, work / "out")
+            load_after = os.getloadavg()[0]
+            sizes = {p.name: p.stat().st_size for p in (work / "out").glob("comparisons.*")}
         ok = cli_s < CLI_TIME_TARGET_S and cli_mb < MEMORY_TARGET_MB
         print(
             f"\nmanage.py analyze --comparisons table.parquet (report, HTML, tables; a table input is not re-exported): {line}"
         )
         print(
             f"  wall {cli_s:.1f}s (target < {CLI_TIME_TARGET_S:.0f}s), peak RSS {cli_mb:.0f} MB (target < "
-            f"{MEMORY_TARGET_MB:.0f} MB): {'ok' if ok else 'MISSED'}; exports "
-            + ", ".join(f"{k} {v / 2**20:.0f} MB" for k, v in sorted(sizes.items()) if not k.endswith(".json"))
+            f"{MEMORY_TARGET_MB:.0f} MB): {'ok' if ok else 'MISSED'}; CPU {cli_cpu:.1f}s (user + system); load "
+            f"average {load_before:.1f} before, {load_after:.1f} after; exports "
+            + (
+                ", ".join(f"{k} {v / 2**20:.0f} MB" for k, v in sorted(sizes.items()) if not k.endswith(".json"))
+                or "none"
+            )
         )
-        result |= {"cli_seconds": cli_s, "cli_peak_rss_mb": cli_mb}
+        result |= {"cli_seconds": cli_s, "cli_peak_rss_mb": cli_mb, "cli_cpu_seconds": cli_cpu}
         status = 0 if ok else 2
         if args.cli_only:
             return status
