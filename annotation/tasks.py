@@ -32,6 +32,7 @@ from annotation.services.generation import (
 )
 from annotation.services.query import background_sweep, query_lease_renew, query_mark_failed, query_retrieve
 from kernel.backends import BackendError
+from kernel.tasks import FIRST, LATER, OrderedTask
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ def _generation_failed(task: Task, exc: BaseException, task_id: str, args: Any, 
 
 @shared_task(
     bind=True,
+    base=OrderedTask,
+    order=LATER,  # behind the generations of questions already retrieved (kernel/tasks.py)
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=MAX_ATTEMPTS - 1,
@@ -84,6 +87,8 @@ def retrieve_query(self, query_id: int) -> None:  # type: ignore[no-untyped-def]
 
 @shared_task(
     bind=True,
+    base=OrderedTask,
+    order=FIRST,
     acks_late=True,
     reject_on_worker_lost=True,
     # The cap is the candidate's own attempt count (candidate_claim); this only bounds the message chain.

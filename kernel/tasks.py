@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from celery import Task as CeleryTask
 from django.db import transaction
 
 logger = logging.getLogger(__name__)
@@ -67,3 +68,42 @@ def broker_warm(*, app: Any) -> float:
     except Exception:  # whatever an unreachable broker raises: the first send reports it again
         logger.warning("could not open the broker connection ahead of the first send", exc_info=True)
     return time.perf_counter() - started
+
+
+# --- the order of annotator work --------------------------------------------------------------------
+# One queue carries both retrievals and generations (ANNOTATOR_QUEUE). In the order sent, a burst of
+# questions (a class starting together, a sweep re-sending a backlog) would be retrieved all before any
+# summary is written: every annotator waits for every retrieval, and the model server idles meanwhile
+# (bench/generation.py: 1.8 s of 9 s with no call in flight at 100 questions). Sent "first", a question's
+# generations go ahead of retrievals still waiting, so the workers finish the questions they started and
+# retrieve the next one whenever no generation is waiting.
+#
+# Brokers count priorities the opposite way: Redis (kombu's emulation, one list per priority step, served
+# lowest number first, steps 0, 3, 6, 9) and RabbitMQ (highest first, only on a queue declared with
+# x-max-priority: config/settings/base.py declares the annotator queue with 1). The number is chosen at
+# send time from the broker the app sends to; other transports (the demo's filesystem broker) keep the
+# order sent.
+FIRST, LATER = "first", "later"
+_PRIORITIES = {
+    "redis": {FIRST: 0, LATER: 3},
+    "amqp": {FIRST: 1, LATER: 0},
+}
+
+
+def broker_priority(app: Any, order: str) -> int | None:
+    """The message priority that puts work `order` (FIRST or LATER) where it belongs on `app`'s broker."""
+    scheme = str(app.conf.broker_url or "").split("://", 1)[0]
+    family = {"redis": "redis", "rediss": "redis", "amqp": "amqp", "amqps": "amqp", "pyamqp": "amqp"}.get(scheme)
+    return _PRIORITIES[family][order] if family else None
+
+
+class OrderedTask(CeleryTask):
+    """A Celery task sent with the priority of its `order` on the broker it goes to (see above)."""
+
+    order: str = LATER
+
+    def apply_async(self, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+        priority = broker_priority(self.app, self.order)
+        if priority is not None:
+            options.setdefault("priority", priority)
+        return super().apply_async(args, kwargs, **options)

@@ -279,8 +279,14 @@ CELERY_TASK_ROUTES = env.json(
 # other transports ignore queue arguments, so every process declares the queues alike.
 AMQP_CONSUMER_TIMEOUT_MS = env.int("AMQP_CONSUMER_TIMEOUT_MS", default=2 * 3600 * 1000)
 _QUEUE_ARGUMENTS = {"x-consumer-timeout": AMQP_CONSUMER_TIMEOUT_MS}
+# The annotator queue serves a question's generations before the next retrieval (kernel/tasks.py,
+# OrderedTask); RabbitMQ orders by priority only on a queue declared with x-max-priority (two levels). A
+# RabbitMQ queue declared before 2026-12-02 without it must be deleted once (docs/deploy.md, "Brokers").
+_PRIORITY_QUEUES = {ANNOTATOR_QUEUE: {"x-max-priority": 1}}
 CELERY_TASK_QUEUES = [
-    Queue(name, Exchange(name), routing_key=name, queue_arguments=_QUEUE_ARGUMENTS)
+    Queue(
+        name, Exchange(name), routing_key=name, queue_arguments={**_QUEUE_ARGUMENTS, **_PRIORITY_QUEUES.get(name, {})}
+    )
     for name in sorted({CELERY_TASK_DEFAULT_QUEUE, *(r["queue"] for r in CELERY_TASK_ROUTES.values())})
 ]
 # A scoring run keeps at most this many chunks queued or running at once; each counted chunk sends the

@@ -1,5 +1,5 @@
 """Queues for real: annotator work and research work on separate queues, each consumed by its own worker as
-a deployment runs them, and a scoring run that keeps at most RESEARCH_MAX_INFLIGHT_CHUNKS unfinished chunks
+a deployment runs them, a question's summaries written before the next question is retrieved, and a scoring run that keeps at most RESEARCH_MAX_INFLIGHT_CHUNKS unfinished chunks
 in the broker however many chunks it has (on Redis and on RabbitMQ)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 
-from annotation.models import Query, Study
+from annotation.models import Candidate, Query, Study
 from annotation.services.query import query_submit
 from scoring import services
 from scoring.models import ScoringRun
@@ -69,3 +69,31 @@ def test_research_work_waits_for_its_own_worker_and_a_long_run_never_floods_the_
     # A counted chunk sends the next before its own message is acknowledged (late acks): for that moment the
     # broker holds INFLIGHT unfinished chunks and the finished one's message. Unbounded, it would hold 20.
     assert 1 <= most <= INFLIGHT + 1
+
+
+def test_questions_asked_together_are_finished_one_by_one_not_all_retrieved_first(
+    celery_workers: WorkerPool,
+) -> None:
+    """Four annotators ask at the same moment while one worker process serves the queue. Sent in that order,
+    all four retrievals would run before any summary: the first annotator would wait for everyone's
+    sources. A question's generations go ahead of the retrievals still waiting (kernel/tasks.py), so the
+    first question retrieved is ready before the second retrieval ends."""
+    study = StudyFactory(slug="one-by-one")
+    queries = [ask(study, n) for n in range(4)]  # queued before any worker runs: four retrievals waiting
+    celery_workers.start("annotator", queues=[django_settings.ANNOTATOR_QUEUE], concurrency=1)
+    for query in queries:
+        wait_for(lambda q=query: settled(q), timeout=90, message=describe(query, celery_workers))
+
+    def retrieved_at(query: Query) -> Any:  # the retrieval queues the candidates as its last step
+        return min(Candidate.objects.filter(query=query).values_list("queued_at", flat=True))
+
+    def written_at(query: Query) -> Any:
+        return max(Candidate.objects.filter(query=query).values_list("finished_at", flat=True))
+
+    by_retrieval = sorted(queries, key=retrieved_at)
+    for earlier, later in zip(by_retrieval, by_retrieval[1:], strict=False):
+        assert written_at(earlier) < retrieved_at(later), (
+            f"question {earlier.pk}'s summaries were written after question {later.pk} was retrieved:\n"
+            + celery_workers.logs()[-4000:]
+        )
+    assert all(Query.objects.get(pk=q.pk).status == Query.Status.READY for q in queries)

@@ -301,7 +301,10 @@ class WorkerPool:
             # One MULTI/EXEC: a message moving from its queue to "unacked" is counted once.
             with client.pipeline(transaction=True) as pipe:
                 for queue in all_queues():
-                    pipe.llen(f"{prefix}{queue}")
+                    # kombu keeps one list per priority step: the queue's own name for step 0, then
+                    # "<queue>\x06\x16<step>" (kernel/tasks.py sends retrievals at step 3).
+                    for key in (queue, *(f"{queue}\x06\x16{step}" for step in (3, 6, 9))):
+                        pipe.llen(f"{prefix}{key}")
                 pipe.hlen(f"{prefix}unacked")
                 return sum(int(n) for n in pipe.execute())
         finally:
