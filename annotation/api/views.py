@@ -22,7 +22,7 @@ from annotation.selectors.generation import candidates_failed
 from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
 from annotation.selectors.quality import participation_quality
 from annotation.selectors.study import study_progress
-from annotation.selectors.tournament import match_current_of
+from annotation.selectors.tournament import match_current_shown
 from annotation.services.generation import candidate_retry, candidates_retry_failed
 from annotation.services.membership import (
     membership_remove_as,
@@ -145,7 +145,7 @@ class QueryViewSet(viewsets.GenericViewSet):
     def current_match(self, request: Request, pk: int) -> Response:
         """The next match to answer; 204 when there is none (still generating, or ranked)."""
         # The match with its query, participation and study in one read; the query alone only without one.
-        match = match_current_of(annotator=request.user, query_id=int(pk))
+        match = match_current_shown(annotator=request.user, query_id=int(pk))
         if match is None:
             # Someone else's question is a 404; of one's own only the key is read.
             get_object_or_404(Query.objects.only("pk"), pk=pk, participation__annotator=request.user)

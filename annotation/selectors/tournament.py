@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, cast
 
-from django.db import models
+from django.db import connection, models
 
-from annotation.models import Candidate, Match, Participation, Query, Study
+from annotation.models import Bracket, Candidate, Match, Participation, Query, Study
 
 # Only the summary text is shown; the prompt and raw responses stay in the database.
 HEAVY_CANDIDATE_FIELDS = tuple(
@@ -27,9 +28,6 @@ def fields_except(prefix: str, model: type[models.Model], keep: tuple[str, ...])
 CANDIDATE_SHOWN = tuple(
     name for side in ("left", "right") for name in fields_except(f"{side}__", Candidate, keep=("text",))
 )
-# What showing a match checks of its participation and study (participation_require_active) beyond the keys.
-PARTICIPATION_ACTIVE = ("study", "annotator", "completed_at", "stopped_at", "screened_out_at")
-STUDY_ACTIVE = ("status",)
 
 
 def match_current(*, query: Query) -> Match | None:
@@ -42,43 +40,96 @@ def match_current(*, query: Query) -> Match | None:
     )
 
 
-def match_current_of(
-    *,
-    participation: Participation | None = None,
-    index: int | None = None,
-    annotator: Any = None,
-    query_id: int | None = None,
-) -> Match | None:
-    """`match_current` of the question named by its participation and index (the pages) or by its id and
-    annotator (the API), read with the question (`match.bracket.query`) in one statement. None when the
-    question has no pending match or is not the caller's: the caller reads the question then to tell which."""
-    lookups: dict[str, Any] = {}
-    if participation is not None:
-        lookups["bracket__query__participation"] = participation
-    if index is not None:
-        lookups["bracket__query__index"] = index
-    if annotator is not None:
-        lookups["bracket__query__participation__annotator"] = annotator
-    if query_id is not None:
-        lookups["bracket__query_id"] = query_id
-    if not lookups.keys() & {"bracket__query__participation", "bracket__query__participation__annotator"}:
-        raise ValueError("match_current_of needs the participation or the annotator")
-    related = ["bracket__query", "left", "right"]
-    deferred = list(CANDIDATE_SHOWN)
-    if annotator is not None:
-        # The API shows the match and its question's id, and checks that the participation is active: of the
-        # question, participation and study only those columns are read. The page renders the question.
-        related.append("bracket__query__participation__study")
-        deferred += fields_except("bracket__query__", Query, keep=("participation",))
-        deferred += fields_except("bracket__query__participation__", Participation, keep=PARTICIPATION_ACTIVE)
-        deferred += fields_except("bracket__query__participation__study__", Study, keep=STUDY_ACTIVE)
+def match_current_of(*, participation: Participation, index: int) -> Match | None:
+    """`match_current` of the participation's question number `index` (the comparison page), read with the
+    question (`match.bracket.query`) in one statement. None when the question has no pending match or does
+    not exist: the caller reads the question then to tell which."""
     return (
-        Match.objects.filter(status=Match.Status.PENDING, **lookups)
-        .select_related(*related)
-        .defer(*deferred)
+        Match.objects.filter(
+            status=Match.Status.PENDING, bracket__query__participation=participation, bracket__query__index=index
+        )
+        .select_related("bracket__query", "left", "right")
+        .defer(*CANDIDATE_SHOWN)
         .order_by("round", "index")
         .first()
     )
+
+
+def _columns(model: type[models.Model], keep: set[str] | None = None) -> list[str]:
+    """The attribute names of `model`'s columns in `keep` (all without it), in the model's column order, which
+    is the order `Model.from_db` takes the values in."""
+    return [f.attname for f in model._meta.concrete_fields if keep is None or f.attname in keep]
+
+
+# What the current-match API reads (match_mark_shown, annotation.api.serializers.match_body): the whole match,
+# the keys on the way to the study, the participation's end stamps, the study's status and both sides' text.
+SHOWN_COLUMNS: list[tuple[type[models.Model], str, list[str]]] = [
+    (Match, "m", _columns(Match)),
+    (Bracket, "b", _columns(Bracket, {"id", "query_id"})),
+    (Query, "qu", _columns(Query, {"id", "participation_id"})),
+    (
+        Participation,
+        "p",
+        _columns(Participation, {"id", "study_id", "annotator_id", "completed_at", "stopped_at", "screened_out_at"}),
+    ),
+    (Study, "st", _columns(Study, {"id", "status"})),
+    (Candidate, "l", _columns(Candidate, {"id", "text"})),
+    (Candidate, "r", _columns(Candidate, {"id", "text"})),
+]
+
+
+@functools.cache
+def _current_match_sql() -> str:
+    """The current-match API's read as one plain statement, written once: building this six-join statement
+    through the ORM was about a third of the request's CPU (bench/load.py). The question's first pending match
+    if the question is the annotator's. tests/annotation/test_current_match_sql.py holds it to its ORM
+    equivalent."""
+    q = connection.ops.quote_name
+    column = {(model, f.attname): str(f.column) for model, _, _ in SHOWN_COLUMNS for f in model._meta.concrete_fields}
+    selected = ", ".join(f"{alias}.{q(column[model, name])}" for model, alias, names in SHOWN_COLUMNS for name in names)
+    # Names come from the models, the values are bound parameters.
+    return (
+        f"SELECT {selected} FROM {q(Match._meta.db_table)} m "  # noqa: S608
+        f"JOIN {q(Bracket._meta.db_table)} b ON b.id = m.bracket_id "
+        f"JOIN {q(Query._meta.db_table)} qu ON qu.id = b.query_id "
+        f"JOIN {q(Participation._meta.db_table)} p ON p.id = qu.participation_id "
+        f"JOIN {q(Study._meta.db_table)} st ON st.id = p.study_id "
+        f"LEFT JOIN {q(Candidate._meta.db_table)} l ON l.id = m.left_id "
+        f"LEFT JOIN {q(Candidate._meta.db_table)} r ON r.id = m.right_id "
+        f"WHERE b.query_id = %s AND p.annotator_id = %s AND m.status = %s "
+        f"ORDER BY m.round, m.{q('index')} LIMIT 1"
+    )
+
+
+def match_current_shown(*, annotator: Any, query_id: int) -> Match | None:
+    """The current match of question `query_id` for the current-match API, if the question is the annotator's:
+    the match with `bracket.query.participation.study` and both sides, of each only the columns the view reads
+    (any other loads on access, as a deferred field does). None when there is none or the question is not the
+    annotator's: the caller reads the question then to tell which."""
+    if annotator is None or annotator.pk is None:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(_current_match_sql(), [query_id, annotator.pk, Match.Status.PENDING.value])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    objects: list[models.Model | None] = []
+    at = 0
+    for model, _, names in SHOWN_COLUMNS:
+        values = row[at : at + len(names)]
+        at += len(names)
+        # A side without a candidate (never for a pending match, which has both) reads as NULLs.
+        objects.append(None if values[0] is None else model.from_db(connection.alias, names, values))
+    match, bracket, query, participation, study, left, right = (cast(Any, obj) for obj in objects)
+    participation.study = study
+    query.participation = participation
+    bracket.query = query
+    match.bracket = bracket
+    if left is not None:
+        match.left = left
+    if right is not None:
+        match.right = right
+    return cast(Match, match)
 
 
 def match_progress(*, match: Match) -> tuple[int, int]:

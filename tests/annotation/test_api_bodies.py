@@ -14,7 +14,7 @@ from rest_framework.renderers import JSONRenderer
 
 from annotation.api import serializers as s
 from annotation.models import Candidate, Judgment, Match, Query
-from annotation.selectors.tournament import match_current, match_current_of
+from annotation.selectors.tournament import match_current, match_current_shown
 from annotation.services.quality import CHECK_WARNING, check_warning
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
@@ -94,11 +94,11 @@ def test_the_match_and_judgment_bodies_are_the_serializers(django_capture_on_com
     failed_check = None
     while (match := match_current(query=query)) is not None:
         # Pending, as the current-match API reads it, first shown or not.
-        shown = match_current_of(annotator=annotator, query_id=query.pk)
+        shown = match_current_shown(annotator=annotator, query_id=query.pk)
         assert shown is not None and shown.pk == match.pk
         _same(s.MatchSerializer(shown).data, s.match_body(shown))
         Match.objects.filter(pk=match.pk).update(shown_at=timezone.now() - timedelta(seconds=7))
-        shown = match_current_of(annotator=annotator, query_id=query.pk)
+        shown = match_current_shown(annotator=annotator, query_id=query.pk)
         _same(s.MatchSerializer(shown).data, s.match_body(shown))
         since = timezone.now()
         if match.check_expected:
@@ -138,7 +138,7 @@ def test_a_skipped_match_and_a_likeness_notice_are_the_serializers(django_captur
     query = _ask(participation, django_capture_on_commit_callbacks)
     first = match_current(query=query)
     Match.objects.filter(pk=first.pk).update(identical="near", similarity=93.0)
-    shown = match_current_of(annotator=participation.annotator, query_id=query.pk)
+    shown = match_current_shown(annotator=participation.annotator, query_id=query.pk)
     assert shown.identical == "near"
     _same(s.MatchSerializer(shown).data, s.match_body(shown))
     while (match := match_current(query=query)) is not None:
