@@ -55,26 +55,63 @@ def match_current_of(*, participation: Participation, index: int) -> Match | Non
     )
 
 
-def _columns(model: type[models.Model], keep: set[str] | None = None) -> list[str]:
+def model_columns(model: type[models.Model], keep: set[str] | None = None) -> list[str]:
     """The attribute names of `model`'s columns in `keep` (all without it), in the model's column order, which
-    is the order `Model.from_db` takes the values in."""
+    is the order `Model.from_db` takes the values in (the key first)."""
     return [f.attname for f in model._meta.concrete_fields if keep is None or f.attname in keep]
+
+
+# A plain-SQL read's columns: per joined table its model, its alias in the statement and the columns read.
+RowShape = list[tuple[type[models.Model], str, list[str]]]
+
+
+def select_list(shape: RowShape) -> str:
+    """The SELECT list of `shape`'s columns, quoted, in order."""
+    q = connection.ops.quote_name
+    column = {(model, f.attname): str(f.column) for model, _, _ in shape for f in model._meta.concrete_fields}
+    return ", ".join(f"{alias}.{q(column[model, name])}" for model, alias, names in shape for name in names)
+
+
+@functools.cache
+def _converters(model: type[models.Model], names: tuple[str, ...]) -> list[tuple[int, Any]]:
+    """The columns among `names` whose values the ORM converts after reading (JSON, read as text)."""
+    fields = {f.attname: f for f in model._meta.concrete_fields}
+    return [(i, fields[name]) for i, name in enumerate(names) if hasattr(fields[name], "from_db_value")]
+
+
+def instances_from_row(row: tuple[Any, ...], shape: RowShape) -> list[Any]:
+    """One model instance per table of `shape` from a plain-SQL row, with only those columns loaded (others
+    load on access, as deferred fields do); None for a table an outer join found no row of (a NULL key)."""
+    out: list[Any] = []
+    at = 0
+    for model, _, names in shape:
+        values = list(row[at : at + len(names)])
+        at += len(names)
+        if values[0] is None:
+            out.append(None)
+            continue
+        for i, field in _converters(model, tuple(names)):
+            values[i] = field.from_db_value(values[i], None, connection)
+        out.append(model.from_db(connection.alias, names, values))
+    return out
 
 
 # What the current-match API reads (match_mark_shown, annotation.api.serializers.match_body): the whole match,
 # the keys on the way to the study, the participation's end stamps, the study's status and both sides' text.
-SHOWN_COLUMNS: list[tuple[type[models.Model], str, list[str]]] = [
-    (Match, "m", _columns(Match)),
-    (Bracket, "b", _columns(Bracket, {"id", "query_id"})),
-    (Query, "qu", _columns(Query, {"id", "participation_id"})),
+SHOWN_COLUMNS: RowShape = [
+    (Match, "m", model_columns(Match)),
+    (Bracket, "b", model_columns(Bracket, {"id", "query_id"})),
+    (Query, "qu", model_columns(Query, {"id", "participation_id"})),
     (
         Participation,
         "p",
-        _columns(Participation, {"id", "study_id", "annotator_id", "completed_at", "stopped_at", "screened_out_at"}),
+        model_columns(
+            Participation, {"id", "study_id", "annotator_id", "completed_at", "stopped_at", "screened_out_at"}
+        ),
     ),
-    (Study, "st", _columns(Study, {"id", "status"})),
-    (Candidate, "l", _columns(Candidate, {"id", "text"})),
-    (Candidate, "r", _columns(Candidate, {"id", "text"})),
+    (Study, "st", model_columns(Study, {"id", "status"})),
+    (Candidate, "l", model_columns(Candidate, {"id", "text"})),
+    (Candidate, "r", model_columns(Candidate, {"id", "text"})),
 ]
 
 
@@ -85,11 +122,9 @@ def _current_match_sql() -> str:
     if the question is the annotator's. tests/annotation/test_current_match_sql.py holds it to its ORM
     equivalent."""
     q = connection.ops.quote_name
-    column = {(model, f.attname): str(f.column) for model, _, _ in SHOWN_COLUMNS for f in model._meta.concrete_fields}
-    selected = ", ".join(f"{alias}.{q(column[model, name])}" for model, alias, names in SHOWN_COLUMNS for name in names)
     # Names come from the models, the values are bound parameters.
     return (
-        f"SELECT {selected} FROM {q(Match._meta.db_table)} m "  # noqa: S608
+        f"SELECT {select_list(SHOWN_COLUMNS)} FROM {q(Match._meta.db_table)} m "  # noqa: S608
         f"JOIN {q(Bracket._meta.db_table)} b ON b.id = m.bracket_id "
         f"JOIN {q(Query._meta.db_table)} qu ON qu.id = b.query_id "
         f"JOIN {q(Participation._meta.db_table)} p ON p.id = qu.participation_id "
@@ -103,9 +138,9 @@ def _current_match_sql() -> str:
 
 def match_current_shown(*, annotator: Any, query_id: int) -> Match | None:
     """The current match of question `query_id` for the current-match API, if the question is the annotator's:
-    the match with `bracket.query.participation.study` and both sides, of each only the columns the view reads
-    (any other loads on access, as a deferred field does). None when there is none or the question is not the
-    annotator's: the caller reads the question then to tell which."""
+    the match with `bracket.query.participation.study` and both sides, of each only the columns the view reads.
+    None when there is none or the question is not the annotator's: the caller reads the question then to tell
+    which."""
     if annotator is None or annotator.pk is None:
         return None
     with connection.cursor() as cursor:
@@ -113,18 +148,12 @@ def match_current_shown(*, annotator: Any, query_id: int) -> Match | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    objects: list[models.Model | None] = []
-    at = 0
-    for model, _, names in SHOWN_COLUMNS:
-        values = row[at : at + len(names)]
-        at += len(names)
-        # A side without a candidate (never for a pending match, which has both) reads as NULLs.
-        objects.append(None if values[0] is None else model.from_db(connection.alias, names, values))
-    match, bracket, query, participation, study, left, right = (cast(Any, obj) for obj in objects)
+    match, bracket, query, participation, study, left, right = instances_from_row(row, SHOWN_COLUMNS)
     participation.study = study
     query.participation = participation
     bracket.query = query
     match.bracket = bracket
+    # A side without a candidate (never for a pending match, which has both) stays None.
     if left is not None:
         match.left = left
     if right is not None:
