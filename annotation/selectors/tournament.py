@@ -1,4 +1,6 @@
-"""Reads of the tournament: the match to answer next, and how far through the bracket the annotator is."""
+"""Reads of the tournament: the match to answer next, and how far through the bracket the annotator is. The
+hottest reads are plain SQL statements (the ORM's compiling was most of their CPU), each held to the ORM read
+it replaced by a test (tests/annotation/orm_reads.py)."""
 
 from __future__ import annotations
 
@@ -15,41 +17,11 @@ HEAVY_CANDIDATE_FIELDS = tuple(
 )
 
 
-def fields_except(prefix: str, model: type[models.Model], keep: tuple[str, ...]) -> tuple[str, ...]:
-    """`defer()` arguments for every column of `model` (reached through `prefix`) but its key and `keep`.
-    The hot reads join wide rows (a study has 36 columns) of which they use a few: building the SQL for the
-    columns, and the rows from them, was most of the CPU of a current match (bench/load.py). A field left out
-    here by mistake costs one query when it is read, never a wrong value; the pinned counts in
-    tests/annotation/test_query_counts.py would show it."""
-    return tuple(f"{prefix}{f.name}" for f in model._meta.concrete_fields if not f.primary_key and f.name not in keep)
-
-
-# What a match's two sides show: the summary text (the API and the page alike).
-CANDIDATE_SHOWN = tuple(
-    name for side in ("left", "right") for name in fields_except(f"{side}__", Candidate, keep=("text",))
-)
-
-
 def match_current(*, query: Query) -> Match | None:
     return (
         Match.objects.filter(bracket__query=query, status=Match.Status.PENDING)
         .select_related("bracket", "left", "right")
         .defer(*HEAVY_CANDIDATE_FIELDS)
-        .order_by("round", "index")
-        .first()
-    )
-
-
-def match_current_of(*, participation: Participation, index: int) -> Match | None:
-    """`match_current` of the participation's question number `index` (the comparison page), read with the
-    question (`match.bracket.query`) in one statement. None when the question has no pending match or does
-    not exist: the caller reads the question then to tell which."""
-    return (
-        Match.objects.filter(
-            status=Match.Status.PENDING, bracket__query__participation=participation, bracket__query__index=index
-        )
-        .select_related("bracket__query", "left", "right")
-        .defer(*CANDIDATE_SHOWN)
         .order_by("round", "index")
         .first()
     )
@@ -154,6 +126,54 @@ def match_current_shown(*, annotator: Any, query_id: int) -> Match | None:
     bracket.query = query
     match.bracket = bracket
     # A side without a candidate (never for a pending match, which has both) stays None.
+    if left is not None:
+        match.left = left
+    if right is not None:
+        match.right = right
+    return cast(Match, match)
+
+
+# What the comparison page reads with its match: the match, its bracket (the progress line) and its question
+# whole (the page renders it), and both sides' text.
+PAGE_COLUMNS: RowShape = [
+    (Match, "m", model_columns(Match)),
+    (Bracket, "b", model_columns(Bracket)),
+    (Query, "qu", model_columns(Query)),
+    (Candidate, "l", model_columns(Candidate, {"id", "text"})),
+    (Candidate, "r", model_columns(Candidate, {"id", "text"})),
+]
+
+
+@functools.cache
+def _page_match_sql() -> str:
+    """`match_current_of`'s read as one plain statement, written once (as `_current_match_sql`)."""
+    q = connection.ops.quote_name
+    # Names come from the models, the values are bound parameters.
+    return (
+        f"SELECT {select_list(PAGE_COLUMNS)} FROM {q(Match._meta.db_table)} m "  # noqa: S608
+        f"JOIN {q(Bracket._meta.db_table)} b ON b.id = m.bracket_id "
+        f"JOIN {q(Query._meta.db_table)} qu ON qu.id = b.query_id "
+        f"LEFT JOIN {q(Candidate._meta.db_table)} l ON l.id = m.left_id "
+        f"LEFT JOIN {q(Candidate._meta.db_table)} r ON r.id = m.right_id "
+        f"WHERE qu.participation_id = %s AND qu.{q('index')} = %s AND m.status = %s "
+        f"ORDER BY m.round, m.{q('index')} LIMIT 1"
+    )
+
+
+def match_current_of(*, participation: Participation, index: int) -> Match | None:
+    """`match_current` of the participation's question number `index` (the comparison page), read with its
+    bracket and question (`match.bracket.query`, with `participation` as its participation) in one statement.
+    None when the question has no pending match or does not exist: the caller reads the question then to tell
+    which. tests/annotation/test_current_match_sql.py holds it to its ORM equivalent."""
+    with connection.cursor() as cursor:
+        cursor.execute(_page_match_sql(), [participation.pk, index, Match.Status.PENDING.value])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    match, bracket, query, left, right = instances_from_row(row, PAGE_COLUMNS)
+    query.participation = participation
+    bracket.query = query
+    match.bracket = bracket
     if left is not None:
         match.left = left
     if right is not None:

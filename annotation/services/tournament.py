@@ -360,8 +360,8 @@ CHOICE_COLUMNS: RowShape = [
 @functools.cache
 def _bracket_locked_sql() -> str:
     """The locked read of `_judgment_record_locked` as one plain statement, written once: building this
-    six-join statement through the ORM was about half of a choice's CPU (bench/load.py).
-    tests/annotation/test_choice_sql.py holds it to its ORM equivalent."""
+    six-join statement through the ORM was the largest part of a choice's Python CPU in a profile
+    (bench/load.py). tests/annotation/test_choice_sql.py holds it to its ORM equivalent."""
     q = connection.ops.quote_name
     # Names come from the models, the value is a bound parameter. Only the matches and the bracket are
     # locked, never the study (that would queue every annotator behind one row).

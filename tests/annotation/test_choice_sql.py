@@ -11,33 +11,14 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from annotation.models import Match, Participation, Query, Study
-from annotation.selectors.tournament import fields_except, match_current
+from annotation.models import Match, Query
+from annotation.selectors.tournament import match_current
 from annotation.services.query import query_submit
-from annotation.services.tournament import (
-    CHOICE_COLUMNS,
-    CHOICE_STUDY_FIELDS,
-    _bracket_matches_locked,
-    judgment_record,
-)
+from annotation.services.tournament import CHOICE_COLUMNS, _bracket_matches_locked, judgment_record
 from tests.annotation.factories import StudyFactory, join
+from tests.annotation.orm_reads import bracket_locked
 
 pytestmark = pytest.mark.django_db
-
-
-def _orm_locked(match_id: int) -> list[Match]:
-    """The ORM read the SQL replaced (`_judgment_record_locked`'s until 2026-12-02)."""
-    return list(
-        Match.objects.select_for_update(of=("self", "bracket"))
-        .select_related("bracket__query__participation__study", "judgment")
-        .defer(
-            *fields_except("bracket__query__", Query, keep=("participation", "index", "status")),
-            *fields_except("bracket__query__participation__", Participation, keep=("annotator", "study")),
-            *fields_except("bracket__query__participation__study__", Study, keep=CHOICE_STUDY_FIELDS),
-        )
-        .filter(bracket__matches=match_id)
-        .order_by("round", "index")
-    )
 
 
 def _rows(matches: list[Match]) -> Any:
@@ -64,7 +45,7 @@ def _same(match_id: int) -> list[Match]:
         rows = _rows(raw)  # nothing deferred is read, and a match without a judgment knows it
     assert len(read.captured_queries) == 1
     assert "FOR UPDATE OF" in read.captured_queries[0]["sql"]
-    assert rows == _rows(_orm_locked(match_id))
+    assert rows == _rows(bracket_locked(match_id))
     assert len({id(m.bracket) for m in raw}) <= 1  # one bracket for all, as the advance expects
     return raw
 
