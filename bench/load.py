@@ -134,6 +134,7 @@ class Recorder:
     statuses: dict[str, Counter[int | str]] = field(default_factory=lambda: defaultdict(Counter))
     problems: list[str] = field(default_factory=list)
     spans: list[tuple[float, float]] = field(default_factory=list)  # (sent, answered), perf_counter seconds
+    routes: list[str] = field(default_factory=list)  # the route of each span, for the timeline
 
     def add(self, route: str, ms: float, status: int | str, *, sent: float | None = None) -> None:
         with self.lock:
@@ -141,6 +142,7 @@ class Recorder:
             self.statuses[route][status] += 1
             if sent is not None:
                 self.spans.append((sent, sent + ms / 1000))
+                self.routes.append(route)
 
     def in_flight(self) -> tuple[float, list[int]]:
         """The mean number of requests in flight over the busy time (Little's law: the sum of the latencies
@@ -899,6 +901,13 @@ def run_phase(
             "other work on this machine inflates the latencies"
         )
     started = time.monotonic()
+    # (perf_counter, gunicorn's CPU seconds, the annotator worker's) once a second, for the timeline.
+    cpu_samples: list[tuple[float, float, float]] = []
+
+    def sample_cpu() -> None:
+        cpu_samples.append((time.perf_counter(), services.cpu_seconds("gunicorn"), services.cpu_seconds("celery")))
+
+    sample_cpu()
     try:
         for t in threads:
             t.start()
@@ -910,11 +919,13 @@ def run_phase(
                     sampled = time.monotonic()
                     for pg in (pg_web, pg_workers):
                         pg.sample()
+                    sample_cpu()
     finally:
         stop.set()
         for t in threads:
             t.join(timeout=args.request_timeout + 5)
     wall = time.monotonic() - started
+    sample_cpu()
     load_after = os.getloadavg()
     cpu_used = {name: services.cpu_seconds(name) - cpu_before[name] for name in names}
     for pg in (pg_web, pg_workers):
@@ -945,6 +956,7 @@ def run_phase(
             f"CPU floor for a request sent behind the p95 queue: {web_ms + pg_ms:.1f} ms x {queue95:.0f} / {cores} "
             f"cores = {(web_ms + pg_ms) * queue95 / cores:.0f} ms (before the workers' share of the cores)"
         )
+    timeline(recorder, cpu_samples)
     verified = verify(args, study.pk, annotators)
     p95s = ", ".join(
         f"{name} {percentile(recorder.latencies.get(route, []), 95):.0f}" for route, name in TARGETS.items()
@@ -961,6 +973,67 @@ def run_phase(
     if not verified or recorder.problems or passed is None:
         return 1, line
     return (0 if passed else 2), line
+
+
+def timeline(recorder: Recorder, cpu_samples: list[tuple[float, float, float]]) -> None:
+    """The phase in windows of 5 s (or a twelfth of the phase when longer), by when requests were sent: how
+    many, the count and p95 of the three target routes, the most requests in flight, and the share of the
+    machine's cores that gunicorn and the annotator worker used (from the once-a-second samples). It tells a
+    p95 made by the start's burst from one made while generation shares the cores."""
+    if not recorder.spans or len(cpu_samples) < 2:
+        return
+    cores = os.cpu_count() or 1
+    start, end = cpu_samples[0][0], max(cpu_samples[-1][0], max(t1 for _, t1 in recorder.spans))
+    width = max(5.0, (end - start) / 12)
+    windows = max(1, math.ceil((end - start) / width))
+
+    def cpu_at(t: float, column: int) -> float:
+        """A process group's CPU seconds at `t`, linear between the samples around it."""
+        before = max((s for s in cpu_samples if s[0] <= t), default=cpu_samples[0], key=lambda s: s[0])
+        after = min((s for s in cpu_samples if s[0] >= t), default=cpu_samples[-1], key=lambda s: s[0])
+        if after[0] <= before[0]:
+            return before[column]
+        return before[column] + (after[column] - before[column]) * (t - before[0]) / (after[0] - before[0])
+
+    sent = [0] * windows
+    target: list[dict[str, list[float]]] = [defaultdict(list) for _ in range(windows)]
+    for (t0, t1), route in zip(recorder.spans, recorder.routes, strict=True):
+        w = min(windows - 1, max(0, int((t0 - start) // width)))
+        sent[w] += 1
+        if route in TARGETS:
+            target[w][route].append((t1 - t0) * 1000)
+    # The most requests in flight in each window: the count after every send and answer, and the count
+    # carried into the window from the one before.
+    peak = [0] * windows
+    current = 0
+    for t, step in sorted([(t0, 1) for t0, _ in recorder.spans] + [(t1, -1) for _, t1 in recorder.spans]):
+        w = min(windows - 1, max(0, int((t - start) // width)))
+        current += step
+        peak[w] = max(peak[w], current)
+    carried = 0
+    for w in range(windows):
+        peak[w] = max(peak[w], carried)
+        window_end = start + (w + 1) * width
+        carried = sum(1 for t0, t1 in recorder.spans if t0 < window_end <= t1)
+
+    widths = {route: max(len(name), 11) for route, name in TARGETS.items()}
+
+    def cell(values: list[float]) -> str:
+        return f"{len(values):>4} {percentile(values, 95):>6.0f}" if values else f"{0:>4} {'-':>6}"
+
+    names = " | ".join(f"{name:>{widths[route]}}" for route, name in TARGETS.items())
+    print(f"\ntimeline ({width:.0f} s windows by send time; target routes: count and p95 ms; CPU: % of {cores} cores)")
+    print(f"{'t (s)':>9} {'sent':>5} | {names} | {'in flight':>9} | {'gunicorn':>8} {'annotator':>9}")
+    print(f"{'':>9} {'':>5} | " + " | ".join(f"{'n    p95':>{widths[route]}}" for route in TARGETS) + " |")
+    for w in range(windows):
+        a, b = start + w * width, min(end, start + (w + 1) * width)
+        span = max(b - a, 1e-9)
+        web = (cpu_at(b, 1) - cpu_at(a, 1)) / span / cores * 100
+        worker = (cpu_at(b, 2) - cpu_at(a, 2)) / span / cores * 100
+        cells = " | ".join(f"{cell(target[w].get(route, [])):>{widths[route]}}" for route in TARGETS)
+        print(
+            f"{a - start:>4.0f}-{b - start:<4.0f} {sent[w]:>5} | {cells} | {peak[w]:>9} | {web:>7.0f}% {worker:>8.0f}%"
+        )
 
 
 def warm_up(base_url: str, *, requests: int) -> None:
@@ -1163,6 +1236,9 @@ def count_queries(args: argparse.Namespace, tokens: list[str], slug: str) -> Non
     from django.test.utils import CaptureQueriesContext
 
     counts: dict[str, list[int]] = defaultdict(list)
+    # One handler for every walker's clients: a new Client loads the middleware on its first request
+    # (whitenoise scans every static file, ~80 ms), which would be counted to that request's route.
+    handler = Client().handler
     cpu: dict[str, list[float]] = defaultdict(list)
     pg_cpu: dict[str, list[float]] = defaultdict(list)
     sql: dict[str, list[str]] = {}
@@ -1193,6 +1269,7 @@ def count_queries(args: argparse.Namespace, tokens: list[str], slug: str) -> Non
             return response
 
         browser = Client(HTTP_HOST=HOST)
+        browser.handler = handler
         browser.post(f"/join/{token}/", {"consent": "on"})
         r = measure(ACCEPT, browser, "post", f"/api/v1/invitations/{token}/accept/", {"consent": True})
         if r.status_code != 200:
@@ -1201,6 +1278,7 @@ def count_queries(args: argparse.Namespace, tokens: list[str], slug: str) -> Non
         body = r.json()
         pid = body["id"]
         api = Client(HTTP_HOST=HOST, HTTP_AUTHORIZATION=f"Token {body['token']}")
+        api.handler = handler
         measure(PERSONA, api, "put", f"/api/v1/participations/{pid}/persona/", PERSONAS[0])
         payload = {"text": QUESTIONS[0], "client_token": uuid.uuid4().hex}
         r = measure(SUBMIT, api, "post", f"/api/v1/participations/{pid}/queries/", payload)

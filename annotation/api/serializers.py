@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -89,6 +91,8 @@ class CandidateProgressSerializer(serializers.Serializer):
     attempts = serializers.IntegerField()
 
 
+# The schema's shape of a question; the responses are built by `query_body` (the same JSON for less CPU).
+# The docstring is the schema's description.
 class QuerySerializer(serializers.ModelSerializer):
     """A question and its progress, with `message` in plain words (the waiting page's) and `overdue` once
     it has taken longer than the waiting page's deadline: then retry, discard or finish are the ways out."""
@@ -128,24 +132,83 @@ class QuerySerializer(serializers.ModelSerializer):
         return list(CandidateProgressSerializer(self._progress(obj), many=True).data)
 
     def get_message(self, obj: Query) -> str:
-        from annotation.selectors.query import query_wait_state
-
-        if obj.status in (Query.Status.READY, Query.Status.RANKED, Query.Status.DISCARDED):
-            return {
-                Query.Status.READY: "Your summaries are ready to compare.",
-                Query.Status.RANKED: "You have ranked the summaries of this question.",
-                Query.Status.DISCARDED: "This question was set aside; it does not count.",
-            }[Query.Status(obj.status)]
-        return query_wait_state(query=obj, progress=self._progress(obj)).message
+        return query_message(obj, self._progress(obj))
 
     def get_overdue(self, obj: Query) -> bool:
-        from annotation.selectors.query import query_wait_state
-
-        if obj.status not in (Query.Status.RETRIEVING, Query.Status.GENERATING):
-            return False
-        return query_wait_state(query=obj, progress=self._progress(obj)).overdue
+        return query_overdue(obj, self._progress(obj))
 
 
+# What the status poll reads of a question: QuerySerializer's fields and what its message and deadline need.
+QUERY_SHOWN = ("index", "text", "status", "created_at", "set_aside_reason", "retrieval_queued_at", "queue_failed_at")
+# A source as DocumentSerializer shows it, in its order.
+DOCUMENT_FIELDS = ("rank", "external_id", "title", "abstract", "url", "year", "venue", "authors")
+# One field instance formats every timestamp as DRF's DateTimeField does (ISO 8601, UTC as "Z").
+_DATETIME = serializers.DateTimeField()
+SETTLED_MESSAGES = {
+    Query.Status.READY: "Your summaries are ready to compare.",
+    Query.Status.RANKED: "You have ranked the summaries of this question.",
+    Query.Status.DISCARDED: "This question was set aside; it does not count.",
+}
+
+
+def _datetime(value: Any) -> str | None:
+    return _DATETIME.to_representation(value) if value is not None else None
+
+
+def query_message(query: Query, progress: list[dict[str, object]]) -> str:
+    """The waiting page's words for the question's state (`message`)."""
+    from annotation.selectors.query import query_wait_state
+
+    if query.status in SETTLED_MESSAGES:
+        return SETTLED_MESSAGES[Query.Status(query.status)]
+    return query_wait_state(query=query, progress=progress).message
+
+
+def query_overdue(query: Query, progress: list[dict[str, object]]) -> bool:
+    """Whether the question has waited past the waiting page's deadline (`overdue`)."""
+    from annotation.selectors.query import query_wait_state
+
+    if query.status not in (Query.Status.RETRIEVING, Query.Status.GENERATING):
+        return False
+    return query_wait_state(query=query, progress=progress).overdue
+
+
+def query_body(query: Query) -> dict[str, Any]:
+    """QuerySerializer's JSON for `query` (which needs only QUERY_SHOWN), without building a serializer per
+    request: the status poll is the annotator's most frequent request, and ModelSerializer's fields, built
+    again for every instance, were half of its CPU. tests/annotation/test_api_bodies.py holds it to the
+    serializer's output."""
+    from annotation.selectors.generation import generation_progress
+
+    progress = generation_progress(query=query)
+    rows = query.documents.order_by("rank").values_list(*DOCUMENT_FIELDS)
+    return {
+        "id": query.pk,
+        "index": query.index,
+        "text": query.text,
+        "status": str(query.status),
+        "created_at": _datetime(query.created_at),
+        "documents": [
+            {
+                "rank": rank,
+                "external_id": external_id,
+                "title": title,
+                "abstract": abstract,
+                "url": url,
+                "year": year,
+                "venue": venue,
+                "authors": authors,
+            }
+            for rank, external_id, title, abstract, url, year, venue, authors in rows
+        ],
+        "candidates": progress,
+        "message": query_message(query, progress),
+        "overdue": query_overdue(query, progress),
+        "set_aside_reason": str(query.set_aside_reason),
+    }
+
+
+# The schema's shape; the responses are built by `match_body`.
 class MatchSerializer(serializers.ModelSerializer):
     left = serializers.SerializerMethodField()
     right = serializers.SerializerMethodField()
@@ -167,8 +230,30 @@ class MatchSerializer(serializers.ModelSerializer):
         return self._side(obj.right)
 
     def get_choice(self, obj: Match) -> str | None:
-        judgment = getattr(obj, "judgment", None) if obj.status == Match.Status.ANSWERED else None
-        return judgment.choice if judgment else None
+        return _match_choice(obj)
+
+
+def _match_choice(match: Match) -> str | None:
+    judgment = getattr(match, "judgment", None) if match.status == Match.Status.ANSWERED else None
+    return judgment.choice if judgment else None
+
+
+def match_body(match: Match) -> dict[str, Any]:
+    """MatchSerializer's JSON for `match` (read with its sides' text), without a serializer per request
+    (see `query_body`)."""
+    left, right = match.left, match.right
+    return {
+        "id": match.pk,
+        "query": match.bracket.query_id,
+        "round": match.round,
+        "label": match.label,
+        "status": str(match.status),
+        "left": {"text": left.text} if left else None,
+        "right": {"text": right.text} if right else None,
+        "shown_at": _datetime(match.shown_at),
+        "choice": _match_choice(match),
+        "identical": str(match.identical),
+    }
 
 
 class ChoiceSerializer(serializers.Serializer):
@@ -180,6 +265,7 @@ class ChoiceSerializer(serializers.Serializer):
     )
 
 
+# The schema's shape; the responses are built by `judgment_body`.
 class JudgmentSerializer(serializers.ModelSerializer):
     notice = serializers.SerializerMethodField(
         help_text="A message for the annotator about this answer (a failed attention check under the study's "
@@ -193,6 +279,20 @@ class JudgmentSerializer(serializers.ModelSerializer):
     def get_notice(self, obj: Judgment) -> str | None:
         notice = self.context.get("notice")
         return str(notice) if notice else None
+
+
+def judgment_body(judgment: Judgment, *, notice: object = None) -> dict[str, Any]:
+    """JudgmentSerializer's JSON for `judgment` with `notice` (its context's), without a serializer per
+    request (see `query_body`)."""
+    return {
+        "match": judgment.match_id,
+        "choice": str(judgment.choice),
+        "shown_at": _datetime(judgment.shown_at),
+        "answered_at": _datetime(judgment.answered_at),
+        "seconds_on_page": judgment.seconds_on_page,
+        "comment": judgment.comment,
+        "notice": str(notice) if notice else None,
+    }
 
 
 # --- admin side ------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from annotation.selectors.generation import candidates_failed
 from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
 from annotation.selectors.quality import participation_quality
 from annotation.selectors.study import study_progress
-from annotation.selectors.tournament import match_current_of
+from annotation.selectors.tournament import match_current_shown
 from annotation.services.generation import candidate_retry, candidates_retry_failed
 from annotation.services.membership import (
     membership_remove_as,
@@ -78,6 +78,12 @@ def _own_query(request: Request, pk: int) -> Query:
     )
 
 
+def _own_query_shown(request: Request, pk: int) -> Query:
+    """The caller's question as the status poll shows it (`s.QUERY_SHOWN`): the participation and study
+    that `_own_query` joins in whole are only the ownership filter here, and the poll is the hottest read."""
+    return get_object_or_404(Query.objects.only(*s.QUERY_SHOWN), pk=pk, participation__annotator=request.user)
+
+
 class ParticipationViewSet(viewsets.GenericViewSet):
     lookup_value_regex = r"\d+"  # a non-numeric id in the path is a 404, never a ValueError
     serializer_class = s.ParticipationSerializer
@@ -110,7 +116,7 @@ class ParticipationViewSet(viewsets.GenericViewSet):
         body = s.QueryCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         query = query_submit(participation=participation, **body.validated_data)
-        return Response(s.QuerySerializer(query).data, status=status.HTTP_201_CREATED)
+        return Response(s.query_body(query), status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=s.ParticipationSerializer)
     @action(detail=True, methods=["post"])
@@ -132,32 +138,33 @@ class QueryViewSet(viewsets.GenericViewSet):
 
     @extend_schema(responses=s.QuerySerializer)
     def retrieve(self, request: Request, pk: int) -> Response:
-        return Response(s.QuerySerializer(_own_query(request, pk)).data)
+        return Response(s.query_body(_own_query_shown(request, pk)))
 
     @extend_schema(responses={200: s.MatchSerializer, 204: None})
     @action(detail=True, methods=["get"], url_path="current-match")
     def current_match(self, request: Request, pk: int) -> Response:
         """The next match to answer; 204 when there is none (still generating, or ranked)."""
         # The match with its query, participation and study in one read; the query alone only without one.
-        match = match_current_of(annotator=request.user, query_id=int(pk))
+        match = match_current_shown(annotator=request.user, query_id=int(pk))
         if match is None:
-            _own_query(request, pk)  # someone else's question is a 404
+            # Someone else's question is a 404; of one's own only the key is read.
+            get_object_or_404(Query.objects.only("pk"), pk=pk, participation__annotator=request.user)
             return Response(status=status.HTTP_204_NO_CONTENT)
         # Like the comparison page: refused (403, nothing recorded) while the study is not open.
         match_mark_shown(match=match, participation=match.bracket.query.participation)
-        return Response(s.MatchSerializer(match).data)
+        return Response(s.match_body(match))
 
     @extend_schema(request=None, responses=s.QuerySerializer)
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: int) -> Response:
         """Try again: failed work is retried, stuck work is sent to the queue again."""
-        return Response(s.QuerySerializer(query_resend(query=_own_query(request, pk))).data)
+        return Response(s.query_body(query_resend(query=_own_query(request, pk))))
 
     @extend_schema(request=None, responses=s.QuerySerializer)
     @action(detail=True, methods=["post"])
     def discard(self, request: Request, pk: int) -> Response:
         """Set the question aside (failed, or still being prepared); it does not count toward the limit."""
-        return Response(s.QuerySerializer(query_discard(query=_own_query(request, pk))).data)
+        return Response(s.query_body(query_discard(query=_own_query(request, pk))))
 
 
 class MatchViewSet(viewsets.GenericViewSet):
@@ -178,7 +185,7 @@ class MatchViewSet(viewsets.GenericViewSet):
         )
         if match.status == Match.Status.PENDING:
             match_mark_shown(match=match, participation=match.bracket.query.participation)
-        return Response(s.MatchSerializer(match).data)
+        return Response(s.match_body(match))
 
     @extend_schema(request=s.ChoiceSerializer, responses={200: s.JudgmentSerializer, 409: dict})
     @action(detail=True, methods=["post"])
@@ -206,7 +213,7 @@ class MatchViewSet(viewsets.GenericViewSet):
             comment=body.validated_data["comment"],
         )
         notice = check_warning(judgment=judgment, since=started)
-        return Response(s.JudgmentSerializer(judgment, context={"notice": notice}).data)
+        return Response(s.judgment_body(judgment, notice=notice))
 
 
 # --- admin -----------------------------------------------------------------------------------------

@@ -1,35 +1,20 @@
-"""Reads of the tournament: the match to answer next, and how far through the bracket the annotator is."""
+"""Reads of the tournament: the match to answer next, and how far through the bracket the annotator is. The
+hottest reads are plain SQL statements (the ORM's compiling was most of their CPU), each held to the ORM read
+it replaced by a test (tests/annotation/orm_reads.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, cast
 
-from django.db import models
+from django.db import connection, models
 
-from annotation.models import Candidate, Match, Participation, Query, Study
+from annotation.models import Bracket, Candidate, Match, Participation, Query, Study
 
 # Only the summary text is shown; the prompt and raw responses stay in the database.
 HEAVY_CANDIDATE_FIELDS = tuple(
     f"{side}__{field}" for side in ("left", "right") for field in ("prompt", "raw_response", "usage", "citation_flags")
 )
-
-
-def fields_except(prefix: str, model: type[models.Model], keep: tuple[str, ...]) -> tuple[str, ...]:
-    """`defer()` arguments for every column of `model` (reached through `prefix`) but its key and `keep`.
-    The hot reads join wide rows (a study has 36 columns) of which they use a few: building the SQL for the
-    columns, and the rows from them, was most of the CPU of a current match (bench/load.py). A field left out
-    here by mistake costs one query when it is read, never a wrong value; the pinned counts in
-    tests/annotation/test_query_counts.py would show it."""
-    return tuple(f"{prefix}{f.name}" for f in model._meta.concrete_fields if not f.primary_key and f.name not in keep)
-
-
-# What a match's two sides show: the summary text (the API and the page alike).
-CANDIDATE_SHOWN = tuple(
-    name for side in ("left", "right") for name in fields_except(f"{side}__", Candidate, keep=("text",))
-)
-# What showing a match checks of its participation and study (participation_require_active) beyond the keys.
-PARTICIPATION_ACTIVE = ("study", "annotator", "completed_at", "stopped_at", "screened_out_at")
-STUDY_ACTIVE = ("status",)
 
 
 def match_current(*, query: Query) -> Match | None:
@@ -42,43 +27,158 @@ def match_current(*, query: Query) -> Match | None:
     )
 
 
-def match_current_of(
-    *,
-    participation: Participation | None = None,
-    index: int | None = None,
-    annotator: Any = None,
-    query_id: int | None = None,
-) -> Match | None:
-    """`match_current` of the question named by its participation and index (the pages) or by its id and
-    annotator (the API), read with the question (`match.bracket.query`) in one statement. None when the
-    question has no pending match or is not the caller's: the caller reads the question then to tell which."""
-    lookups: dict[str, Any] = {}
-    if participation is not None:
-        lookups["bracket__query__participation"] = participation
-    if index is not None:
-        lookups["bracket__query__index"] = index
-    if annotator is not None:
-        lookups["bracket__query__participation__annotator"] = annotator
-    if query_id is not None:
-        lookups["bracket__query_id"] = query_id
-    if not lookups.keys() & {"bracket__query__participation", "bracket__query__participation__annotator"}:
-        raise ValueError("match_current_of needs the participation or the annotator")
-    related = ["bracket__query", "left", "right"]
-    deferred = list(CANDIDATE_SHOWN)
-    if annotator is not None:
-        # The API shows the match and its question's id, and checks that the participation is active: of the
-        # question, participation and study only those columns are read. The page renders the question.
-        related.append("bracket__query__participation__study")
-        deferred += fields_except("bracket__query__", Query, keep=("participation",))
-        deferred += fields_except("bracket__query__participation__", Participation, keep=PARTICIPATION_ACTIVE)
-        deferred += fields_except("bracket__query__participation__study__", Study, keep=STUDY_ACTIVE)
+def model_columns(model: type[models.Model], keep: set[str] | None = None) -> list[str]:
+    """The attribute names of `model`'s columns in `keep` (all without it), in the model's column order, which
+    is the order `Model.from_db` takes the values in (the key first)."""
+    return [f.attname for f in model._meta.concrete_fields if keep is None or f.attname in keep]
+
+
+# A plain-SQL read's columns: per joined table its model, its alias in the statement and the columns read.
+RowShape = list[tuple[type[models.Model], str, list[str]]]
+
+
+def select_list(shape: RowShape) -> str:
+    """The SELECT list of `shape`'s columns, quoted, in order."""
+    q = connection.ops.quote_name
+    column = {(model, f.attname): str(f.column) for model, _, _ in shape for f in model._meta.concrete_fields}
+    return ", ".join(f"{alias}.{q(column[model, name])}" for model, alias, names in shape for name in names)
+
+
+@functools.cache
+def _converters(model: type[models.Model], names: tuple[str, ...]) -> list[tuple[int, Any]]:
+    """The columns among `names` whose values the ORM converts after reading (JSON, read as text)."""
+    fields = {f.attname: f for f in model._meta.concrete_fields}
+    return [(i, fields[name]) for i, name in enumerate(names) if hasattr(fields[name], "from_db_value")]
+
+
+def instances_from_row(row: tuple[Any, ...], shape: RowShape) -> list[Any]:
+    """One model instance per table of `shape` from a plain-SQL row, with only those columns loaded (others
+    load on access, as deferred fields do); None for a table an outer join found no row of (a NULL key)."""
+    out: list[Any] = []
+    at = 0
+    for model, _, names in shape:
+        values = list(row[at : at + len(names)])
+        at += len(names)
+        if values[0] is None:
+            out.append(None)
+            continue
+        for i, field in _converters(model, tuple(names)):
+            values[i] = field.from_db_value(values[i], None, connection)
+        out.append(model.from_db(connection.alias, names, values))
+    return out
+
+
+# What the current-match API reads (match_mark_shown, annotation.api.serializers.match_body): the whole match,
+# the keys on the way to the study, the participation's end stamps, the study's status and both sides' text.
+SHOWN_COLUMNS: RowShape = [
+    (Match, "m", model_columns(Match)),
+    (Bracket, "b", model_columns(Bracket, {"id", "query_id"})),
+    (Query, "qu", model_columns(Query, {"id", "participation_id"})),
+    (
+        Participation,
+        "p",
+        model_columns(
+            Participation, {"id", "study_id", "annotator_id", "completed_at", "stopped_at", "screened_out_at"}
+        ),
+    ),
+    (Study, "st", model_columns(Study, {"id", "status"})),
+    (Candidate, "l", model_columns(Candidate, {"id", "text"})),
+    (Candidate, "r", model_columns(Candidate, {"id", "text"})),
+]
+
+
+@functools.cache
+def _current_match_sql() -> str:
+    """The current-match API's read as one plain statement, written once: building this six-join statement
+    through the ORM was about a third of the request's CPU (bench/load.py). The question's first pending match
+    if the question is the annotator's. tests/annotation/test_current_match_sql.py holds it to its ORM
+    equivalent."""
+    q = connection.ops.quote_name
+    # Names come from the models, the values are bound parameters.
     return (
-        Match.objects.filter(status=Match.Status.PENDING, **lookups)
-        .select_related(*related)
-        .defer(*deferred)
-        .order_by("round", "index")
-        .first()
+        f"SELECT {select_list(SHOWN_COLUMNS)} FROM {q(Match._meta.db_table)} m "  # noqa: S608
+        f"JOIN {q(Bracket._meta.db_table)} b ON b.id = m.bracket_id "
+        f"JOIN {q(Query._meta.db_table)} qu ON qu.id = b.query_id "
+        f"JOIN {q(Participation._meta.db_table)} p ON p.id = qu.participation_id "
+        f"JOIN {q(Study._meta.db_table)} st ON st.id = p.study_id "
+        f"LEFT JOIN {q(Candidate._meta.db_table)} l ON l.id = m.left_id "
+        f"LEFT JOIN {q(Candidate._meta.db_table)} r ON r.id = m.right_id "
+        f"WHERE b.query_id = %s AND p.annotator_id = %s AND m.status = %s "
+        f"ORDER BY m.round, m.{q('index')} LIMIT 1"
     )
+
+
+def match_current_shown(*, annotator: Any, query_id: int) -> Match | None:
+    """The current match of question `query_id` for the current-match API, if the question is the annotator's:
+    the match with `bracket.query.participation.study` and both sides, of each only the columns the view reads.
+    None when there is none or the question is not the annotator's: the caller reads the question then to tell
+    which."""
+    if annotator is None or annotator.pk is None:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(_current_match_sql(), [query_id, annotator.pk, Match.Status.PENDING.value])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    match, bracket, query, participation, study, left, right = instances_from_row(row, SHOWN_COLUMNS)
+    participation.study = study
+    query.participation = participation
+    bracket.query = query
+    match.bracket = bracket
+    # A side without a candidate (never for a pending match, which has both) stays None.
+    if left is not None:
+        match.left = left
+    if right is not None:
+        match.right = right
+    return cast(Match, match)
+
+
+# What the comparison page reads with its match: the match, its bracket (the progress line) and its question
+# whole (the page renders it), and both sides' text.
+PAGE_COLUMNS: RowShape = [
+    (Match, "m", model_columns(Match)),
+    (Bracket, "b", model_columns(Bracket)),
+    (Query, "qu", model_columns(Query)),
+    (Candidate, "l", model_columns(Candidate, {"id", "text"})),
+    (Candidate, "r", model_columns(Candidate, {"id", "text"})),
+]
+
+
+@functools.cache
+def _page_match_sql() -> str:
+    """`match_current_of`'s read as one plain statement, written once (as `_current_match_sql`)."""
+    q = connection.ops.quote_name
+    # Names come from the models, the values are bound parameters.
+    return (
+        f"SELECT {select_list(PAGE_COLUMNS)} FROM {q(Match._meta.db_table)} m "  # noqa: S608
+        f"JOIN {q(Bracket._meta.db_table)} b ON b.id = m.bracket_id "
+        f"JOIN {q(Query._meta.db_table)} qu ON qu.id = b.query_id "
+        f"LEFT JOIN {q(Candidate._meta.db_table)} l ON l.id = m.left_id "
+        f"LEFT JOIN {q(Candidate._meta.db_table)} r ON r.id = m.right_id "
+        f"WHERE qu.participation_id = %s AND qu.{q('index')} = %s AND m.status = %s "
+        f"ORDER BY m.round, m.{q('index')} LIMIT 1"
+    )
+
+
+def match_current_of(*, participation: Participation, index: int) -> Match | None:
+    """`match_current` of the participation's question number `index` (the comparison page), read with its
+    bracket and question (`match.bracket.query`, with `participation` as its participation) in one statement.
+    None when the question has no pending match or does not exist: the caller reads the question then to tell
+    which. tests/annotation/test_current_match_sql.py holds it to its ORM equivalent."""
+    with connection.cursor() as cursor:
+        cursor.execute(_page_match_sql(), [participation.pk, index, Match.Status.PENDING.value])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    match, bracket, query, left, right = instances_from_row(row, PAGE_COLUMNS)
+    query.participation = participation
+    bracket.query = query
+    match.bracket = bracket
+    if left is not None:
+        match.left = left
+    if right is not None:
+        match.right = right
+    return cast(Match, match)
 
 
 def match_progress(*, match: Match) -> tuple[int, int]:

@@ -4,19 +4,20 @@ and advancing the winner to the next round. A tie advances the side the bracket'
 
 from __future__ import annotations
 
+import functools
 import random
 import secrets
 import string
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study, StudySystem
-from annotation.selectors.tournament import fields_except
+from annotation.selectors.tournament import RowShape, instances_from_row, model_columns, select_list
 from annotation.services.participation import participation_require_active
 from annotation.services.quality import check_apply_policy, check_due, check_failed, check_match_create
 from annotation.services.study import study_require_open
@@ -341,16 +342,64 @@ def _judgment_record(
         return _already_answered(existing, choice)
 
 
-# What recording a choice reads of the question and the study (the checks above the insert, the advance, a
-# failed check's policy); every other column of theirs stays in the database (selectors.tournament.fields_except).
-CHOICE_QUERY_FIELDS = ("participation", "index", "status")
+# What recording a choice reads: every match of the bracket (attention checks included) whole with its
+# judgment, the bracket, and of the question, participation and study the columns this path reads (the checks
+# above the insert, the advance, a failed check's policy); every other column of theirs stays in the database.
+# The owner's check needs the participation's owner; a failed check's screen-out reads it again, locked.
 CHOICE_STUDY_FIELDS = ("status", "allow_ties", "comments", "identical_policy", "check_policy", "check_max_failures")
-CHOICE_DEFERRED = (
-    *fields_except("bracket__query__", Query, keep=CHOICE_QUERY_FIELDS),
-    # The owner's check; a failed check's screen-out reads the participation again, locked.
-    *fields_except("bracket__query__participation__", Participation, keep=("annotator", "study")),
-    *fields_except("bracket__query__participation__study__", Study, keep=CHOICE_STUDY_FIELDS),
-)
+CHOICE_COLUMNS: RowShape = [
+    (Match, "m", model_columns(Match)),
+    (Judgment, "j", model_columns(Judgment)),
+    (Bracket, "b", model_columns(Bracket)),
+    (Query, "qu", model_columns(Query, {"id", "participation_id", "index", "status"})),
+    (Participation, "p", model_columns(Participation, {"id", "annotator_id", "study_id"})),
+    (Study, "st", model_columns(Study, {"id", *CHOICE_STUDY_FIELDS})),
+]
+
+
+@functools.cache
+def _bracket_locked_sql() -> str:
+    """The locked read of `_judgment_record_locked` as one plain statement, written once: building this
+    six-join statement through the ORM was the largest part of a choice's Python CPU in a profile
+    (bench/load.py). tests/annotation/test_choice_sql.py holds it to its ORM equivalent."""
+    q = connection.ops.quote_name
+    # Names come from the models, the value is a bound parameter. Only the matches and the bracket are
+    # locked, never the study (that would queue every annotator behind one row).
+    return (
+        f"SELECT {select_list(CHOICE_COLUMNS)} FROM {q(Match._meta.db_table)} m "  # noqa: S608
+        f"JOIN {q(Bracket._meta.db_table)} b ON b.id = m.bracket_id "
+        f"JOIN {q(Match._meta.db_table)} named ON named.bracket_id = b.id "
+        f"LEFT JOIN {q(Judgment._meta.db_table)} j ON j.match_id = m.id "
+        f"JOIN {q(Query._meta.db_table)} qu ON qu.id = b.query_id "
+        f"JOIN {q(Participation._meta.db_table)} p ON p.id = qu.participation_id "
+        f"JOIN {q(Study._meta.db_table)} st ON st.id = p.study_id "
+        f"WHERE named.id = %s ORDER BY m.round, m.{q('index')} FOR UPDATE OF m, b"
+    )
+
+
+def _bracket_matches_locked(match_id: int) -> list[Match]:
+    """Every match of the bracket of match `match_id`, in (round, index) order, locked with the bracket row,
+    each with its judgment (or none, known without a query) and the one bracket, with its question,
+    participation and study; empty when there is no such match."""
+    with connection.cursor() as cursor:
+        cursor.execute(_bracket_locked_sql(), [match_id])
+        rows = cursor.fetchall()
+    matches: list[Match] = []
+    bracket: Bracket | None = None
+    judgment_rel = Match._meta.get_field("judgment")
+    for row in rows:
+        match, judgment, row_bracket, query, participation, study = instances_from_row(row, CHOICE_COLUMNS)
+        if bracket is None:
+            participation.study = study
+            query.participation = participation
+            row_bracket.query = query
+            bracket = row_bracket
+        match.bracket = bracket
+        judgment_rel.set_cached_value(match, judgment)
+        if judgment is not None:
+            judgment.match = match
+        matches.append(match)
+    return matches
 
 
 def _not_on_page(match_id: int) -> ApplicationError:
@@ -375,14 +424,8 @@ def _judgment_record_locked(
     # row, the query, participation, study and judgments: the bracket's lock serialises the answers to sibling
     # matches, so the one answered second sees the first and creates the next round's match, and the advance
     # needs no further read. Not the study: that would queue every annotator behind one row. Of the question,
-    # participation and study only the columns this path reads are fetched (CHOICE_DEFERRED).
-    matches = list(
-        Match.objects.select_for_update(of=("self", "bracket"))
-        .select_related("bracket__query__participation__study", "judgment")
-        .defer(*CHOICE_DEFERRED)
-        .filter(bracket__matches=match_id)
-        .order_by("round", "index")
-    )
+    # participation and study only the columns this path reads are fetched (CHOICE_COLUMNS).
+    matches = _bracket_matches_locked(match_id)
     match = next((m for m in matches if m.pk == match_id), None)
     query = match.bracket.query if match is not None else None
     if (

@@ -1,0 +1,150 @@
+"""The hot API responses are built by plain functions (annotation.api.serializers: `query_body`, `match_body`,
+`judgment_body`) rather than by their ModelSerializers, which stay as the schema's shapes. Here each builder
+is held to its serializer's output on real rows, rendered by DRF's JSON renderer: the same bytes, so the same
+keys in the same order, the same types and values, for every question status, failed and overdue waits, a
+final, a skipped match, an answered one, and answers with and without a notice."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.renderers import JSONRenderer
+
+from annotation.api import serializers as s
+from annotation.models import Candidate, Judgment, Match, Query
+from annotation.selectors.tournament import match_current, match_current_shown
+from annotation.services.quality import CHECK_WARNING, check_warning
+from annotation.services.query import query_submit
+from annotation.services.tournament import judgment_record
+from tests.annotation.factories import StudyFactory, join
+
+pytestmark = pytest.mark.django_db
+
+
+def _same(old: object, new: object) -> None:
+    assert JSONRenderer().render(new) == JSONRenderer().render(old)
+
+
+def _ask(participation, capture, text="How does night shift work affect sleep?", *, execute=True) -> Query:
+    with capture(execute=execute):
+        query = query_submit(participation=participation, text=text, client_token="")
+    return Query.objects.get(pk=query.pk)
+
+
+def _query_as_shown(query: Query, django_assert_num_queries) -> dict:
+    """The builder's body from the question as the status poll reads it, which must be enough: its progress
+    and its sources, and no deferred column loaded afterwards."""
+    shown = Query.objects.only(*s.QUERY_SHOWN).get(pk=query.pk)
+    with django_assert_num_queries(2):
+        return s.query_body(shown)
+
+
+def test_the_query_body_is_the_serializers_for_every_status_and_wait(
+    django_capture_on_commit_callbacks, django_assert_num_queries
+):
+    study = StudyFactory(slug="bodies")
+    participation = join(study)
+    # Just asked: no sources, no candidates yet.
+    waiting = _ask(participation, django_capture_on_commit_callbacks, execute=False)
+    assert waiting.status == Query.Status.RETRIEVING
+    _same(s.QuerySerializer(waiting).data, _query_as_shown(waiting, django_assert_num_queries))
+    # The broker could not be reached; then overdue.
+    Query.objects.filter(pk=waiting.pk).update(queue_failed_at=timezone.now())
+    _same(s.QuerySerializer(Query.objects.get(pk=waiting.pk)).data, _query_as_shown(waiting, django_assert_num_queries))
+    Query.objects.filter(pk=waiting.pk).update(queue_failed_at=None, created_at=timezone.now() - timedelta(hours=1))
+    overdue = Query.objects.get(pk=waiting.pk)
+    assert s.QuerySerializer(overdue).data["overdue"] is True
+    _same(s.QuerySerializer(overdue).data, _query_as_shown(overdue, django_assert_num_queries))
+    Query.objects.filter(pk=waiting.pk).update(status=Query.Status.DISCARDED, set_aside_reason="too_slow")
+
+    query = _ask(participation, django_capture_on_commit_callbacks, text="Shift work and patient safety")
+    assert query.status == Query.Status.READY and query.documents.exists()
+    # A source with no year and no authors, as some retrieval backends store them.
+    query.documents.filter(rank=1).update(year=None, authors=[], url="", venue="")
+    for status in Query.Status.values:
+        Query.objects.filter(pk=query.pk).update(status=status)
+        row = Query.objects.get(pk=query.pk)
+        _same(s.QuerySerializer(row).data, _query_as_shown(row, django_assert_num_queries))
+    # Generating with a failed candidate, retried twice; then overdue as well.
+    Query.objects.filter(pk=query.pk).update(status=Query.Status.GENERATING)
+    Candidate.objects.filter(pk=query.candidates.order_by("pk")[0].pk).update(status="failed", attempts=3)
+    Candidate.objects.filter(pk=query.candidates.order_by("pk")[1].pk).update(status="running")
+    row = Query.objects.get(pk=query.pk)
+    assert "could not be written" in s.QuerySerializer(row).data["message"]
+    _same(s.QuerySerializer(row).data, _query_as_shown(row, django_assert_num_queries))
+    Query.objects.filter(pk=query.pk).update(
+        created_at=timezone.now() - timedelta(hours=1), retrieval_queued_at=timezone.now()
+    )
+    row = Query.objects.get(pk=query.pk)
+    _same(s.QuerySerializer(row).data, _query_as_shown(row, django_assert_num_queries))
+    # Set aside, as the discard service leaves it (an enum status on the instance, not yet read back).
+    row.status, row.set_aside_reason = Query.Status.DISCARDED, "failed"
+    _same(s.QuerySerializer(row).data, s.query_body(row))
+
+
+def test_the_match_and_judgment_bodies_are_the_serializers(django_capture_on_commit_callbacks):
+    study = StudyFactory(slug="matches", check_share=1.0, check_policy="warn", comments="match")
+    _ask(join(study), django_capture_on_commit_callbacks)  # the decoys for the next question's check
+    participation = join(study)
+    query = _ask(participation, django_capture_on_commit_callbacks)
+    annotator = participation.annotator
+    answered: list[Match] = []
+    failed_check = None
+    while (match := match_current(query=query)) is not None:
+        # Pending, as the current-match API reads it, first shown or not.
+        shown = match_current_shown(annotator=annotator, query_id=query.pk)
+        assert shown is not None and shown.pk == match.pk
+        _same(s.MatchSerializer(shown).data, s.match_body(shown))
+        Match.objects.filter(pk=match.pk).update(shown_at=timezone.now() - timedelta(seconds=7))
+        shown = match_current_shown(annotator=annotator, query_id=query.pk)
+        _same(s.MatchSerializer(shown).data, s.match_body(shown))
+        since = timezone.now()
+        if match.check_expected:
+            choice = "right" if match.check_expected == "left" else "left"
+        else:
+            # A "neither" in round one skips the final; else the final is played.
+            choice = "left"
+        judgment = judgment_record(match=match, choice=choice, by=participation, comment="close call")
+        notice = check_warning(judgment=judgment, since=since)
+        if match.check_expected:
+            assert notice is not None
+            failed_check = judgment
+        _same(s.JudgmentSerializer(judgment, context={"notice": notice}).data, s.judgment_body(judgment, notice=notice))
+        answered.append(match)
+    assert failed_check is not None
+    assert any(m.label == "final" for m in answered)
+    # Answered matches as the match API reads them: the choice shows.
+    for match in Match.objects.filter(bracket__query=query).select_related(
+        "left", "right", "judgment", "bracket__query__participation__study"
+    ):
+        assert match.status == Match.Status.ANSWERED
+        _same(s.MatchSerializer(match).data, s.match_body(match))
+    # The lazy notice itself, and a judgment read back from the database (legacy rows: no display time).
+    judgment = Judgment.objects.get(pk=failed_check.pk)
+    _same(
+        s.JudgmentSerializer(judgment, context={"notice": CHECK_WARNING}).data,
+        s.judgment_body(judgment, notice=CHECK_WARNING),
+    )
+    Judgment.objects.filter(pk=judgment.pk).update(shown_at=None, seconds_on_page=None, comment="")
+    judgment = Judgment.objects.get(pk=judgment.pk)
+    _same(s.JudgmentSerializer(judgment, context={}).data, s.judgment_body(judgment))
+
+
+def test_a_skipped_match_and_a_likeness_notice_are_the_serializers(django_capture_on_commit_callbacks):
+    study = StudyFactory(slug="skipped")
+    participation = join(study)
+    query = _ask(participation, django_capture_on_commit_callbacks)
+    first = match_current(query=query)
+    Match.objects.filter(pk=first.pk).update(identical="near", similarity=93.0)
+    shown = match_current_shown(annotator=participation.annotator, query_id=query.pk)
+    assert shown.identical == "near"
+    _same(s.MatchSerializer(shown).data, s.match_body(shown))
+    while (match := match_current(query=query)) is not None:
+        judgment_record(match=match, choice="neither", by=participation)
+    skipped = Match.objects.select_related("left", "right", "judgment", "bracket").get(
+        bracket__query=query, status=Match.Status.SKIPPED
+    )
+    assert skipped.left is None and skipped.right is None
+    _same(s.MatchSerializer(skipped).data, s.match_body(skipped))
