@@ -33,6 +33,7 @@ from annotation.services.tournament import bracket_create
 from kernel import leases
 from kernel.backends import BackendError, GenerationRequest
 from kernel.heartbeat import heartbeat
+from kernel.rows import RowShape, instances_from_row, model_columns, select_list
 from kernel.similarity import likeness
 from kernel.tasks import enqueue_on_commit
 
@@ -59,77 +60,59 @@ def _candidate_for_generation(candidate_id: int) -> Candidate | None:
     the persona, and the study's prompt template; every other column deferred, as with `.only`.
 
     Written out rather than built by the ORM: compiling this seven-table read and building its objects cost
-    the ORM 2.3-2.7 ms of CPU per generation, the written statement 0.3-0.6 ms (bench/README.md, "Generation
+    the ORM 2.3-3.0 ms of CPU per generation, the written statement 0.3-0.8 ms (bench/README.md, "Generation
     queue"). tests/annotation/test_generation_read.py checks it against the ORM's read on every shape."""
     with connection.cursor() as cursor:
         cursor.execute(_generation_read_sql(), [candidate_id])
         row = cursor.fetchone()
     if row is None:
         return None
-    values = iter(row)
-    objects = {}
-    for key, model, names in _GENERATION_READ:
-        loaded = {field.attname: _from_db(field, next(values)) for field in map(model._meta.get_field, names)}
-        if loaded["id"] is None:  # the template of a study without one of its own
-            objects[key] = None
-            continue
-        # `from_db` takes the values in the model's field order; the fields not named are deferred.
-        attnames = [f.attname for f in model._meta.concrete_fields if f.attname in loaded]
-        objects[key] = model.from_db(connection.alias, attnames, [loaded[name] for name in attnames])
-    candidate, query = objects["candidate"], objects["query"]
-    candidate.system, candidate.query = objects["system"], query
-    query.persona, query.participation = objects["persona"], objects["participation"]
-    query.participation.study = objects["study"]
-    objects["study"].prompt_template = objects["template"]
+    candidate, system, query, persona, participation, study, template = instances_from_row(row, GENERATION_COLUMNS)
+    candidate.system, candidate.query = system, query
+    query.persona, query.participation = persona, participation
+    participation.study = study
+    study.prompt_template = template  # None for a study without a template of its own
     return candidate
 
 
-# (key, model, the fields read): the primary key first, then what a generation uses. The order is the
-# statement's column order (`_generation_read_sql`).
-_GENERATION_READ: tuple[tuple[str, type[Any], tuple[str, ...]], ...] = (
-    ("candidate", Candidate, ("id", "status", "attempts", "query", "system")),
-    ("system", StudySystem, ("id", "condition", "model_name", "generation_backend", "backend_settings")),
-    ("query", Query, ("id", "text", "persona", "participation")),
-    ("persona", PersonaProfile, ("id", "role", "domain", "expertise", "research_area", "use_case")),
-    ("participation", Participation, ("id", "study")),
-    ("study", Study, ("id", "prompt_template")),
-    ("template", PromptTemplate, ("id", "name", "version", "body", "persona_block")),
-)
+# What a generation reads of the candidate and its relations (the statement's column order).
+GENERATION_COLUMNS: RowShape = [
+    (Candidate, "c", model_columns(Candidate, {"id", "status", "attempts", "query_id", "system_id"})),
+    (
+        StudySystem,
+        "sy",
+        model_columns(StudySystem, {"id", "condition", "model_name", "generation_backend", "backend_settings"}),
+    ),
+    (Query, "qu", model_columns(Query, {"id", "text", "persona_id", "participation_id"})),
+    (
+        PersonaProfile,
+        "pe",
+        model_columns(PersonaProfile, {"id", "role", "domain", "expertise", "research_area", "use_case"}),
+    ),
+    (Participation, "p", model_columns(Participation, {"id", "study_id"})),
+    (Study, "st", model_columns(Study, {"id", "prompt_template_id"})),
+    (PromptTemplate, "t", model_columns(PromptTemplate, {"id", "name", "version", "body", "persona_block"})),
+]
 
 
 @functools.cache
 def _generation_read_sql() -> str:
-    quote = connection.ops.quote_name
+    q = connection.ops.quote_name
 
     def table(model: type[Any]) -> str:
-        return quote(model._meta.db_table)
+        return q(model._meta.db_table)
 
-    def column(alias: str, model: type[Any], name: str) -> str:
-        return f"{alias}.{quote(model._meta.get_field(name).column)}"
-
-    aliases = {key: f"t{n}" for n, (key, _, _) in enumerate(_GENERATION_READ)}
-    models = {key: model for key, model, _ in _GENERATION_READ}
-    select = ", ".join(column(aliases[key], model, name) for key, model, names in _GENERATION_READ for name in names)
-
-    def join(kind: str, child: str, parent: str, via: str) -> str:
-        # `parent` reached from `child` through its foreign key `via`.
-        return (
-            f" {kind} JOIN {table(models[parent])} {aliases[parent]}"
-            f" ON {aliases[parent]}.{quote(models[parent]._meta.pk.column)} = {column(aliases[child], models[child], via)}"
-        )
-
-    # Identifiers from the models' metadata, quoted; the one value is a parameter.
-    sql = f"SELECT {select} FROM {table(Candidate)} {aliases['candidate']}"  # noqa: S608
-    sql += join("INNER", "candidate", "system", "system") + join("INNER", "candidate", "query", "query")
-    sql += join("INNER", "query", "persona", "persona") + join("INNER", "query", "participation", "participation")
-    sql += join("INNER", "participation", "study", "study") + join("LEFT OUTER", "study", "template", "prompt_template")
-    return sql + f" WHERE {column(aliases['candidate'], Candidate, 'id')} = %s"
-
-
-def _from_db(field: Any, value: Any) -> Any:
-    """A column's value as the ORM would load it (a JSON field's text decoded, for one)."""
-    converter = getattr(field, "from_db_value", None)
-    return converter(value, None, connection) if converter is not None and value is not None else value
+    # Names from the models' metadata; the one value is a bound parameter.
+    return (
+        f"SELECT {select_list(GENERATION_COLUMNS)} FROM {table(Candidate)} c"  # noqa: S608
+        f" INNER JOIN {table(StudySystem)} sy ON sy.id = c.system_id"
+        f" INNER JOIN {table(Query)} qu ON qu.id = c.query_id"
+        f" INNER JOIN {table(PersonaProfile)} pe ON pe.id = qu.persona_id"
+        f" INNER JOIN {table(Participation)} p ON p.id = qu.participation_id"
+        f" INNER JOIN {table(Study)} st ON st.id = p.study_id"
+        f" LEFT OUTER JOIN {table(PromptTemplate)} t ON t.id = st.prompt_template_id"
+        " WHERE c.id = %s"
+    )
 
 
 def candidate_claim(*, candidate: Candidate, redelivered: bool = False, prompt: str | None = None) -> Candidate | None:

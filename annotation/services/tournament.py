@@ -17,11 +17,11 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study, StudySystem
-from annotation.selectors.tournament import RowShape, instances_from_row, model_columns, select_list
 from annotation.services.participation import participation_require_active
 from annotation.services.quality import check_apply_policy, check_due, check_failed, check_match_create
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
+from kernel.rows import RowShape, instances_from_row, model_columns, select_list
 from kernel.similarity import token_likeness
 from kernel.stamps import stamp_first
 from kernel.text import tokenize

@@ -1,0 +1,52 @@
+"""Plain-SQL reads that build model instances as the ORM would: for the few hot statements whose ORM
+compiling cost more CPU than running them (bench/README.md: the current match, the choice's locked read,
+the comparison page, a generation's read of its candidate). Each such statement is held to the ORM read it
+replaced by a test; names in the SQL come from the models' metadata, values are bound parameters."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from django.db import connection, models
+
+
+def model_columns(model: type[models.Model], keep: set[str] | None = None) -> list[str]:
+    """The attribute names of `model`'s columns in `keep` (all without it), in the model's column order, which
+    is the order `Model.from_db` takes the values in (the key first)."""
+    return [f.attname for f in model._meta.concrete_fields if keep is None or f.attname in keep]
+
+
+# A plain-SQL read's columns: per joined table its model, its alias in the statement and the columns read.
+RowShape = list[tuple[type[models.Model], str, list[str]]]
+
+
+def select_list(shape: RowShape) -> str:
+    """The SELECT list of `shape`'s columns, quoted, in order."""
+    q = connection.ops.quote_name
+    column = {(model, f.attname): str(f.column) for model, _, _ in shape for f in model._meta.concrete_fields}
+    return ", ".join(f"{alias}.{q(column[model, name])}" for model, alias, names in shape for name in names)
+
+
+@functools.cache
+def _converters(model: type[models.Model], names: tuple[str, ...]) -> list[tuple[int, Any]]:
+    """The columns among `names` whose values the ORM converts after reading (JSON, read as text)."""
+    fields = {f.attname: f for f in model._meta.concrete_fields}
+    return [(i, fields[name]) for i, name in enumerate(names) if hasattr(fields[name], "from_db_value")]
+
+
+def instances_from_row(row: tuple[Any, ...], shape: RowShape) -> list[Any]:
+    """One model instance per table of `shape` from a plain-SQL row, with only those columns loaded (others
+    load on access, as deferred fields do); None for a table an outer join found no row of (a NULL key)."""
+    out: list[Any] = []
+    at = 0
+    for model, _, names in shape:
+        values = list(row[at : at + len(names)])
+        at += len(names)
+        if values[0] is None:
+            out.append(None)
+            continue
+        for i, field in _converters(model, tuple(names)):
+            values[i] = field.from_db_value(values[i], None, connection)
+        out.append(model.from_db(connection.alias, names, values))
+    return out
