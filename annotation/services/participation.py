@@ -255,7 +255,10 @@ def participation_needs_screening(*, participation: Participation) -> bool:
 def participation_screen(*, participation: Participation, answer: str) -> Participation:
     """Record the answer to the study's screening question; an answer outside the accepted ones ends the
     participation as screened out (`screening`). Answering again changes nothing."""
-    participation = Participation.objects.select_for_update().select_related("study").get(pk=participation.pk)
+    # The participation's row alone (`of`): the study's would queue every participant's answer behind the others'.
+    participation = (
+        Participation.objects.select_for_update(of=("self",)).select_related("study").get(pk=participation.pk)
+    )
     study = participation.study
     if participation.screening_answer or participation_ended(participation=participation):
         return participation

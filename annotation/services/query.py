@@ -92,7 +92,12 @@ def query_submit(
 ) -> Query:
     """Ask a question; retrieval and generation follow in the background. Resubmitting is harmless.
     `shown_at` is when the question form was first shown, for the time spent on it."""
-    participation = Participation.objects.select_for_update().select_related("study").get(pk=participation.pk)
+    # The participation's row alone is locked (one question at a time per annotator, the limit, the client
+    # token); FOR UPDATE without `of` would lock the study's row too and queue every annotator's question
+    # behind every other's (bench/load.py: 100 asking within a second waited in line, the web server idle).
+    participation = (
+        Participation.objects.select_for_update(of=("self",)).select_related("study").get(pk=participation.pk)
+    )
     study = participation.study
     if client_token:
         existing = participation.queries.filter(client_token=client_token).first()
