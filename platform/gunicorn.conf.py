@@ -12,6 +12,12 @@ timeout = int(os.environ.get("GUNICORN_TIMEOUT", "60"))
 graceful_timeout = 30
 keepalive = 5
 max_requests = 2000
+# Workers fork from a master that has imported the application: a worker recycled after max_requests (every
+# couple of minutes per worker at 50 requests/s) starts serving at once instead of importing Django on a
+# core the other workers need (bench/load.py: latency spikes with the cores idle, in the phase where the
+# workers recycled). The master opens no database or broker connection (post_worker_init opens the
+# broker's, per worker), so nothing is shared across the fork.
+preload_app = True
 max_requests_jitter = 200
 accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None
 errorlog = "-"
