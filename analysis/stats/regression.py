@@ -263,22 +263,25 @@ def fit_personalization_logit(
         bse, stat, pvalues = fit.bse, fit.tvalues, fit.pvalues
         crit = float(sps.norm.ppf(0.5 + confidence_level / 2))
     coefs = []
-    for name in params.index:
-        b = float(params[name])
-        se = float(bse[name])
-        coefs.append(
-            Coefficient(
-                term=_clean_term(str(name)),
-                estimate=b,
-                std_error=se,
-                z=float(stat[name]),
-                p_value=float(pvalues[name]),
-                odds_ratio=float(np.exp(b)),
-                ci_low=float(np.exp(b - crit * se)),
-                ci_high=float(np.exp(b + crit * se)),
-                df=df,
+    # Under (quasi-)separation an estimate or its SE is huge and exp() overflows to inf: an unbounded odds
+    # ratio or interval, which is the honest value (the note below says why), not a warning to print.
+    with np.errstate(over="ignore"):
+        for name in params.index:
+            b = float(params[name])
+            se = float(bse[name])
+            coefs.append(
+                Coefficient(
+                    term=_clean_term(str(name)),
+                    estimate=b,
+                    std_error=se,
+                    z=float(stat[name]),
+                    p_value=float(pvalues[name]),
+                    odds_ratio=float(np.exp(b)),
+                    ci_low=float(np.exp(b - crit * se)),
+                    ci_high=float(np.exp(b + crit * se)),
+                    df=df,
+                )
             )
-        )
     if not np.all(np.isfinite([c.std_error for c in coefs])) or max(abs(c.estimate) for c in coefs) > 15:
         notes.append("estimates are extreme or SEs undefined: likely (quasi-)separation; read with care")
     return LogisticRegressionResult(
