@@ -82,6 +82,11 @@ def match_current_shown(*, annotator: Any, query_id: int) -> Match | None:
         return None
     match, bracket, query, participation, study, left, right = instances_from_row(row, SHOWN_COLUMNS)
     participation.study = study
+    return _match_assembled(match, bracket, query, participation, left, right)
+
+
+def _match_assembled(match: Any, bracket: Any, query: Any, participation: Any, left: Any, right: Any) -> Match:
+    """A match read as plain SQL, its relations attached as `select_related` would have cached them."""
     query.participation = participation
     bracket.query = query
     match.bracket = bracket
@@ -131,14 +136,7 @@ def match_current_of(*, participation: Participation, index: int) -> Match | Non
     if row is None:
         return None
     match, bracket, query, left, right = instances_from_row(row, PAGE_COLUMNS)
-    query.participation = participation
-    bracket.query = query
-    match.bracket = bracket
-    if left is not None:
-        match.left = left
-    if right is not None:
-        match.right = right
-    return cast(Match, match)
+    return _match_assembled(match, bracket, query, participation, left, right)
 
 
 def match_progress(*, match: Match) -> tuple[int, int]:
