@@ -55,12 +55,22 @@ def test_a_question_asked_while_the_broker_is_down_is_saved_and_explained(transa
     assert created.status_code == 201, created.content
     assert NOT_STARTED in created.json()["message"]
     assert Query.objects.get(pk=created.json()["id"]).status == Query.Status.RETRIEVING
+    # The API's poll (its own body and its own narrow read of the question) says the same, not "searching".
+    status_url = f"/api/v1/queries/{created.json()['id']}/"
+    polled = api.get(status_url)
+    assert polled.status_code == 200 and NOT_STARTED in polled.json()["message"], polled.content
+    assert (polled.json()["status"], polled.json()["overdue"]) == (Query.Status.RETRIEVING, False)
 
     # The broker is back (this process runs tasks eagerly again): "Try again" sends the search, and the
     # page stops saying the service cannot be reached.
     assert client.post(reverse("annotation:retry", args=["sleep", 1]))["Location"].endswith("/wait/")
     query.refresh_from_db()
     assert query.queue_failed_at is None and query.status == Query.Status.READY
+    # And through the API: its "try again" sends the search, and the poll reads ready with its summaries.
+    assert api.post(f"{status_url}retry/").status_code == 200
+    polled = api.get(status_url).json()
+    assert polled["status"] == Query.Status.READY and NOT_STARTED not in polled["message"]
+    assert [c["status"] for c in polled["candidates"]] == ["done"] * 4
 
 
 def test_research_work_started_while_the_broker_is_down_is_kept_and_sent_when_it_is_back(
