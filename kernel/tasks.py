@@ -74,7 +74,7 @@ def broker_warm(*, app: Any) -> float:
 # One queue carries both retrievals and generations (ANNOTATOR_QUEUE). In the order sent, a burst of
 # questions (a class starting together, a sweep re-sending a backlog) would be retrieved all before any
 # summary is written: every annotator waits for every retrieval, and the model server idles meanwhile
-# (bench/generation.py: 1.8 s of 9 s with no call in flight at 100 questions). Sent "first", a question's
+# (bench/generation.py: 1.8 s of 9 s with almost no model call at 100 questions). Sent "first", a question's
 # generations go ahead of retrievals still waiting, so the workers finish the questions they started and
 # retrieve the next one whenever no generation is waiting.
 #
