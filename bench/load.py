@@ -1320,7 +1320,9 @@ def count_queries(args: argparse.Namespace, tokens: list[str], slug: str) -> Non
                 f"+ PostgreSQL {pg:4.1f} ms = {web + pg:5.1f} ms, max {max(cpu[route]):5.1f} ms   (n={len(cpu[route])})"
             )
     if args.show_sql:
-        for route in (CURRENT, CHOICE, COMPARE_HTML):
+        for route in ROUTE_ORDER:
+            if route not in sql:
+                continue
             print(f"\n{route} (heaviest request):")
             for statement in sql.get(route, []):
                 print(f"  {statement[:200]}")

@@ -1,0 +1,55 @@
+"""The API's token authentication: DRF's, with its one read written out as SQL.
+
+Every annotator request through the API authenticates by token, so DRF's `select_related("user").get(key=...)`
+is compiled by the ORM on every status poll, match and answer. The statement below is the same read (the token
+and its user, every column, by key), held to DRF's in tests/kernel/test_authentication.py."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.utils.translation import gettext_lazy as _
+from rest_framework import authentication, exceptions
+from rest_framework.authtoken.models import Token
+
+from kernel.rows import RowShape, instances_from_row, model_columns, select_list
+
+
+@functools.cache
+def _token_shape() -> RowShape:
+    user = get_user_model()
+    return [(Token, "t", model_columns(Token)), (user, "u", model_columns(user))]
+
+
+@functools.cache
+def _token_read_sql() -> str:
+    q = connection.ops.quote_name
+    user = get_user_model()
+    key = q(Token._meta.get_field("key").column)
+    user_id = q(Token._meta.get_field("user").column)
+    # Names from the models' metadata; the key is a bound parameter.
+    return (
+        f"SELECT {select_list(_token_shape())} FROM {q(Token._meta.db_table)} t"  # noqa: S608
+        f" INNER JOIN {q(user._meta.db_table)} u ON u.{q(user._meta.pk.column)} = t.{user_id}"
+        f" WHERE t.{key} = %s"
+    )
+
+
+class TokenAuthentication(authentication.TokenAuthentication):
+    """`Authorization: Token <key>`, as DRF's TokenAuthentication (the same header parsing, answers and
+    messages), reading the token and its user in one written statement."""
+
+    def authenticate_credentials(self, key: str) -> tuple[Any, Token]:
+        with connection.cursor() as cursor:
+            cursor.execute(_token_read_sql(), [key])
+            row = cursor.fetchone()
+        if row is None:
+            raise exceptions.AuthenticationFailed(_("Invalid token."))
+        token, user = instances_from_row(row, _token_shape())
+        token.user = user
+        if not user.is_active:
+            raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
+        return user, token
