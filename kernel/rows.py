@@ -50,3 +50,36 @@ def instances_from_row(row: tuple[Any, ...], shape: RowShape) -> list[Any]:
             values[i] = field.from_db_value(values[i], None, connection)
         out.append(model.from_db(connection.alias, names, values))
     return out
+
+
+@functools.cache
+def _rows_by_sql(model: type[models.Model], names: tuple[str, ...], column: str, order_by: str) -> str:
+    q = connection.ops.quote_name
+    fields = {f.attname: f for f in model._meta.concrete_fields}
+    select = ", ".join(q(str(fields[name].column)) for name in names)
+    # Names from the model's metadata; the value is a bound parameter.
+    return (
+        f"SELECT {select} FROM {q(model._meta.db_table)}"  # noqa: S608
+        f" WHERE {q(str(fields[column].column))} = %s ORDER BY {q(str(fields[order_by].column))}"
+    )
+
+
+def rows_by(
+    model: type[models.Model], names: tuple[str, ...], *, column: str, value: Any, order_by: str
+) -> list[tuple[Any, ...]]:
+    """`model.objects.filter(<column>=value).order_by(order_by).values_list(*names)` as one written statement:
+    the same tuples, JSON columns decoded as the ORM decodes them (`order_by` must be unique among the rows,
+    or their order is the database's)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_rows_by_sql(model, names, column, order_by), [value])
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+    converters = _converters(model, names)
+    if not converters:
+        return rows
+    out = []
+    for row in rows:
+        values = list(row)
+        for i, field in converters:
+            values[i] = field.from_db_value(values[i], None, connection)
+        out.append(tuple(values))
+    return out

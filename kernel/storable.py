@@ -13,10 +13,12 @@ import math
 import re
 from typing import Any
 
-__all__ = ["DB_INT_MAX", "MAX_JSON_DEPTH", "json_problem", "unstorable_text"]
+__all__ = ["DB_BIGINT_MAX", "DB_INT_MAX", "MAX_JSON_DEPTH", "json_problem", "unstorable_text"]
 
 # The largest value of PostgreSQL's `integer` (Django's IntegerField and PositiveIntegerField).
 DB_INT_MAX = 2**31 - 1
+# A key's column (BigAutoField): a larger number in a URL names no row, and SQLite cannot even bind it.
+DB_BIGINT_MAX = 2**63 - 1
 # Deeper than any settings object or answer the platform reads; far below Python's recursion limit.
 MAX_JSON_DEPTH = 32
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")

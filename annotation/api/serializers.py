@@ -23,6 +23,7 @@ from annotation.models import (
 from annotation.services.participation import participation_resume_url
 from annotation.services.study import LIMITS, STUDY_FIELDS, limit_message
 from annotation.services.tournament import COMMENT_MAX_CHARS
+from kernel.rows import rows_by
 from kernel.storable import DB_INT_MAX
 
 
@@ -181,7 +182,7 @@ def query_body(query: Query) -> dict[str, Any]:
     from annotation.selectors.generation import generation_progress
 
     progress = generation_progress(query=query)
-    rows = query.documents.order_by("rank").values_list(*DOCUMENT_FIELDS)
+    rows = rows_by(RetrievedDocument, DOCUMENT_FIELDS, column="query_id", value=query.pk, order_by="rank")
     return {
         "id": query.pk,
         "index": query.index,

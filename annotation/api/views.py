@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -21,6 +22,7 @@ from annotation.models import Candidate, Match, Participation, Query, Study
 from annotation.selectors.generation import candidates_failed
 from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
 from annotation.selectors.quality import participation_quality
+from annotation.selectors.query import query_of_annotator
 from annotation.selectors.study import study_progress
 from annotation.selectors.tournament import match_current_shown
 from annotation.services.generation import candidate_retry, candidates_retry_failed
@@ -81,7 +83,10 @@ def _own_query(request: Request, pk: int) -> Query:
 def _own_query_shown(request: Request, pk: int) -> Query:
     """The caller's question as the status poll shows it (`s.QUERY_SHOWN`): the participation and study
     that `_own_query` joins in whole are only the ownership filter here, and the poll is the hottest read."""
-    return get_object_or_404(Query.objects.only(*s.QUERY_SHOWN), pk=pk, participation__annotator=request.user)
+    query = query_of_annotator(annotator=request.user, query_id=int(pk), fields=s.QUERY_SHOWN)
+    if query is None:
+        raise Http404
+    return query
 
 
 class ParticipationViewSet(viewsets.GenericViewSet):

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.http import Http404
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from annotation.models import Participation, Query
+from annotation.models import Participation, Query, RetrievedDocument
 from kernel.backends import Document
+from kernel.rows import RowShape, instances_from_row, model_columns, rows_by, select_list
+from kernel.storable import DB_BIGINT_MAX
 
 
 def query_for(*, participation: Participation, index: int) -> Query:
@@ -20,6 +26,39 @@ def query_for(*, participation: Participation, index: int) -> Query:
     if query is None:
         raise Http404
     return query
+
+
+def query_of_annotator(*, annotator: Any, query_id: int, fields: Sequence[str]) -> Query | None:
+    """Question `query_id` if it is the annotator's, with only `fields` loaded (and its key); None otherwise.
+    As `Query.objects.only(*fields).filter(pk=..., participation__annotator=...)`, written out: the status
+    poll reads it on every call."""
+    if annotator is None or annotator.pk is None or not 0 < query_id <= DB_BIGINT_MAX:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(_query_of_annotator_sql(tuple(fields)), [query_id, annotator.pk])
+        row = cursor.fetchone()
+    return None if row is None else instances_from_row(row, _query_shape(tuple(fields)))[0]
+
+
+@functools.cache
+def _query_shape(fields: tuple[str, ...]) -> RowShape:
+    return [(Query, "q", model_columns(Query, {"id", *fields}))]
+
+
+@functools.cache
+def _query_of_annotator_sql(fields: tuple[str, ...]) -> str:
+    q = connection.ops.quote_name
+
+    def column(model: Any, name: str) -> str:
+        return q(model._meta.get_field(name).column)
+
+    # Names from the models' metadata; the values are bound parameters.
+    return (
+        f"SELECT {select_list(_query_shape(fields))} FROM {q(Query._meta.db_table)} q"  # noqa: S608
+        f" INNER JOIN {q(Participation._meta.db_table)} p"
+        f" ON p.{column(Participation, 'id')} = q.{column(Query, 'participation')}"
+        f" WHERE q.{column(Query, 'id')} = %s AND p.{column(Participation, 'annotator')} = %s"
+    )
 
 
 def query_current(*, participation: Participation) -> Query | None:
@@ -33,9 +72,14 @@ def query_current(*, participation: Participation) -> Query | None:
 
 def query_documents(*, query: Query) -> list[Document]:
     """The sources retrieved for a query, in rank order, as the backends take them."""
-    # Values, not model instances: this is on every generation's path (bench/generation.py profiles it).
-    rows = query.documents.order_by("rank").values_list(
-        "external_id", "title", "abstract", "url", "year", "venue", "authors"
+    # Values in a written statement, not model instances: this is on every generation's path
+    # (bench/generation.py profiles it).
+    rows = rows_by(
+        RetrievedDocument,
+        ("external_id", "title", "abstract", "url", "year", "venue", "authors"),
+        column="query_id",
+        value=query.pk,
+        order_by="rank",
     )
     return [
         Document(

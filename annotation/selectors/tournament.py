@@ -11,6 +11,7 @@ from django.db import connection
 
 from annotation.models import Bracket, Candidate, Match, Participation, Query, Study
 from kernel.rows import RowShape, instances_from_row, model_columns, select_list
+from kernel.storable import DB_BIGINT_MAX
 
 # Only the summary text is shown; the prompt and raw responses stay in the database.
 HEAVY_CANDIDATE_FIELDS = tuple(
@@ -73,7 +74,7 @@ def match_current_shown(*, annotator: Any, query_id: int) -> Match | None:
     the match with `bracket.query.participation.study` and both sides, of each only the columns the view reads.
     None when there is none or the question is not the annotator's: the caller reads the question then to tell
     which."""
-    if annotator is None or annotator.pk is None:
+    if annotator is None or annotator.pk is None or not 0 < query_id <= DB_BIGINT_MAX:
         return None
     with connection.cursor() as cursor:
         cursor.execute(_current_match_sql(), [query_id, annotator.pk, Match.Status.PENDING.value])

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Count, Exists, F, Max, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -27,7 +27,6 @@ from annotation.services.generation import (
 from annotation.services.participation import (
     candidates_cancel_set_aside,
     participation_ended,
-    participation_queries_used,
     participation_require_active,
 )
 from annotation.services.persona import persona_current
@@ -99,10 +98,17 @@ def query_submit(
         Participation.objects.select_for_update(of=("self",)).select_related("study").get(pk=participation.pk)
     )
     study = participation.study
-    if client_token:
-        existing = participation.queries.filter(client_token=client_token).first()
-        if existing is not None:
-            return existing
+    # One read of the annotator's questions answers the checks below: the one this client token sent before,
+    # whether one is still open, how many count toward the limit, and the last number.
+    done = [Query.Status.RANKED, Query.Status.DISCARDED]
+    tally = participation.queries.aggregate(
+        sent_before=Max("pk", filter=Q(client_token=client_token or None)),
+        still_open=Count("pk", filter=~Q(status__in=done)),
+        used=Count("pk", filter=~Q(status=Query.Status.DISCARDED)),
+        last_index=Max("index"),
+    )
+    if client_token and tally["sent_before"] is not None:
+        return Query.objects.get(pk=tally["sent_before"])
     study_require_open(study=study)
     if participation_ended(participation=participation):
         raise ApplicationError(_("You have already finished this study. Thank you!"), status=409)
@@ -118,15 +124,14 @@ def query_submit(
     persona = persona_current(participation=participation)
     if persona is None:
         raise ApplicationError(_("Please describe yourself before asking a question."), status=409)
-    if participation.queries.exclude(status__in=[Query.Status.RANKED, Query.Status.DISCARDED]).exists():
+    if tally["still_open"]:
         raise ApplicationError(_("Please finish ranking your current question first."), status=409)
-    used = participation_queries_used(participation=participation)
-    if used >= study.queries_per_annotator:
+    if tally["used"] >= study.queries_per_annotator:
         raise ApplicationError(
             _("You have asked all %(limit)d questions of this study.") % {"limit": study.queries_per_annotator},
             field="text",
         )
-    index = (participation.queries.order_by("-index").values_list("index", flat=True).first() or 0) + 1
+    index = (tally["last_index"] or 0) + 1
     query = Query.objects.create(
         participation=participation,
         index=index,

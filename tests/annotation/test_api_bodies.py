@@ -13,7 +13,9 @@ from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 
 from annotation.api import serializers as s
-from annotation.models import Candidate, Judgment, Match, Query
+from annotation.models import Candidate, Judgment, Match, Query, RetrievedDocument
+from annotation.selectors.generation import generation_progress
+from annotation.selectors.query import query_documents, query_of_annotator
 from annotation.selectors.tournament import match_current, match_current_shown
 from annotation.services.quality import CHECK_WARNING, check_warning
 from annotation.services.query import query_submit
@@ -36,7 +38,8 @@ def _ask(participation, capture, text="How does night shift work affect sleep?",
 def _query_as_shown(query: Query, django_assert_num_queries) -> dict:
     """The builder's body from the question as the status poll reads it, which must be enough: its progress
     and its sources, and no deferred column loaded afterwards."""
-    shown = Query.objects.only(*s.QUERY_SHOWN).get(pk=query.pk)
+    shown = query_of_annotator(annotator=query.participation.annotator, query_id=query.pk, fields=s.QUERY_SHOWN)
+    assert shown is not None
     with django_assert_num_queries(2):
         return s.query_body(shown)
 
@@ -148,3 +151,41 @@ def test_a_skipped_match_and_a_likeness_notice_are_the_serializers(django_captur
     )
     assert skipped.left is None and skipped.right is None
     _same(s.MatchSerializer(skipped).data, s.match_body(skipped))
+
+
+def test_the_polls_written_reads_are_the_orms(django_capture_on_commit_callbacks, django_assert_num_queries):
+    """The status poll's three statements (the question if it is the caller's, its progress, its sources) are
+    written out (annotation/selectors, kernel.rows): each must read what the ORM's read did."""
+    study = StudyFactory(slug="poll-reads")
+    participation, other = join(study), join(study)
+    query = _ask(participation, django_capture_on_commit_callbacks)
+    query.documents.filter(rank=2).update(year=None, authors=["Ana Lima", "Bo Chen"], url="")
+    Candidate.objects.filter(pk=query.candidates.order_by("pk")[2].pk).update(status="failed", attempts=4)
+
+    with django_assert_num_queries(1):
+        shown = query_of_annotator(annotator=participation.annotator, query_id=query.pk, fields=s.QUERY_SHOWN)
+    orm = Query.objects.only(*s.QUERY_SHOWN).get(pk=query.pk)
+    assert shown is not None
+    with django_assert_num_queries(0):  # every shown column loaded, none deferred that the poll reads
+        assert [getattr(shown, f) for f in ("pk", *s.QUERY_SHOWN)] == [getattr(orm, f) for f in ("pk", *s.QUERY_SHOWN)]
+    assert shown.get_deferred_fields() == orm.get_deferred_fields()
+    # Another annotator's question, a key no row has and one past the column's range are not found.
+    for annotator, key in (
+        (other.annotator, query.pk),
+        (participation.annotator, query.pk + 10_000),
+        (participation.annotator, 2**64),
+    ):
+        assert query_of_annotator(annotator=annotator, query_id=key, fields=s.QUERY_SHOWN) is None
+
+    progress = generation_progress(query=query)
+    assert [(row["status"], row["attempts"]) for row in progress] == list(
+        query.candidates.order_by("pk").values_list("status", "attempts")
+    )
+    assert [row["status"] for row in progress].count("failed") == 1
+    names = ("external_id", "title", "abstract", "url", "year", "venue", "authors")
+    documents = query_documents(query=query)
+    assert [tuple(getattr(d, n) for n in names) for d in documents] == [
+        (*row[:-1], tuple(row[-1]))
+        for row in RetrievedDocument.objects.filter(query=query).order_by("rank").values_list(*names)
+    ]
+    assert documents[1].authors == ("Ana Lima", "Bo Chen") and documents[1].year is None

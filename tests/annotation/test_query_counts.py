@@ -73,10 +73,11 @@ def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_o
     assert page.status_code == 200
     token = re.search(r'name="client_token" value="([0-9a-f]+)"', page.content.decode()).group(1)
     # Question asked: session, user, participation with study, questions used; query_submit (sp): lock
-    # participation with study, client token lookup, current persona, unfinished question, questions used,
-    # last index, query insert. Retrieval is enqueued on commit, held back here until the waiting page is counted.
+    # participation with study, one tally of the questions (the client token's, unfinished, used, last index),
+    # current persona, query insert. Retrieval is enqueued on commit, held back here until the waiting page is
+    # counted.
     with django_capture_on_commit_callbacks() as background:
-        with django_assert_num_queries(14):
+        with django_assert_num_queries(11):
             assert (
                 client.post(ask, {"text": "How does night shift affect sleep?", "client_token": token})["Location"]
                 == wait
@@ -154,7 +155,7 @@ def test_hot_endpoints_have_pinned_query_counts(django_assert_num_queries, djang
     with django_capture_on_commit_callbacks(execute=True):
         qid = client.post(f"/api/v1/participations/{me['id']}/queries/", {"text": "sleep"}, format="json").json()["id"]
 
-    # Query status: token with user, query with participation and study, documents, candidate progress.
+    # Query status: token with user, the query if it is the caller's, documents, candidate progress.
     with django_assert_num_queries(4):
         assert client.get(f"/api/v1/queries/{qid}/").json()["status"] == Query.Status.READY
     # Current match: token with user, match with its query, participation, study and both candidates (one
