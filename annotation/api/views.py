@@ -64,7 +64,11 @@ class InvitationAcceptApi(APIView):
         body.is_valid(raise_exception=True)
         user = request.user if request.user.is_authenticated else None
         participation, created = invitation_join(token=token, annotator=user, consent=body.validated_data["consent"])
-        token_obj, _ = Token.objects.get_or_create(user=participation.annotator)
+        if created and user is None:
+            # The account was made by this accept: it has no token yet (one insert, not get_or_create's four).
+            token_obj = Token.objects.create(user=participation.annotator)
+        else:
+            token_obj, _ = Token.objects.get_or_create(user=participation.annotator)
         data = s.ParticipationSerializer(participation).data
         data["token"] = token_obj.key
         return Response(data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)

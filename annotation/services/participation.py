@@ -101,10 +101,8 @@ def invitation_join(*, token: str, annotator: Any, consent: bool) -> tuple[Parti
 
 def _anonymous_annotator() -> Any:
     """A new account without a password: the participant is known by the browser's session and the resume link."""
-    annotator = get_user_model().objects.create_user(username=f"annotator-{_code(12).lower()}")
-    annotator.set_unusable_password()
-    annotator.save()
-    return annotator
+    # No password given: create_user stores an unusable one (as set_unusable_password does), in its one insert.
+    return get_user_model().objects.create_user(username=f"annotator-{_code(12).lower()}")
 
 
 def _participation_create(*, study: Study, annotator: Any, consented: bool = True, **fields: Any) -> Participation:
