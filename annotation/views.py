@@ -20,7 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from annotation import practice
 from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, PracticeForm, QueryForm, ScreeningForm
-from annotation.models import Participation, Query, Study
+from annotation.models import Participation, Query, RetrievedDocument, Study
 from annotation.selectors.generation import generation_progress
 from annotation.selectors.membership import StudyAction, study_allows
 from annotation.selectors.participation import participation_for
@@ -52,6 +52,7 @@ from annotation.services.quality import check_warning
 from annotation.services.query import query_discard, query_mark_wait_shown, query_resend, query_submit
 from annotation.services.tournament import judgment_record_on_page, match_mark_shown
 from kernel.exceptions import ApplicationError
+from kernel.rows import rows_by
 
 
 def _error_page(request: HttpRequest, error: ApplicationError, *, study: Study | None = None) -> HttpResponse:
@@ -517,6 +518,10 @@ def discard(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     return redirect("annotation:study", slug=slug)
 
 
+# A source as the comparison page lists it.
+PAGE_DOCUMENT_FIELDS = ("rank", "title", "abstract", "url", "year")
+
+
 @login_required(login_url="annotation:home")
 @require_http_methods(["GET", "POST"])
 def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
@@ -578,8 +583,13 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
             "study": study_obj,
             "query": query,
             "match": match,
-            # What the sources list shows; not the authors (JSON, decoded per row), venue or score.
-            "documents": query.documents.only("query", "rank", "title", "abstract", "url", "year"),
+            # What the sources list shows (not the authors, venue or score), read in one written statement.
+            "documents": [
+                dict(zip(PAGE_DOCUMENT_FIELDS, row, strict=True))
+                for row in rows_by(
+                    RetrievedDocument, PAGE_DOCUMENT_FIELDS, column="query_id", value=query.pk, order_by="rank"
+                )
+            ],
             "comparison_number": answered + 1,
             "comparison_total": total,
             "limit": study_obj.queries_per_annotator,

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from django.db import connection
 
-from annotation.models import Bracket, Candidate, Match, Participation, Query, Study
+from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study
 from kernel.rows import RowShape, instances_from_row, model_columns, select_list
 from kernel.storable import DB_BIGINT_MAX
 
@@ -140,15 +140,23 @@ def match_current_of(*, participation: Participation, index: int) -> Match | Non
     return _match_assembled(match, bracket, query, participation, left, right)
 
 
+@functools.cache
+def _progress_sql() -> str:
+    """The bracket's matches with their answer's winner (`match_progress`), written out as the page's read."""
+    q = connection.ops.quote_name
+    # Names come from the models, the value is a bound parameter.
+    return (
+        f"SELECT m.round, m.{q('index')}, m.status, j.winner_id FROM {q(Match._meta.db_table)} m "  # noqa: S608
+        f"LEFT JOIN {q(Judgment._meta.db_table)} j ON j.match_id = m.id WHERE m.bracket_id = %s"
+    )
+
+
 def match_progress(*, match: Match) -> tuple[int, int]:
     """(answered matches, matches the annotator will play in total, as far as known now).
     A later-round match counts only while both matches feeding it can still produce a winner."""
-    slots = {
-        (r, i): (status, winner)
-        for r, i, status, winner in Match.objects.filter(bracket_id=match.bracket_id).values_list(
-            "round", "index", "status", "judgment__winner_id"
-        )
-    }
+    with connection.cursor() as cursor:
+        cursor.execute(_progress_sql(), [match.bracket_id])
+        slots = {(r, i): (status, winner) for r, i, status, winner in cursor.fetchall()}
 
     def can_win(r: int, i: int) -> bool:
         if (r, i) in slots:

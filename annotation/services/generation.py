@@ -242,7 +242,20 @@ def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candi
 
 
 def _query_has_unfinished(*, query_id: int) -> bool:
-    return Candidate.objects.filter(query_id=query_id).exclude(status=Candidate.Status.DONE).order_by().exists()
+    """Whether any candidate of the question is not done: after every generation, so one written statement."""
+    with connection.cursor() as cursor:
+        cursor.execute(_unfinished_sql(), [query_id, Candidate.Status.DONE.value])
+        return cursor.fetchone() is not None
+
+
+@functools.cache
+def _unfinished_sql() -> str:
+    q = connection.ops.quote_name
+    # Names from the model's metadata; the values are bound parameters.
+    return (
+        f"SELECT 1 FROM {q(Candidate._meta.db_table)} WHERE {q('query_id')} = %s"  # noqa: S608
+        f" AND {q('status')} <> %s LIMIT 1"
+    )
 
 
 def candidate_retry_later(*, candidate_id: int, reason: str) -> bool:

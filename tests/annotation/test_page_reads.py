@@ -1,0 +1,76 @@
+"""The annotator pages' written reads (annotation.selectors.participation.participation_for, the comparison
+page's progress, `match_progress`) held to the ORM reads they replaced, on real rows: the same objects with
+the same columns, none for someone else, and the same progress through a whole tournament with a "neither"."""
+
+from __future__ import annotations
+
+import pytest
+from django.http import Http404
+
+from annotation.models import Match, Participation
+from annotation.selectors.participation import participation_for
+from annotation.selectors.tournament import match_current, match_progress
+from annotation.services.query import query_submit
+from annotation.services.tournament import judgment_record
+from tests.annotation.factories import StudyFactory, join
+
+pytestmark = pytest.mark.django_db
+
+
+def columns(instance: object) -> dict[str, object]:
+    return {f.attname: getattr(instance, f.attname) for f in type(instance)._meta.concrete_fields}
+
+
+def test_participation_for_reads_what_select_related_read(django_assert_num_queries) -> None:
+    study = StudyFactory(
+        slug="pages",
+        screening_question="Do you work shifts?",
+        screening_choices=["yes", "no"],
+        screening_accepted=["yes"],
+        retrieval_settings={"top_k": 3},
+    )
+    other_study = StudyFactory(slug="elsewhere")
+    participation = join(study)
+    join(other_study, user=participation.annotator)  # the same account in another study
+    stranger = join(study)
+    annotator = participation.annotator
+
+    with django_assert_num_queries(1):
+        ours = participation_for(annotator=annotator, study_slug="pages")
+        # The page reads the study and the account from it without another statement.
+        assert ours.study.slug == "pages" and ours.annotator is annotator
+    orm = Participation.objects.select_related("study").get(study__slug="pages", annotator=annotator)
+    assert columns(ours) == columns(orm)
+    assert columns(ours.study) == columns(orm.study)
+    assert ours.study.retrieval_settings == {"top_k": 3}  # JSON decoded, as the ORM decodes it
+    assert participation_for(annotator=annotator, study_slug="elsewhere").study.slug == "elsewhere"
+    # Someone else's study, a study that does not exist: 404.
+    for slug in ("no-such-study",):
+        with pytest.raises(Http404):
+            participation_for(annotator=annotator, study_slug=slug)
+    with pytest.raises(Http404):
+        participation_for(annotator=stranger.annotator, study_slug="elsewhere")
+
+
+def orm_progress(match: Match) -> tuple[int, int]:
+    """match_progress on the ORM's rows (the read it replaced), for comparison."""
+    rows = Match.objects.filter(bracket_id=match.bracket_id).values_list(
+        "round", "index", "status", "judgment__winner_id"
+    )
+    return len([1 for _, _, status, _ in rows if status == Match.Status.ANSWERED]), len(list(rows))
+
+
+def test_match_progress_counts_through_a_tournament(django_capture_on_commit_callbacks, django_assert_num_queries):
+    study = StudyFactory(slug="progress")
+    participation = join(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = query_submit(participation=participation, text="Night shifts and sleep", client_token="")
+    seen = []
+    while (match := match_current(query=query)) is not None:
+        with django_assert_num_queries(1):
+            seen.append(match_progress(match=match))
+        assert seen[-1][0] == orm_progress(match)[0]
+        # "neither" in the first match: its winner slot is empty, so the final is not played.
+        judgment_record(match=match, choice="neither" if not seen[:-1] else "left", by=participation)
+    # Four candidates: two first-round matches; a "neither" leaves no final to play.
+    assert seen == [(0, 3), (1, 2)]
