@@ -21,6 +21,7 @@ from annotation.links import PROLIFIC_SUFFIX, open_link
 from annotation.models import Candidate, Match, Participation, Query, Study
 from annotation.selectors.generation import candidates_failed
 from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
+from annotation.selectors.participation import participation_own
 from annotation.selectors.quality import participation_quality
 from annotation.selectors.query import query_of_annotator
 from annotation.selectors.study import study_progress
@@ -75,7 +76,7 @@ class InvitationAcceptApi(APIView):
 
 
 def _own_participation(request: Request, pk: int) -> Participation:
-    return get_object_or_404(Participation.objects.select_related("study", "annotator"), pk=pk, annotator=request.user)
+    return participation_own(annotator=request.user, participation_id=int(pk))
 
 
 def _own_query(request: Request, pk: int) -> Query:

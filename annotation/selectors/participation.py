@@ -10,6 +10,7 @@ from django.http import Http404
 
 from annotation.models import Participation, Study
 from kernel.rows import RowShape, instances_from_row, model_columns, select_list
+from kernel.storable import DB_BIGINT_MAX
 
 
 def participation_for(*, annotator: Any, study_slug: str) -> Participation:
@@ -20,8 +21,21 @@ def participation_for(*, annotator: Any, study_slug: str) -> Participation:
     tests/annotation/test_page_reads.py holds it to `select_related("study")`."""
     if not annotator.is_authenticated:
         raise Http404
+    return _participation_read(annotator, _participation_for_sql("slug"), study_slug)
+
+
+def participation_own(*, annotator: Any, participation_id: int) -> Participation:
+    """The asking annotator's participation `participation_id` with its study (the API's participation
+    routes: the persona, a question, finishing); anyone else's, or none, is a 404. Written out as
+    `participation_for` is; held to the ORM's read in tests/annotation/test_page_reads.py."""
+    if not annotator.is_authenticated or not 0 < participation_id <= DB_BIGINT_MAX:
+        raise Http404
+    return _participation_read(annotator, _participation_for_sql("id"), participation_id)
+
+
+def _participation_read(annotator: Any, sql: str, value: Any) -> Participation:
     with connection.cursor() as cursor:
-        cursor.execute(_participation_for_sql(), [study_slug, annotator.pk])
+        cursor.execute(sql, [value, annotator.pk])
         row = cursor.fetchone()
     if row is None:
         raise Http404
@@ -39,7 +53,8 @@ PARTICIPATION_COLUMNS: RowShape = [
 
 
 @functools.cache
-def _participation_for_sql() -> str:
+def _participation_for_sql(by: str) -> str:
+    """The read by the study's slug (`by="slug"`) or by the participation's key (`by="id"`), and its owner."""
     q = connection.ops.quote_name
 
     def column(model: Any, name: str) -> str:
@@ -50,5 +65,6 @@ def _participation_for_sql() -> str:
     return (
         f"SELECT {select_list(PARTICIPATION_COLUMNS)} FROM {q(Participation._meta.db_table)} p"  # noqa: S608
         f" INNER JOIN {q(Study._meta.db_table)} s ON s.{column(Study, 'id')} = p.{column(Participation, 'study')}"
-        f" WHERE s.{column(Study, 'slug')} = %s AND p.{column(Participation, 'annotator')} = %s"
+        f" WHERE {'s.' + column(Study, 'slug') if by == 'slug' else 'p.' + column(Participation, 'id')} = %s"
+        f" AND p.{column(Participation, 'annotator')} = %s"
     )

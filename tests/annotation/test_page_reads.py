@@ -8,7 +8,7 @@ import pytest
 from django.http import Http404
 
 from annotation.models import Match, Participation
-from annotation.selectors.participation import participation_for
+from annotation.selectors.participation import participation_for, participation_own
 from annotation.selectors.tournament import match_current, match_progress
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
@@ -50,6 +50,22 @@ def test_participation_for_reads_what_select_related_read(django_assert_num_quer
             participation_for(annotator=annotator, study_slug=slug)
     with pytest.raises(Http404):
         participation_for(annotator=stranger.annotator, study_slug="elsewhere")
+
+
+def test_participation_own_reads_what_the_apis_orm_read_did(django_assert_num_queries) -> None:
+    study = StudyFactory(slug="api-own", retrieval_settings={"top_k": 4})
+    participation, stranger = join(study), join(study)
+    annotator = participation.annotator
+    with django_assert_num_queries(1):
+        ours = participation_own(annotator=annotator, participation_id=participation.pk)
+        assert ours.study.slug == "api-own" and ours.annotator is annotator
+    orm = Participation.objects.select_related("study", "annotator").get(pk=participation.pk, annotator=annotator)
+    assert columns(ours) == columns(orm) and columns(ours.study) == columns(orm.study)
+    assert columns(ours.annotator) == columns(orm.annotator)
+    # Someone else's, one that does not exist, one past the key's range: 404, as get_object_or_404 answered.
+    for who, key in ((stranger.annotator, participation.pk), (annotator, participation.pk + 1000), (annotator, 2**64)):
+        with pytest.raises(Http404):
+            participation_own(annotator=who, participation_id=key)
 
 
 def orm_progress(match: Match) -> tuple[int, int]:
