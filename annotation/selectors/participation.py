@@ -6,6 +6,7 @@ import functools
 from typing import Any, cast
 
 from django.db import connection
+from django.db.transaction import TransactionManagementError
 from django.http import Http404
 
 from annotation.models import Participation, Study
@@ -33,6 +34,24 @@ def participation_own(*, annotator: Any, participation_id: int) -> Participation
     return _participation_read(annotator, _participation_for_sql("id"), participation_id)
 
 
+def participation_locked(*, participation_id: int) -> Participation:
+    """The participation with its study, its row alone locked until the transaction ends (`FOR UPDATE OF`
+    the participation: locking the study's row too would queue every annotator's question behind every
+    other's). The services that change a participation start here (a question, the persona, the screening
+    answer, finishing); written out as `participation_for` is, held to the ORM's read in
+    tests/annotation/test_page_reads.py."""
+    if connection.get_autocommit():  # as select_for_update: a lock outside a transaction would end at once
+        raise TransactionManagementError("participation_locked() needs a transaction (transaction.atomic).")
+    with connection.cursor() as cursor:
+        cursor.execute(_participation_for_sql("locked"), [participation_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Participation.DoesNotExist("Participation matching query does not exist.")
+    participation, study = instances_from_row(row, PARTICIPATION_COLUMNS)
+    participation.study = study
+    return cast(Participation, participation)
+
+
 def _participation_read(annotator: Any, sql: str, value: Any) -> Participation:
     with connection.cursor() as cursor:
         cursor.execute(sql, [value, annotator.pk])
@@ -54,17 +73,25 @@ PARTICIPATION_COLUMNS: RowShape = [
 
 @functools.cache
 def _participation_for_sql(by: str) -> str:
-    """The read by the study's slug (`by="slug"`) or by the participation's key (`by="id"`), and its owner."""
+    """The read by the study's slug and the owner (`by="slug"`), by the participation's key and the owner
+    (`"id"`), or by the key alone with the participation's row locked (`"locked"`)."""
     q = connection.ops.quote_name
 
     def column(model: Any, name: str) -> str:
         return q(model._meta.get_field(name).column)
 
+    where = {
+        "slug": f"s.{column(Study, 'slug')} = %s AND p.{column(Participation, 'annotator')} = %s",
+        "id": f"p.{column(Participation, 'id')} = %s AND p.{column(Participation, 'annotator')} = %s",
+        "locked": f"p.{column(Participation, 'id')} = %s",
+    }[by]
+    # As select_for_update(of=("self",)): no lock clause where the database has none (SQLite).
+    features = connection.features
+    lock = by == "locked" and features.has_select_for_update and features.has_select_for_update_of
     # Names from the models' metadata; the values are bound parameters. One row at most: one participation
     # per study and annotator.
     return (
         f"SELECT {select_list(PARTICIPATION_COLUMNS)} FROM {q(Participation._meta.db_table)} p"  # noqa: S608
         f" INNER JOIN {q(Study._meta.db_table)} s ON s.{column(Study, 'id')} = p.{column(Participation, 'study')}"
-        f" WHERE {'s.' + column(Study, 'slug') if by == 'slug' else 'p.' + column(Participation, 'id')} = %s"
-        f" AND p.{column(Participation, 'annotator')} = %s"
+        f" WHERE {where}{' FOR UPDATE OF p' if lock else ''}"
     )

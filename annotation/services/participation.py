@@ -19,6 +19,7 @@ from django.utils.translation import gettext_lazy
 from annotation.links import resume_link
 from annotation.models import Candidate, Invitation, Participation, Query, Study
 from annotation.selectors.membership import StudyAction, study_allows
+from annotation.selectors.participation import participation_locked
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
 from kernel.storable import DB_INT_MAX
@@ -254,9 +255,7 @@ def participation_screen(*, participation: Participation, answer: str) -> Partic
     """Record the answer to the study's screening question; an answer outside the accepted ones ends the
     participation as screened out (`screening`). Answering again changes nothing."""
     # The participation's row alone (`of`): the study's would queue every participant's answer behind the others'.
-    participation = (
-        Participation.objects.select_for_update(of=("self",)).select_related("study").get(pk=participation.pk)
-    )
+    participation = participation_locked(participation_id=participation.pk)
     study = participation.study
     if participation.screening_answer or participation_ended(participation=participation):
         return participation
@@ -432,9 +431,7 @@ def participation_finish(*, participation: Participation) -> Participation:
     or part-ranked) becomes `discarded` with `set_aside_reason="stopped"` and `set_aside_at`; its judgments
     stay stored but it is not `ranked`, so analyses that use ranked questions leave it out. A paused or
     closed study refuses (409, `participation_finish_refusal`) and changes nothing."""
-    participation = (
-        Participation.objects.select_for_update(of=("self",)).select_related("study").get(pk=participation.pk)
-    )
+    participation = participation_locked(participation_id=participation.pk)
     if participation_ended(participation=participation):
         return participation
     if refusal := participation_finish_refusal(participation=participation):

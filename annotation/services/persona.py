@@ -9,6 +9,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from annotation.models import Participation, PersonaProfile
+from annotation.selectors.participation import participation_locked
 from annotation.services.participation import participation_require_active
 from kernel.exceptions import ApplicationError
 
@@ -26,7 +27,7 @@ def persona_save(
     """Store a new persona version; allowed until the first query is asked. `shown_at` is when the form
     was first shown, for the time spent on it. Refused while the study is paused or closed, and once the
     participation has ended, on the page and through the API alike."""
-    locked = Participation.objects.select_for_update(of=("self",)).select_related("study").get(pk=participation.pk)
+    locked = participation_locked(participation_id=participation.pk)
     participation_require_active(participation=locked)
     if participation.queries.exists():
         raise ApplicationError(_("Your profile is fixed once you have asked your first question."), status=409)

@@ -18,6 +18,7 @@ from django.utils.translation import gettext_noop
 
 from annotation.backends.registry import get_retrieval_backend
 from annotation.models import Candidate, Judgment, Participation, Query, RetrievedDocument
+from annotation.selectors.participation import participation_locked
 from annotation.services.generation import (
     candidate_retry,
     candidates_sweep,
@@ -94,9 +95,7 @@ def query_submit(
     # The participation's row alone is locked (one question at a time per annotator, the limit, the client
     # token); FOR UPDATE without `of` would lock the study's row too and queue every annotator's question
     # behind every other's (bench/load.py: 100 asking within a second waited in line, the web server idle).
-    participation = (
-        Participation.objects.select_for_update(of=("self",)).select_related("study").get(pk=participation.pk)
-    )
+    participation = participation_locked(participation_id=participation.pk)
     study = participation.study
     # One read of the annotator's questions answers the checks below: the one this client token sent before,
     # whether one is still open, how many count toward the limit, and the last number.

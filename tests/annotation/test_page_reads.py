@@ -5,10 +5,11 @@ the same columns, none for someone else, and the same progress through a whole t
 from __future__ import annotations
 
 import pytest
+from django.db import transaction
 from django.http import Http404
 
 from annotation.models import Match, Participation
-from annotation.selectors.participation import participation_for, participation_own
+from annotation.selectors.participation import participation_for, participation_locked, participation_own
 from annotation.selectors.tournament import match_current, match_progress
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
@@ -66,6 +67,21 @@ def test_participation_own_reads_what_the_apis_orm_read_did(django_assert_num_qu
     for who, key in ((stranger.annotator, participation.pk), (annotator, participation.pk + 1000), (annotator, 2**64)):
         with pytest.raises(Http404):
             participation_own(annotator=who, participation_id=key)
+
+
+def test_participation_locked_reads_what_select_for_update_read(django_assert_num_queries) -> None:
+    study = StudyFactory(slug="locked", retrieval_settings={"top_k": 5})
+    participation = join(study)
+    with transaction.atomic():
+        with django_assert_num_queries(1) as captured:
+            ours = participation_locked(participation_id=participation.pk)
+            assert ours.study.slug == "locked"
+        orm = Participation.objects.select_for_update(of=("self",)).select_related("study").get(pk=participation.pk)
+    # The participation's row alone is locked, never the study's (tests/annotation/test_submit_concurrency.py).
+    assert captured.captured_queries[0]["sql"].endswith("FOR UPDATE OF p")
+    assert columns(ours) == columns(orm) and columns(ours.study) == columns(orm.study)
+    with transaction.atomic(), pytest.raises(Participation.DoesNotExist):
+        participation_locked(participation_id=participation.pk + 1000)
 
 
 def orm_progress(match: Match) -> tuple[int, int]:
