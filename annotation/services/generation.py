@@ -27,7 +27,7 @@ from annotation.models import (
     SweeperRun,
 )
 from annotation.prompts import render_prompt
-from annotation.selectors.query import query_documents
+from annotation.selectors.query import query_documents, query_with_study
 from annotation.services.study import prompt_template_default
 from annotation.services.tournament import bracket_create
 from kernel import leases
@@ -356,7 +356,7 @@ def sweeper_record_run(*, name: str, result: dict[str, Any]) -> None:
 def query_advance_if_generated(*, query_id: int) -> Query:
     """Once every candidate is done, draw the bracket; if any failed, the query waits for a retry. Inside a
     transaction: the question's row is locked, so two candidates finishing at once draw one bracket."""
-    query = Query.objects.select_for_update(of=("self",)).select_related("participation__study").get(pk=query_id)
+    query = query_with_study(query_id=query_id, lock=True)
     if query.status == Query.Status.GENERATING and not _query_has_unfinished(query_id=query_id):
         study = query.participation.study
         if not _candidates_regenerate_identical(query=query, policy=study.identical_policy):

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Exists, F, Max, OuterRef, Q
+from django.db.models import Count, F, Max, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -19,6 +19,7 @@ from django.utils.translation import gettext_noop
 from annotation.backends.registry import get_retrieval_backend
 from annotation.models import Candidate, Judgment, Participation, Query, RetrievedDocument
 from annotation.selectors.participation import participation_locked
+from annotation.selectors.query import query_with_study
 from annotation.services.generation import (
     candidate_retry,
     candidates_sweep,
@@ -202,15 +203,11 @@ def query_resend(*, query: Query) -> Query:
 
 def query_retrieve(*, query_id: int) -> Query:
     """Retrieve and freeze the sources, then queue one candidate per system. Safe to run twice."""
-    query = (
-        Query.objects.select_related("participation__study__prompt_template")
-        .annotate(has_documents=Exists(RetrievedDocument.objects.filter(query_id=OuterRef("pk"))))
-        .get(pk=query_id)
-    )
+    query = query_with_study(query_id=query_id, template=True)
     if query.status != Query.Status.RETRIEVING:
         return query
     study = query.participation.study
-    if not query.has_documents:
+    if not query.has_documents:  # type: ignore[attr-defined]  # set by query_with_study(template=True)
         if not isinstance(study.retrieval_settings or {}, dict):
             raise BackendError(
                 f"The study's retrieval settings must be a JSON object such as "

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from annotation.models import Candidate, Study
+from annotation.models import Candidate, Query, Study
 from annotation.services.generation import _candidate_for_generation
 from annotation.services.query import query_retrieve, query_submit
 from tests.annotation.factories import StudyFactory, join
@@ -75,3 +75,49 @@ def test_the_written_read_loads_what_the_orm_loads(template: str) -> None:
 
 def test_a_missing_candidate_reads_as_none() -> None:
     assert _candidate_for_generation(2**62) is None
+
+
+def test_the_background_tasks_question_read_is_the_orms(django_capture_on_commit_callbacks, django_assert_num_queries):
+    """`query_with_study` (the retrieval's read and the bracket draw's locked read) loads what
+    select_related("participation__study[__prompt_template]") loaded, with the sources' existence."""
+    from django.db import transaction
+    from django.db.models import Exists, OuterRef
+
+    from annotation.models import PromptTemplate, RetrievedDocument
+    from annotation.selectors.query import query_with_study
+
+    def columns(instance: Any) -> dict[str, Any]:
+        return {f.attname: getattr(instance, f.attname) for f in type(instance)._meta.concrete_fields}
+
+    template = PromptTemplate.objects.create(name="bench", version=3, body="{query} {documents}", persona_block="")
+    for study in (StudyFactory(slug="read-default"), StudyFactory(slug="read-template", prompt_template=template)):
+        participation = join(study)
+        with django_capture_on_commit_callbacks(execute=False):
+            waiting = query_submit(participation=participation, text="Night shifts and sleep", client_token="")
+        with django_capture_on_commit_callbacks(execute=True):
+            done = query_submit(participation=join(study), text="Shift work and safety", client_token="")
+        assert done.documents.exists() and not waiting.documents.exists()
+        for query in (waiting, done):
+            orm = (
+                Query.objects.select_related("participation__study__prompt_template")
+                .annotate(has_documents=Exists(RetrievedDocument.objects.filter(query_id=OuterRef("pk"))))
+                .get(pk=query.pk)
+            )
+            with django_assert_num_queries(1):
+                ours = query_with_study(query_id=query.pk, template=True)
+                assert ours.has_documents is orm.has_documents
+                assert (ours.participation.study.prompt_template is None) is (study.prompt_template_id is None)
+            assert columns(ours) == columns(orm)
+            assert columns(ours.participation) == columns(orm.participation)
+            assert columns(ours.participation.study) == columns(orm.participation.study)
+            if orm.participation.study.prompt_template is not None:
+                assert columns(ours.participation.study.prompt_template) == columns(
+                    orm.participation.study.prompt_template
+                )
+            with transaction.atomic(), django_assert_num_queries(1) as captured:
+                locked = query_with_study(query_id=query.pk, lock=True)
+                assert locked.participation.study.pk == study.pk
+            assert captured.captured_queries[0]["sql"].endswith("FOR UPDATE OF q")
+            assert columns(locked) == columns(orm)
+    with pytest.raises(Query.DoesNotExist):
+        query_with_study(query_id=10**9)
