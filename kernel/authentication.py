@@ -14,7 +14,7 @@ from django.db import connection
 from rest_framework import authentication
 from rest_framework.authtoken.models import Token
 
-from kernel.rows import RowShape, instances_from_row, model_columns, select_list
+from kernel.rows import RowShape, column, instances_from_row, model_columns, select_list
 
 
 @functools.cache
@@ -27,13 +27,11 @@ def _token_shape() -> RowShape:
 def _token_read_sql() -> str:
     q = connection.ops.quote_name
     user = get_user_model()
-    key = q(str(Token._meta.get_field("key").column))
-    user_id = q(str(Token._meta.get_field("user").column))
     # Names from the models' metadata; the key is a bound parameter.
     return (
         f"SELECT {select_list(_token_shape())} FROM {q(Token._meta.db_table)} t"  # noqa: S608
-        f" INNER JOIN {q(user._meta.db_table)} u ON u.{q(str(user._meta.pk.column))} = t.{user_id}"
-        f" WHERE t.{key} = %s"
+        f" INNER JOIN {q(user._meta.db_table)} u ON u.{column(user, cast(Any, user._meta.pk).name)} = t.{column(Token, 'user')}"
+        f" WHERE t.{column(Token, 'key')} = %s"
     )
 
 

@@ -9,6 +9,7 @@ import functools
 from typing import Any
 
 from django.db import connection, models
+from django.db.transaction import TransactionManagementError
 
 
 def model_columns(model: type[models.Model], keep: set[str] | None = None) -> list[str]:
@@ -26,6 +27,25 @@ def select_list(shape: RowShape) -> str:
     q = connection.ops.quote_name
     column = {(model, f.attname): str(f.column) for model, _, _ in shape for f in model._meta.concrete_fields}
     return ", ".join(f"{alias}.{q(column[model, name])}" for model, alias, names in shape for name in names)
+
+
+def column(model: type[models.Model], name: str) -> str:
+    """The quoted column of `model`'s field `name` (a relation's name gives its key column)."""
+    field = model._meta.get_field(name)
+    return connection.ops.quote_name(str(getattr(field, "column")))  # noqa: B009 - a reverse relation has none
+
+
+def for_update_of(alias: str) -> str:
+    """The lock clause of `select_for_update(of=("self",))` for the table read as `alias`: that row alone
+    locked until the transaction ends; empty where the database has none (SQLite)."""
+    features = connection.features
+    return f" FOR UPDATE OF {alias}" if features.has_select_for_update and features.has_select_for_update_of else ""
+
+
+def require_transaction(what: str) -> None:
+    """As select_for_update: a locking read outside a transaction would let the lock go at once."""
+    if connection.get_autocommit():
+        raise TransactionManagementError(f"{what} needs a transaction (transaction.atomic).")
 
 
 @functools.cache

@@ -6,11 +6,18 @@ import functools
 from typing import Any, cast
 
 from django.db import connection
-from django.db.transaction import TransactionManagementError
 from django.http import Http404
 
 from annotation.models import Participation, Study
-from kernel.rows import RowShape, instances_from_row, model_columns, select_list
+from kernel.rows import (
+    RowShape,
+    column,
+    for_update_of,
+    instances_from_row,
+    model_columns,
+    require_transaction,
+    select_list,
+)
 from kernel.storable import DB_BIGINT_MAX
 
 
@@ -40,8 +47,7 @@ def participation_locked(*, participation_id: int) -> Participation:
     other's). The services that change a participation start here (a question, the persona, the screening
     answer, finishing); written out as `participation_for` is, held to the ORM's read in
     tests/annotation/test_page_reads.py."""
-    if connection.get_autocommit():  # as select_for_update: a lock outside a transaction would end at once
-        raise TransactionManagementError("participation_locked() needs a transaction (transaction.atomic).")
+    require_transaction("participation_locked()")
     with connection.cursor() as cursor:
         cursor.execute(_participation_for_sql("locked"), [participation_id])
         row = cursor.fetchone()
@@ -76,22 +82,15 @@ def _participation_for_sql(by: str) -> str:
     """The read by the study's slug and the owner (`by="slug"`), by the participation's key and the owner
     (`"id"`), or by the key alone with the participation's row locked (`"locked"`)."""
     q = connection.ops.quote_name
-
-    def column(model: Any, name: str) -> str:
-        return q(model._meta.get_field(name).column)
-
     where = {
         "slug": f"s.{column(Study, 'slug')} = %s AND p.{column(Participation, 'annotator')} = %s",
         "id": f"p.{column(Participation, 'id')} = %s AND p.{column(Participation, 'annotator')} = %s",
         "locked": f"p.{column(Participation, 'id')} = %s",
     }[by]
-    # As select_for_update(of=("self",)): no lock clause where the database has none (SQLite).
-    features = connection.features
-    lock = by == "locked" and features.has_select_for_update and features.has_select_for_update_of
     # Names from the models' metadata; the values are bound parameters. One row at most: one participation
     # per study and annotator.
     return (
         f"SELECT {select_list(PARTICIPATION_COLUMNS)} FROM {q(Participation._meta.db_table)} p"  # noqa: S608
         f" INNER JOIN {q(Study._meta.db_table)} s ON s.{column(Study, 'id')} = p.{column(Participation, 'study')}"
-        f" WHERE {where}{' FOR UPDATE OF p' if lock else ''}"
+        f" WHERE {where}{for_update_of('p') if by == 'locked' else ''}"
     )

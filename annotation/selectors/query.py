@@ -10,7 +10,6 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.db import connection
-from django.db.transaction import TransactionManagementError
 from django.http import Http404
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -18,7 +17,16 @@ from django.utils.translation import ngettext
 
 from annotation.models import Participation, PromptTemplate, Query, RetrievedDocument, Study
 from kernel.backends import Document
-from kernel.rows import RowShape, instances_from_row, model_columns, rows_by, select_list
+from kernel.rows import (
+    RowShape,
+    column,
+    for_update_of,
+    instances_from_row,
+    model_columns,
+    require_transaction,
+    rows_by,
+    select_list,
+)
 from kernel.storable import DB_BIGINT_MAX
 
 
@@ -49,10 +57,6 @@ def _query_shape(fields: tuple[str, ...]) -> RowShape:
 @functools.cache
 def _query_of_annotator_sql(fields: tuple[str, ...]) -> str:
     q = connection.ops.quote_name
-
-    def column(model: Any, name: str) -> str:
-        return q(model._meta.get_field(name).column)
-
     # Names from the models' metadata; the values are bound parameters.
     return (
         f"SELECT {select_list(_query_shape(fields))} FROM {q(Query._meta.db_table)} q"  # noqa: S608
@@ -62,25 +66,25 @@ def _query_of_annotator_sql(fields: tuple[str, ...]) -> str:
     )
 
 
-def query_with_study(*, query_id: int, lock: bool = False, template: bool = False) -> Query:
-    """Question `query_id` with its participation and study (and the study's prompt template when `template`),
-    every column, in one written statement: as `select_related("participation__study[__prompt_template]")`.
-    `lock` locks the question's row alone until the transaction ends (`select_for_update(of=("self",))`);
-    with `template` the question also carries `has_documents` (whether its sources are stored). The
-    background tasks read their question here (the retrieval; drawing the bracket), held to the ORM's reads
-    in tests/annotation/test_generation_read.py. Query.DoesNotExist when there is none."""
-    if lock and connection.get_autocommit():  # as select_for_update: a lock outside a transaction ends at once
-        raise TransactionManagementError("query_with_study(lock=True) needs a transaction (transaction.atomic).")
+def query_with_study(*, query_id: int, lock: bool = False, retrieval: bool = False) -> Query:
+    """Question `query_id` with its participation and study, every column, in one written statement: as
+    `select_related("participation__study")`. `lock` locks the question's row alone until the transaction
+    ends (`select_for_update(of=("self",))`: drawing the bracket); `retrieval` adds what the retrieval reads,
+    the study's prompt template (`..._study__prompt_template`) and `has_documents` (whether the sources are
+    stored). Held to the ORM's reads in tests/annotation/test_generation_read.py. Query.DoesNotExist when
+    there is none."""
+    if lock:
+        require_transaction("query_with_study(lock=True)")
     with connection.cursor() as cursor:
-        cursor.execute(_query_with_study_sql(lock, template), [query_id])
+        cursor.execute(_query_with_study_sql(lock, retrieval), [query_id])
         row = cursor.fetchone()
     if row is None:
         raise Query.DoesNotExist("Query matching query does not exist.")
-    shape = _QUERY_WITH_STUDY[: 4 if template else 3]
+    shape = _query_with_study_shape(retrieval)
     width = sum(len(names) for _, _, names in shape)
     query, participation, study, *rest = instances_from_row(row[:width], shape)
     query.participation, participation.study = participation, study
-    if template:
+    if retrieval:
         study.prompt_template = rest[0]  # None for a study without a template of its own
         query.has_documents = bool(row[-1])
     return cast(Query, query)
@@ -94,25 +98,26 @@ _QUERY_WITH_STUDY: RowShape = [
 ]
 
 
+def _query_with_study_shape(retrieval: bool) -> RowShape:
+    return _QUERY_WITH_STUDY if retrieval else _QUERY_WITH_STUDY[:3]
+
+
 @functools.cache
-def _query_with_study_sql(lock: bool, template: bool) -> str:
+def _query_with_study_sql(lock: bool, retrieval: bool) -> str:
     q = connection.ops.quote_name
-    shape = _QUERY_WITH_STUDY[: 4 if template else 3]
-    features = connection.features
-    locking = lock and features.has_select_for_update and features.has_select_for_update_of
     documents = (
         f", EXISTS (SELECT 1 FROM {q(RetrievedDocument._meta.db_table)} d WHERE d.query_id = q.id)"  # noqa: S608
-        if template
+        if retrieval
         else ""
     )
     # Names from the models' metadata; the value is a bound parameter.
     return (
-        f"SELECT {select_list(shape)}{documents} FROM {q(Query._meta.db_table)} q"  # noqa: S608
+        f"SELECT {select_list(_query_with_study_shape(retrieval))}{documents} FROM {q(Query._meta.db_table)} q"  # noqa: S608
         f" INNER JOIN {q(Participation._meta.db_table)} p ON p.id = q.participation_id"
         f" INNER JOIN {q(Study._meta.db_table)} s ON s.id = p.study_id"
-        + (f" LEFT OUTER JOIN {q(PromptTemplate._meta.db_table)} t ON t.id = s.prompt_template_id" if template else "")
+        + (f" LEFT OUTER JOIN {q(PromptTemplate._meta.db_table)} t ON t.id = s.prompt_template_id" if retrieval else "")
         + " WHERE q.id = %s"
-        + (" FOR UPDATE OF q" if locking else "")
+        + (for_update_of("q") if lock else "")
     )
 
 

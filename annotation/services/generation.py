@@ -33,7 +33,7 @@ from annotation.services.tournament import bracket_create
 from kernel import leases
 from kernel.backends import BackendError, GenerationRequest
 from kernel.heartbeat import heartbeat
-from kernel.rows import RowShape, instances_from_row, model_columns, select_list
+from kernel.rows import RowShape, column, instances_from_row, model_columns, select_list
 from kernel.similarity import likeness
 from kernel.tasks import enqueue_on_commit
 
@@ -253,8 +253,8 @@ def _unfinished_sql() -> str:
     q = connection.ops.quote_name
     # Names from the model's metadata; the values are bound parameters.
     return (
-        f"SELECT 1 FROM {q(Candidate._meta.db_table)} WHERE {q('query_id')} = %s"  # noqa: S608
-        f" AND {q('status')} <> %s LIMIT 1"
+        f"SELECT 1 FROM {q(Candidate._meta.db_table)} WHERE {column(Candidate, 'query')} = %s"  # noqa: S608
+        f" AND {column(Candidate, 'status')} <> %s LIMIT 1"
     )
 
 

@@ -203,11 +203,11 @@ def query_resend(*, query: Query) -> Query:
 
 def query_retrieve(*, query_id: int) -> Query:
     """Retrieve and freeze the sources, then queue one candidate per system. Safe to run twice."""
-    query = query_with_study(query_id=query_id, template=True)
+    query = query_with_study(query_id=query_id, retrieval=True)
     if query.status != Query.Status.RETRIEVING:
         return query
     study = query.participation.study
-    if not query.has_documents:  # type: ignore[attr-defined]  # set by query_with_study(template=True)
+    if not query.has_documents:  # type: ignore[attr-defined]  # set by query_with_study(retrieval=True)
         if not isinstance(study.retrieval_settings or {}, dict):
             raise BackendError(
                 f"The study's retrieval settings must be a JSON object such as "

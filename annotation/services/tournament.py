@@ -21,7 +21,7 @@ from annotation.services.participation import participation_require_active
 from annotation.services.quality import check_apply_policy, check_due, check_failed, check_match_create
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
-from kernel.rows import RowShape, instances_from_row, model_columns, select_list
+from kernel.rows import RowShape, column, instances_from_row, model_columns, select_list
 from kernel.similarity import token_likeness
 from kernel.stamps import stamp_first
 from kernel.text import tokenize
@@ -130,8 +130,8 @@ def _positions_store(candidates: Iterable[Candidate]) -> None:
     keys = ", ".join("%s" for _ in pairs)
     # Names from the model's metadata; the values are bound parameters.
     sql = (
-        f"UPDATE {q(Candidate._meta.db_table)} SET {q('position')} = CASE {q('id')} {cases} END"  # noqa: S608
-        f" WHERE {q('id')} IN ({keys})"
+        f"UPDATE {q(Candidate._meta.db_table)} SET {column(Candidate, 'position')} = CASE {column(Candidate, 'id')}"  # noqa: S608
+        f" {cases} END WHERE {column(Candidate, 'id')} IN ({keys})"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [value for pair in pairs for value in pair] + [pk for pk, _ in pairs])

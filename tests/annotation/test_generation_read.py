@@ -104,7 +104,7 @@ def test_the_background_tasks_question_read_is_the_orms(django_capture_on_commit
                 .get(pk=query.pk)
             )
             with django_assert_num_queries(1):
-                ours = query_with_study(query_id=query.pk, template=True)
+                ours = query_with_study(query_id=query.pk, retrieval=True)
                 assert ours.has_documents is orm.has_documents
                 assert (ours.participation.study.prompt_template is None) is (study.prompt_template_id is None)
             assert columns(ours) == columns(orm)
