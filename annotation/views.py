@@ -11,6 +11,7 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.core import signing
 from django.core.cache import cache
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -124,13 +125,17 @@ def join(request: HttpRequest, token: str) -> HttpResponse:
     form = ConsentForm(_posted(request))
     if request.method == "POST" and form.is_valid():
         try:
-            participation = invitation_accept(
-                token=token, annotator=request.user if request.user.is_authenticated else None, consent=True
-            )
+            # One transaction with the sign-in: an accept whose session cannot be stored leaves the invitation
+            # unused, so the annotator can agree again (a single-use link would otherwise be spent, the browser
+            # not signed in).
+            with transaction.atomic():
+                participation = invitation_accept(
+                    token=token, annotator=request.user if request.user.is_authenticated else None, consent=True
+                )
+                if not request.user.is_authenticated:
+                    login(request, participation.annotator, backend="django.contrib.auth.backends.ModelBackend")
         except ApplicationError as error:
             return _error_page(request, error, study=study)
-        if not request.user.is_authenticated:
-            login(request, participation.annotator, backend="django.contrib.auth.backends.ModelBackend")
         return redirect("annotation:study", slug=study.slug)
     return render(request, "annotation/join.html", {"study": study, "form": form}, status=400 if form.errors else 200)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -64,12 +65,17 @@ class InvitationAcceptApi(APIView):
         body = s.AcceptInvitationSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         user = request.user if request.user.is_authenticated else None
-        participation, created = invitation_join(token=token, annotator=user, consent=body.validated_data["consent"])
-        if created and user is None:
-            # The account was made by this accept: it has no token yet (one insert, not get_or_create's four).
-            token_obj = Token.objects.create(user=participation.annotator)
-        else:
-            token_obj, _ = Token.objects.get_or_create(user=participation.annotator)
+        # One transaction with the token: an accept that fails at its last write leaves the invitation unused,
+        # so the annotator can send it again (a single-use link would otherwise be spent with no token given).
+        with transaction.atomic():
+            participation, created = invitation_join(
+                token=token, annotator=user, consent=body.validated_data["consent"]
+            )
+            if created and user is None:
+                # The account was made by this accept: it has no token yet (one insert, not get_or_create's four).
+                token_obj = Token.objects.create(user=participation.annotator)
+            else:
+                token_obj, _ = Token.objects.get_or_create(user=participation.annotator)
         data = s.ParticipationSerializer(participation).data
         data["token"] = token_obj.key
         return Response(data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)

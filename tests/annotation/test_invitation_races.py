@@ -3,6 +3,7 @@ accepts by one account at the same moment, and a used single-use link is refused
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
@@ -71,3 +72,51 @@ def test_two_invitations_accepted_at_once_by_one_account_make_one_participation(
     assert all(isinstance(r, tuple) for r in results), results
     assert sorted(created for _, created in results) == [False, True]  # type: ignore[misc]
     assert Participation.objects.filter(study=study, annotator=user).count() == 1
+
+
+@contextlib.contextmanager
+def inserts_refused(table: str):  # type: ignore[no-untyped-def]
+    """The database refuses every insert into `table` (a trigger) until the block ends: a storage fault at
+    the last write of an accept, caused for real rather than mocked."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE OR REPLACE FUNCTION test_refuse_insert() RETURNS trigger AS $$ "
+            "BEGIN RAISE EXCEPTION 'storage refused the row'; END $$ LANGUAGE plpgsql"
+        )
+        cursor.execute(
+            f"CREATE TRIGGER test_refuse_insert BEFORE INSERT ON {table} "
+            "FOR EACH ROW EXECUTE FUNCTION test_refuse_insert()"
+        )
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP TRIGGER IF EXISTS test_refuse_insert ON {table}")
+            cursor.execute("DROP FUNCTION IF EXISTS test_refuse_insert()")
+
+
+@pytest.mark.parametrize("way", ["api", "page"])
+def test_an_accept_that_fails_at_its_last_write_spends_nothing_and_can_be_sent_again(transactional_db, way):
+    """A single-use link whose accept fails after the participation is written (the API token's insert, the
+    page's session) must not be used up: the annotator sends it again and joins."""
+    study = StudyFactory(slug=f"fault-{way}")
+    invitation = invitation_create_bulk(study=study, count=1)[0]
+    if way == "api":
+        client, table = APIClient(raise_request_exception=False), "authtoken_token"
+
+        def accept():  # type: ignore[no-untyped-def]
+            return client.post(f"/api/v1/invitations/{invitation.token}/accept/", {"consent": True}, format="json")
+    else:
+        client, table = Client(raise_request_exception=False), "django_session"
+
+        def accept():  # type: ignore[no-untyped-def]
+            return client.post(reverse("annotation:join", args=[invitation.token]), {"consent": "on"})
+
+    with inserts_refused(table):
+        assert accept().status_code == 500
+    invitation.refresh_from_db()
+    assert invitation.uses == 0
+    assert not Participation.objects.filter(study=study).exists()
+    again = accept()
+    assert again.status_code == (201 if way == "api" else 302)
+    assert Participation.objects.filter(study=study).count() == 1

@@ -47,11 +47,12 @@ def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_o
     # Consent page, not signed in yet: the invitation with its study.
     with django_assert_num_queries(2):
         assert client.get(join).status_code == 200
-    # Consent given: invitation; accept (sp): invitation, claim a use, user insert (its password unusable),
-    # code check, participation insert; login: session key check, session insert (sp), last_login; session save (sp);
-    # the login throttle (axes, added): its expired-attempt clean-up and its reset-on-success, each a lookup
-    # that finds nothing to delete. Once per annotator, and no IP address is stored (AXES_DISABLE_ACCESS_LOG).
-    with django_assert_num_queries(19):
+    # Consent given: invitation; (sp: the accept and the sign-in are one transaction) accept (sp): invitation,
+    # claim a use, user insert (its password unusable), code check, participation insert; login: session key
+    # check, session insert (sp), last_login; session save (sp); the login throttle (axes, added): its
+    # expired-attempt clean-up and its reset-on-success, each a lookup that finds nothing to delete. Once per
+    # annotator, and no IP address is stored (AXES_DISABLE_ACCESS_LOG).
+    with django_assert_num_queries(21):
         assert client.post(join, {"consent": "on"}).status_code == 302
 
     # Persona page: session, user, participation with study, current persona, any question asked.
@@ -148,9 +149,10 @@ def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_o
 def test_hot_endpoints_have_pinned_query_counts(django_assert_num_queries, django_capture_on_commit_callbacks):
     study = StudyFactory(slug="api")
     invitation = invitation_create_bulk(study=study, count=1)[0]
-    # Anonymous accept: (sp) invitation, claim a use, user insert (its password unusable), code check,
-    # participation insert; the new account's token insert; its persona (none yet) for the body.
-    with django_assert_num_queries(9):
+    # Anonymous accept: (sp: the accept and the token are one transaction) (sp) invitation, claim a use, user
+    # insert (its password unusable), code check, participation insert, the new account's token insert; its
+    # persona (none yet) for the body.
+    with django_assert_num_queries(11):
         accepted = APIClient().post(f"/api/v1/invitations/{invitation.token}/accept/", {"consent": True}, format="json")
     assert accepted.status_code == 201
     me = accepted.json()
