@@ -182,12 +182,15 @@ def open_join(request: HttpRequest, token: str) -> HttpResponse:
     declined = request.method == "POST" and "decline" in request.POST
     if declined or (request.method == "POST" and form.is_valid()):
         try:
-            participation, _ = open_link_join(
-                token=token, annotator=request.user, consent=not declined, external=external
-            )
+            # One transaction with the sign-in, as an invitation's: an arrival whose session cannot be stored
+            # takes no place in a capped study and leaves no participation behind that no browser can reach.
+            with transaction.atomic():
+                participation, _ = open_link_join(
+                    token=token, annotator=request.user, consent=not declined, external=external
+                )
+                _login_participant(request, participation)
         except ApplicationError as error:
             return _error_page(request, error, study=None)
-        _login_participant(request, participation)
         if declined:
             return _screened_out_response(request, study)
         return redirect("annotation:study", slug=study.slug)

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -225,25 +225,42 @@ def open_link_join(
     full (the cap counts neither previews nor screened-out participations)."""
     study = open_link_study(token=token)
     external = external or ExternalIds()
-    # The study's row lock queues concurrent arrivals: the cap and the one-participation-per-id rule hold.
-    Study.objects.select_for_update().filter(pk=study.pk).first()
+    if study.participant_cap is not None:
+        # A capped study queues its arrivals on its row, so that two cannot both take its last place. The lock
+        # is FOR NO KEY UPDATE: the key-share lock every insert that refers to the study takes (an invitation's
+        # participation, a system) does not wait for it. An uncapped study queues no one: a crowd launch's
+        # arrivals join side by side, and the one-participation-per-id rule is the table's unique constraints.
+        study = Study.objects.select_for_update(no_key=True).get(pk=study.pk)
     existing = open_link_existing(study=study, external=external, annotator=annotator)
     if existing is not None:
         return existing, False
     open_link_check(study=study)
+    if consent:
+        open_link_require_room(study=study)
+    try:
+        with transaction.atomic():
+            return _open_link_create(study=study, annotator=annotator, consent=consent, external=external), True
+    except IntegrityError:
+        # The same id (or account) arrived at the same moment and its participation committed first: this
+        # arrival resumes it, as it would have a moment later.
+        existing = open_link_existing(study=study, external=external, annotator=annotator)
+        if existing is None:
+            raise
+        return existing, False
+
+
+def _open_link_create(*, study: Study, annotator: Any, consent: bool, external: ExternalIds) -> Participation:
     ids: dict[str, Any] = {
         "source": Participation.Source.OPEN_LINK,
         "external_id": external.participant,
         "external_study_id": external.study,
         "external_session_id": external.session,
     }
+    participation = _participation_create(study=study, annotator=annotator, consented=consent, **ids)
     if not consent:
-        participation = _participation_create(study=study, annotator=annotator, consented=False, **ids)
         participation_screen_out(participation=participation, reason=Participation.ScreenOut.DECLINED_CONSENT)
         participation.refresh_from_db()
-        return participation, True
-    open_link_require_room(study=study)
-    return _participation_create(study=study, annotator=annotator, **ids), True
+    return participation
 
 
 def participation_needs_screening(*, participation: Participation) -> bool:

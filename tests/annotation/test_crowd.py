@@ -418,6 +418,156 @@ def test_arrivals_at_the_same_moment_keep_one_participation_per_id_and_the_cap(t
         assert results[0][0].pk == results[1][0].pk and len(refused) == 1, results  # type: ignore[index]
 
 
+@pytest.mark.timeout(60)
+def test_arrivals_at_the_same_moment_in_a_study_without_a_cap_each_join_and_one_id_gets_one_participation(
+    transactional_db: None,
+) -> None:
+    study = crowd_study()
+    barrier = threading.Barrier(6)
+    results: dict[int, object] = {}
+
+    def arrive_now(slot: int, pid: str) -> None:
+        try:
+            barrier.wait()
+            results[slot] = open_link_join(
+                token=study.open_link_token, annotator=None, consent=True, external=ExternalIds(participant=pid)
+            )
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            results[slot] = error
+        finally:
+            connection.close()
+
+    pids = ["same", "same", "same", "other-1", "other-2", "other-3"]
+    threads = [threading.Thread(target=arrive_now, args=(slot, pid)) for slot, pid in enumerate(pids)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert all(isinstance(r, tuple) for r in results.values()) and len(results) == 6, results
+    assert Participation.objects.filter(study=study).count() == 4
+    same = {results[slot][0].pk for slot in (0, 1, 2)}  # type: ignore[index]
+    assert same == {Participation.objects.get(study=study, external_id="same").pk}
+    assert sorted(results[slot][1] for slot in (0, 1, 2)) == [False, False, True]  # type: ignore[index]
+
+
+class _HeldJoin:
+    """A join whose transaction stays open, holding whatever it locked, until `release()`."""
+
+    def __init__(self, join) -> None:  # type: ignore[no-untyped-def]
+        self.joined = threading.Event()
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(join,))
+
+    def _run(self, join) -> None:  # type: ignore[no-untyped-def]
+        from django.db import transaction
+
+        try:
+            with transaction.atomic():
+                join()
+                self.joined.set()
+                self.done.wait(30)
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            self.error = error
+            self.joined.set()
+        finally:
+            connection.close()
+
+    def __enter__(self) -> _HeldJoin:
+        self.thread.start()
+        assert self.joined.wait(30) and self.error is None, self.error
+        return self
+
+    def release(self) -> None:
+        self.done.set()
+        self.thread.join(30)
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _in_thread(call):  # type: ignore[no-untyped-def]
+    """Run `call` in its own thread and connection; the thread and the dict its result or error lands in."""
+    out: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            out["result"] = call()
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            out["error"] = error
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
+
+
+@pytest.mark.timeout(60)
+def test_an_arrival_does_not_wait_for_another_arrivals_unfinished_join_and_the_same_id_resumes_it(
+    transactional_db: None,
+) -> None:
+    """A crowd launch: one arrival's join is still in its transaction (a slow commit, a slow page) while others
+    arrive. A different id joins at once; the same id waits for that join and then resumes it."""
+    study = crowd_study()
+
+    def join(pid: str):  # type: ignore[no-untyped-def]
+        return lambda: open_link_join(
+            token=study.open_link_token, annotator=None, consent=True, external=ExternalIds(participant=pid)
+        )
+
+    with _HeldJoin(join("first")) as held:
+        other, other_out = _in_thread(join("second"))
+        other.join(5)
+        assert not other.is_alive(), "a different platform id waited for another arrival's join"
+        assert "result" in other_out, other_out
+        again, again_out = _in_thread(join("first"))
+        again.join(1)
+        assert again.is_alive(), "the same id did not wait for its first arrival's join to commit"
+        held.release()
+        again.join(30)
+    assert "result" in again_out, again_out
+    participation, created = again_out["result"]  # type: ignore[misc]
+    assert not created and participation == Participation.objects.get(study=study, external_id="first")
+    assert Participation.objects.filter(study=study).count() == 2
+
+
+@pytest.mark.timeout(60)
+def test_an_invitation_join_does_not_wait_for_an_arrival_holding_a_capped_studys_place(
+    transactional_db: None,
+) -> None:
+    """A capped study queues its open-link arrivals on its row; an invitation's participant joining the same
+    study meanwhile is not queued behind them."""
+    from annotation.services.participation import invitation_create_bulk, invitation_join
+
+    study = crowd_study(participant_cap=10)
+    invitation = invitation_create_bulk(study=study, count=1)[0]
+    arrival = lambda: open_link_join(  # noqa: E731
+        token=study.open_link_token, annotator=None, consent=True, external=ExternalIds(participant="crowd-1")
+    )
+    with _HeldJoin(arrival):
+        invited, out = _in_thread(lambda: invitation_join(token=invitation.token, annotator=None, consent=True))
+        invited.join(5)
+        assert not invited.is_alive(), "the invitation's join waited for an open-link arrival's lock on the study"
+    invited.join(30)
+    assert "result" in out, out
+    assert Participation.objects.filter(study=study).count() == 2
+
+
+def test_an_arrival_whose_sign_in_fails_takes_no_place_and_the_next_arrival_joins(transactional_db: None) -> None:
+    from tests.annotation.test_invitation_races import inserts_refused
+
+    study = crowd_study(participant_cap=1)
+    with inserts_refused("django_session"):
+        assert consent(Client(raise_request_exception=False), study, "unlucky").status_code == 500
+    assert not Participation.objects.filter(study=study).exists()
+    client = Client()
+    arrive(study, "next", client)
+    joined = consent(client, study, "next")
+    assert joined.status_code == 302 and joined["Location"] == f"/study/{study.slug}/"
+    assert list(Participation.objects.filter(study=study).values_list("external_id", flat=True)) == ["next"]
+
+
 def test_the_admin_shows_the_open_link_to_paste_and_each_participants_resume_link():
     study = crowd_study()
     client, _ = arrive(study, "admin-view")
