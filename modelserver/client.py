@@ -12,9 +12,12 @@ Inside a Celery task the task owns the retries: annotation's generation backend 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
 import random
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
@@ -27,7 +30,7 @@ from modelserver.cache import ResultCache, cache_for, cache_key
 from modelserver.config import ChatConfig, ChatResult, LLMError
 from modelserver.limits import Limiter, LimitTimeout, default_limiter
 
-__all__ = ["BACKOFF_CAP_S", "ChatClient"]
+__all__ = ["BACKOFF_CAP_S", "ChatClient", "preload", "tls_context"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +76,37 @@ class _ReplicaDown(Exception):
         self.error = error
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The process's one TLS context for every model-server connection, with the SDK's defaults (certifi's CA
+    bundle, or SSL_CERT_FILE / SSL_CERT_DIR). The SDK builds one for every client it creates, about 25 ms of
+    CPU loading the bundle, even for an http:// server: once per model and replica in every worker process."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
+
+
+class _HttpClient(openai.DefaultHttpxClient):
+    """The SDK's default HTTP client on the process's TLS context; closes its connections when dropped,
+    as the client the SDK makes for itself does."""
+
+    def __del__(self) -> None:
+        if not self.is_closed:
+            with contextlib.suppress(Exception):
+                self.close()
+
+
+def _http_client(timeout: float) -> openai.DefaultHttpxClient:
+    return _HttpClient(verify=tls_context(), timeout=timeout)
+
+
+def preload() -> None:
+    """Load what a process's first client would: the SDK's HTTP stack (imported on first use) and the TLS
+    context. A Celery worker calls it before its pool forks (config/celery.py), so that every pool process
+    starts with them instead of loading them on the first generation it runs."""
+    _http_client(timeout=1.0).close()
+
+
 class ChatClient:
     """Calls one OpenAI-compatible model (one server or several replicas) with retries, a cache and a limit.
 
@@ -98,7 +132,13 @@ class ChatClient:
         self._sleep = sleep
         self._replicas = list(config.replicas)
         self._clients = [
-            openai.OpenAI(base_url=url, api_key=config.api_key or "EMPTY", timeout=config.timeout, max_retries=0)
+            openai.OpenAI(
+                base_url=url,
+                api_key=config.api_key or "EMPTY",
+                timeout=config.timeout,
+                max_retries=0,
+                http_client=_http_client(config.timeout),
+            )
             for url in self._replicas
         ]
         self._client = self._clients[0]

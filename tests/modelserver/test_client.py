@@ -145,3 +145,47 @@ def test_concurrency_limit_per_server() -> None:
         elapsed = time.perf_counter() - started
     # Four calls of 0.2 s, two at a time: two waves.
     assert 0.38 < elapsed < 1.0
+
+
+def test_clients_for_several_models_and_replicas_build_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A TLS context loads the CA bundle (about 25 ms of CPU); a worker process built one for every client,
+    every model and replica it called, even for an http:// server."""
+    import ssl
+
+    built: list[object] = []
+    real = ssl.create_default_context
+
+    def counted(*args: object, **kwargs: object) -> ssl.SSLContext:
+        built.append(args)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    configs = [
+        ChatConfig(base_url="http://127.0.0.1:9/v1", model="model-one"),
+        ChatConfig(
+            base_url="https://a.example/v1", base_urls=("https://a.example/v1", "https://b.example/v1"), model="m2"
+        ),
+    ]
+    for config in configs:
+        ChatClient(config).close()
+    assert len(built) <= 1, f"{len(built)} TLS contexts for 3 connections' clients"
+
+
+def test_a_celery_worker_loads_the_http_stack_and_the_corpus_index_before_its_pool_forks() -> None:
+    """What each prefork pool process would otherwise load on its first question (seconds of CPU across a
+    pool of 16 while the first annotators wait) is loaded once, by the worker's `worker_init`."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import django; django.setup(); import config.celery; from celery.signals import worker_init; "
+        "from modelserver.client import tls_context; from annotation.backends import offline_retrieval as o; "
+        "before = (tls_context.cache_info().currsize, len(o._INDEX_CACHE)); "
+        "worker_init.send(sender=None); "
+        "print(before, (tls_context.cache_info().currsize, len(o._INDEX_CACHE)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert out.stdout.strip().splitlines()[-1] == "(0, 0) (1, 1)", out.stderr[-2000:]
