@@ -958,6 +958,13 @@ def run_phase(
         )
     timeline(recorder, cpu_samples)
     verified = verify(args, study.pk, annotators)
+    waits = generation_waits(study.pk)
+    if waits:
+        print(
+            f"questions ready (asked -> bracket drawn, from the database: what an annotator waits on the waiting "
+            f"page), {len(waits)}: p50 {percentile(waits, 50):.2f} s, p95 {percentile(waits, 95):.2f} s, "
+            f"max {max(waits):.2f} s"
+        )
     p95s = ", ".join(
         f"{name} {percentile(recorder.latencies.get(route, []), 95):.0f}" for route, name in TARGETS.items()
     )
@@ -967,7 +974,9 @@ def run_phase(
         if recorder.latencies.get(route)
     )
     line = (
-        f"{args.annotators} {how}: {p95s}; re-sent {resent or '-'}; load {load_before[0]:.1f}->{load_after[0]:.1f}; "
+        f"{args.annotators} {how}: {p95s}; re-sent {resent or '-'}; "
+        f"question ready p50/p95 {percentile(waits, 50):.1f}/{percentile(waits, 95):.1f} s; "
+        f"load {load_before[0]:.1f}->{load_after[0]:.1f}; "
         f"{'verified' if verified else 'VERIFICATION FAILED'}; target {'met' if passed else 'MISSED'}"
     )
     if not verified or recorder.problems or passed is None:
@@ -1223,6 +1232,21 @@ def verify(args: argparse.Namespace, study_id: int, annotators: list[Annotator])
         "VERIFICATION PASSED: no answer lost or duplicated; every ranked query holds exactly the judgments its matches need"
     )
     return True
+
+
+def generation_waits(study_id: int) -> list[float]:
+    """Seconds from each question's submission to its bracket: retrieval and the four generations, what the
+    annotator waits for (the bracket is drawn once the last candidate has committed)."""
+    from django.db import connection
+
+    from annotation.models import Bracket
+
+    rows = Bracket.objects.filter(query__participation__study_id=study_id).values_list(
+        "created_at", "query__created_at"
+    )
+    waits = [(drawn - asked).total_seconds() for drawn, asked in rows]
+    connection.close()
+    return waits
 
 
 def count_queries(args: argparse.Namespace, tokens: list[str], slug: str) -> None:
