@@ -160,6 +160,13 @@ def _clean_term(name: str) -> str:
     return f"{m.group('var')}[{m.group('level')}]" if m else name
 
 
+def _separated(fit: Any) -> bool:
+    """Some fitted probability within 1e-8 of 0 or 1: rows predicted perfectly (a level that always or never
+    wins), odds ratios unbounded."""
+    mu = np.asarray(fit.mu, dtype=np.float64)
+    return not bool(np.all(mu * (1.0 - mu) > SEPARATION_VARIANCE))
+
+
 def fit_personalization_logit(
     t: PreparedTable,
     *,
@@ -216,6 +223,9 @@ def fit_personalization_logit(
         spec = formula.format(**refs)
 
     groups = pd.factorize(frame["annotator"])[0]
+    # The cluster sandwich inverts the Hessian, which separation makes (nearly) singular: whether LAPACK
+    # calls it singular depends on the machine, so such a fit is decided from its fitted probabilities.
+    hessian_singular = False
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -229,7 +239,13 @@ def fit_personalization_logit(
                 )
             else:
                 model = smf.glm(spec, data=frame, family=sm.families.Binomial())
-            fit: Any = model.fit(cov_type="cluster", cov_kwds={"groups": groups})
+            try:
+                fit: Any = model.fit(cov_type="cluster", cov_kwds={"groups": groups})
+            except np.linalg.LinAlgError:
+                fit = model.fit()
+                if not _separated(fit):
+                    raise
+                hessian_singular = True
     except Exception as exc:  # statsmodels/patsy raise many types; report them as one domain error
         raise AnalysisError(f"logistic regression failed: {exc}", extra={"formula": spec}) from exc
 
@@ -241,7 +257,7 @@ def fit_personalization_logit(
         y = np.asarray(fit.model.endog, dtype=np.float64)
         v = mu * (1.0 - mu)  # the logit's variance function, equal to dmu/deta
         x = np.asarray(fit.model.exog, dtype=np.float64)
-        if not np.all(v > SEPARATION_VARIANCE):
+        if _separated(fit):
             # A fitted probability of 0 or 1: some rows are predicted perfectly (a system that always or never
             # wins against a level), the odds ratios are unbounded and CR2's working weights 1/V infinite.
             raise AnalysisError(
@@ -258,6 +274,13 @@ def fit_personalization_logit(
         stat = params / bse
         pvalues = pd.Series(2.0 * sps.t.sf(np.abs(stat.to_numpy()), df), index=params.index)
         crit = float(sps.t.ppf(0.5 + confidence_level / 2, df))
+    elif hessian_singular:
+        # Separated, and the sandwich undefined on this machine: the standard errors are unbounded, which is
+        # what a machine that could invert the Hessian reports too (a huge error: z near 0, p near 1).
+        df = None
+        bse = pd.Series(np.inf, index=params.index)
+        stat, pvalues = params * 0.0, pd.Series(1.0, index=params.index)
+        crit = float(sps.norm.ppf(0.5 + confidence_level / 2))
     else:
         df = None
         bse, stat, pvalues = fit.bse, fit.tvalues, fit.pvalues

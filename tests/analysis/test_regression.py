@@ -150,10 +150,8 @@ def test_direct_design_equals_the_patsy_formula(study):
     )
 
 
-def test_perfect_separation_with_few_annotators_is_a_note_not_a_crash():
-    # A 16-system study with 2 annotators ended in numpy's "SVD did not converge" from CR2's working weights
-    # 1/V when a level's outcome was fitted as certain: now the logit is refused with its reason. Here every
-    # mixed final is won by the personalised side, so the final level separates the outcome.
+def finals_won_by_persona() -> pd.DataFrame:
+    """A synthetic study whose every mixed final the personalised side wins: the final level separates."""
     frame = simulate_comparisons(SyntheticStudy(n_annotators=6, queries_per_annotator=40, n_metrics=0, seed=5))
     persona_left = frame["left_condition"] == "persona"
     force = (frame["left_condition"] != frame["right_condition"]) & (frame["stage"] == "final")
@@ -163,6 +161,14 @@ def test_perfect_separation_with_few_annotators_is_a_note_not_a_crash():
         frame.loc[force, f"winner_{part}"] = np.where(
             persona_left[force], frame.loc[force, f"left_{part}"], frame.loc[force, f"right_{part}"]
         )
+    return frame
+
+
+def test_perfect_separation_with_few_annotators_is_a_note_not_a_crash():
+    # A 16-system study with 2 annotators ended in numpy's "SVD did not converge" from CR2's working weights
+    # 1/V when a level's outcome was fitted as certain: now the logit is refused with its reason. Here every
+    # mixed final is won by the personalised side, so the final level separates the outcome.
+    frame = finals_won_by_persona()
     from analysis.stats import AnalysisConfig, analyze
 
     report = analyze(frame, config=AnalysisConfig(n_resamples=50))
@@ -170,3 +176,33 @@ def test_perfect_separation_with_few_annotators_is_a_note_not_a_crash():
     assert any("perfect separation" in note for note in report.notes)
     with pytest.raises(AnalysisError, match="perfect separation"):
         fit_personalization_logit(prepare_table(frame), small_sample=True)
+
+
+def test_separation_reads_the_same_where_lapack_calls_its_hessian_singular(monkeypatch):
+    """Under separation the cluster sandwich inverts a nearly singular Hessian: one machine's LAPACK returned
+    huge errors, another's raised "Singular matrix", and the regression was then dropped as a failure with
+    that message. Here every inversion raises, as on the second machine: the small-sample logit still names
+    the separation, the standard one still reports its unbounded intervals."""
+    t = prepare_table(finals_won_by_persona())
+
+    def singular(*args, **kwargs):
+        raise np.linalg.LinAlgError("Singular matrix")
+
+    monkeypatch.setattr(np.linalg, "inv", singular)
+    with pytest.raises(AnalysisError, match="perfect separation"):
+        fit_personalization_logit(t, small_sample=True)
+    standard = fit_personalization_logit(t)
+    stage = next(c for c in standard.coefficients if c.term.startswith("round_stage"))
+    assert np.isinf(stage.ci_high) and stage.ci_low == 0.0
+    assert any("separation" in note for note in standard.notes)
+
+
+def test_a_singular_design_without_separation_is_still_refused_with_its_reason(monkeypatch):
+    frame = simulate_comparisons(SyntheticStudy(n_annotators=6, queries_per_annotator=40, n_metrics=0, seed=5))
+
+    def singular(*args, **kwargs):
+        raise np.linalg.LinAlgError("Singular matrix")
+
+    monkeypatch.setattr(np.linalg, "inv", singular)
+    with pytest.raises(AnalysisError, match="logistic regression failed: Singular matrix"):
+        fit_personalization_logit(prepare_table(frame))
