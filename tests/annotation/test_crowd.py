@@ -380,12 +380,9 @@ def test_open_and_resume_tokens_and_platform_ids_never_reach_a_log():
     assert "/open/[redacted]/?PROLIFIC_PID=[redacted]" in line and "/resume/[redacted]/" in line
 
 
-@pytest.mark.timeout(60)
-def test_arrivals_at_the_same_moment_keep_one_participation_per_id_and_the_cap(transactional_db: None) -> None:
-    """Four arrivals released together by a barrier: the same PROLIFIC_PID twice, and two others racing for
-    the one place the cap of 2 leaves."""
-    study = crowd_study(participant_cap=2)
-    barrier = threading.Barrier(4)
+def arrive_together(study: Study, pids: list[str]) -> dict[int, object]:
+    """One open-link join per platform id, released together by a barrier: each slot's result or error."""
+    barrier = threading.Barrier(len(pids))
     results: dict[int, object] = {}
 
     def arrive_now(slot: int, pid: str) -> None:
@@ -399,13 +396,21 @@ def test_arrivals_at_the_same_moment_keep_one_participation_per_id_and_the_cap(t
         finally:
             connection.close()
 
-    pids = ["same", "same", "other-1", "other-2"]
     threads = [threading.Thread(target=arrive_now, args=(slot, pid)) for slot, pid in enumerate(pids)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    assert len(results) == 4, results
+    assert len(results) == len(pids), results
+    return results
+
+
+@pytest.mark.timeout(60)
+def test_arrivals_at_the_same_moment_keep_one_participation_per_id_and_the_cap(transactional_db: None) -> None:
+    """Four arrivals released together by a barrier: the same PROLIFIC_PID twice, and two others racing for
+    the one place the cap of 2 leaves."""
+    study = crowd_study(participant_cap=2)
+    results = arrive_together(study, ["same", "same", "other-1", "other-2"])
     refused = [slot for slot, r in results.items() if isinstance(r, ApplicationError)]
     assert all(results[slot].status == 403 for slot in refused), results  # type: ignore[attr-defined]
     # Whichever arrive first take the two places: the cap holds, and no id has two participations.
@@ -423,27 +428,8 @@ def test_arrivals_at_the_same_moment_in_a_study_without_a_cap_each_join_and_one_
     transactional_db: None,
 ) -> None:
     study = crowd_study()
-    barrier = threading.Barrier(6)
-    results: dict[int, object] = {}
-
-    def arrive_now(slot: int, pid: str) -> None:
-        try:
-            barrier.wait()
-            results[slot] = open_link_join(
-                token=study.open_link_token, annotator=None, consent=True, external=ExternalIds(participant=pid)
-            )
-        except BaseException as error:  # noqa: BLE001 - reported by the main thread
-            results[slot] = error
-        finally:
-            connection.close()
-
-    pids = ["same", "same", "same", "other-1", "other-2", "other-3"]
-    threads = [threading.Thread(target=arrive_now, args=(slot, pid)) for slot, pid in enumerate(pids)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert all(isinstance(r, tuple) for r in results.values()) and len(results) == 6, results
+    results = arrive_together(study, ["same", "same", "same", "other-1", "other-2", "other-3"])
+    assert all(isinstance(r, tuple) for r in results.values()), results
     assert Participation.objects.filter(study=study).count() == 4
     same = {results[slot][0].pk for slot in (0, 1, 2)}  # type: ignore[index]
     assert same == {Participation.objects.get(study=study, external_id="same").pk}
