@@ -17,12 +17,19 @@ app.autodiscover_tasks()
 def _load_before_the_pool_forks(**kwargs: Any) -> None:
     """Load, once in the worker's main process, what each pool process would load on its first question: the
     model-server client's HTTP stack and TLS context (about 60 ms of CPU per process, and 30 ms more for
-    every model it calls) and the bundled corpus's index. A prefork pool's processes inherit them."""
+    every model it calls) and the bundled corpus's index. A prefork pool's processes inherit them. Only a
+    head start: what cannot be loaded here (a CA bundle that SSL_CERT_FILE names but is missing) is said in
+    the log, and the task that needs it fails with the reason, as it would have without this."""
+    import logging
+
     from annotation.backends.offline_retrieval import DemoCorpusRetrieval
     from modelserver.client import preload
 
-    preload()
-    DemoCorpusRetrieval().index  # noqa: B018 - built and cached for the process
+    for load in (preload, lambda: DemoCorpusRetrieval().index):
+        try:
+            load()
+        except Exception as error:  # noqa: BLE001 - the worker starts regardless; its tasks report the fault
+            logging.getLogger(__name__).warning("not loaded before the pool forks: %r", error)
 
 
 def _annotator_task(task: Any) -> bool:

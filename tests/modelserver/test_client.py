@@ -171,9 +171,10 @@ def test_clients_for_several_models_and_replicas_build_one_tls_context(monkeypat
     assert len(built) <= 1, f"{len(built)} TLS contexts for 3 connections' clients"
 
 
-def test_a_celery_worker_loads_the_http_stack_and_the_corpus_index_before_its_pool_forks() -> None:
-    """What each prefork pool process would otherwise load on its first question (seconds of CPU across a
-    pool of 16 while the first annotators wait) is loaded once, by the worker's `worker_init`."""
+def _worker_init_probe(**env: str):  # type: ignore[no-untyped-def]
+    """Send `worker_init` in a fresh interpreter; its output: the TLS context and corpus indexes cached
+    before and after, and whatever it logged."""
+    import os
     import subprocess
     import sys
 
@@ -184,8 +185,20 @@ def test_a_celery_worker_loads_the_http_stack_and_the_corpus_index_before_its_po
         "worker_init.send(sender=None); "
         "print(before, (tls_context.cache_info().currsize, len(o._INDEX_CACHE)))"
     )
-    out = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[2], env={**os.environ, **env},
     )  # fmt: skip
+
+
+def test_a_celery_worker_loads_the_http_stack_and_the_corpus_index_before_its_pool_forks() -> None:
+    """What each prefork pool process would otherwise load on its first question (seconds of CPU across a
+    pool of 16 while the first annotators wait) is loaded once, by the worker's `worker_init`."""
+    out = _worker_init_probe()
     assert out.stdout.strip().splitlines()[-1] == "(0, 0) (1, 1)", out.stderr[-2000:]
+
+
+def test_a_worker_whose_tls_bundle_is_missing_still_starts_and_says_why() -> None:
+    out = _worker_init_probe(SSL_CERT_FILE="/nonexistent/ca.pem")
+    assert out.stdout.strip().splitlines()[-1] == "(0, 0) (0, 1)", out.stderr[-2000:]
+    assert "not loaded before the pool forks" in out.stderr and "No such file" in out.stderr
