@@ -141,9 +141,12 @@ def join(request: HttpRequest, token: str) -> HttpResponse:
 
 
 def _login_participant(request: HttpRequest, participation: Participation) -> None:
-    """Sign this browser in as the participant's own passwordless account (never a researcher's)."""
+    """Sign this browser in as the participant's own passwordless account (never a researcher's: an
+    ApplicationError, 403). The open link can hand over someone's participation by their platform id, also
+    to a browser whose join raced theirs (tests/annotation/test_crowd.py), so the rule is kept here."""
     if request.user.is_authenticated and request.user.pk == participation.annotator_id:
         return
+    participation_require_restorable(participation=participation)
     login(request, participation.annotator, backend="django.contrib.auth.backends.ModelBackend")
 
 
@@ -167,11 +170,9 @@ def open_join(request: HttpRequest, token: str) -> HttpResponse:
     existing = open_link_existing(study=study, external=external, annotator=request.user)
     if existing is not None:
         try:
-            if existing.annotator_id != request.user.pk:
-                participation_require_restorable(participation=existing)
+            _login_participant(request, existing)
         except ApplicationError as error:
             return _error_page(request, error)
-        _login_participant(request, existing)
         return redirect("annotation:study", slug=study.slug)
     try:
         open_link_check(study=study)  # expired, or not open: said before the consent page

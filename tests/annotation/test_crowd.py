@@ -519,6 +519,41 @@ def test_an_arrival_does_not_wait_for_another_arrivals_unfinished_join_and_the_s
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("first_account", ["participant", "password"])
+def test_a_browser_racing_the_same_id_through_the_page_resumes_it_only_into_a_participants_account(
+    transactional_db: None, first_account: str
+) -> None:
+    """Two browsers consent with the same PROLIFIC_PID at the same moment; the second's join waits for the
+    first's and resumes it. It is signed in as that participation's account only if the account is a
+    participant's passwordless one, as on any later arrival: never into a researcher's account."""
+    study = crowd_study()
+    holder = None if first_account == "participant" else get_user_model().objects.create_user("res", password="pw")
+
+    def first():  # type: ignore[no-untyped-def]
+        return open_link_join(
+            token=study.open_link_token, annotator=holder, consent=True, external=ExternalIds(participant="twice")
+        )
+
+    browser = Client()
+    with _HeldJoin(first) as held:
+        racing, out = _in_thread(lambda: consent(browser, study, "twice"))
+        racing.join(1)
+        assert racing.is_alive(), "the racing browser did not wait for the first join"
+        held.release()
+        racing.join(30)
+    assert "result" in out, out
+    participation = Participation.objects.get(study=study, external_id="twice")
+    signed_in = browser.session.get("_auth_user_id")
+    if first_account == "participant":
+        assert out["result"].status_code == 302  # type: ignore[attr-defined]
+        assert signed_in == str(participation.annotator_id)
+    else:
+        assert out["result"].status_code == 403  # type: ignore[attr-defined]
+        assert signed_in is None
+    assert Participation.objects.filter(study=study).count() == 1
+
+
+@pytest.mark.timeout(60)
 def test_an_invitation_join_does_not_wait_for_an_arrival_holding_a_capped_studys_place(
     transactional_db: None,
 ) -> None:
