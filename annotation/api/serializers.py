@@ -31,6 +31,7 @@ class AcceptInvitationSerializer(serializers.Serializer):
     consent = serializers.BooleanField()
 
 
+# The input and the schema's shape; the responses are built by `persona_body`.
 class PersonaSerializer(serializers.ModelSerializer):
     class Meta:
         model = PersonaProfile
@@ -38,6 +39,7 @@ class PersonaSerializer(serializers.ModelSerializer):
         read_only_fields = ["version", "created_at"]
 
 
+# The schema's shape (and the list's); the other responses are built by `participation_body`.
 class ParticipationSerializer(serializers.ModelSerializer):
     study: serializers.SlugRelatedField[Study] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     study_title = serializers.CharField(source="study.title", read_only=True)
@@ -154,6 +156,49 @@ SETTLED_MESSAGES = {
 
 def _datetime(value: Any) -> str | None:
     return _DATETIME.to_representation(value) if value is not None else None
+
+
+def persona_body(persona: PersonaProfile) -> dict[str, Any]:
+    """PersonaSerializer's JSON for `persona`, without a serializer per request (see `query_body`)."""
+    return {
+        "version": persona.version,
+        "role": persona.role,
+        "domain": persona.domain,
+        "expertise": persona.expertise,
+        "research_area": persona.research_area,
+        "use_case": persona.use_case,
+        "created_at": _datetime(persona.created_at),
+    }
+
+
+_READ = object()  # participation_body's default: the persona is read
+
+
+def participation_body(
+    participation: Participation, *, persona: PersonaProfile | None | object = _READ
+) -> dict[str, Any]:
+    """ParticipationSerializer's JSON for `participation` (read with its study and annotator), without a
+    serializer per request: building a ModelSerializer's fields was most of the CPU of an invitation's accept,
+    the first request of a launch's burst (see `query_body`). `persona` is the participation's latest persona
+    when the caller knows it (None: it has none, as a participation just created), else it is read.
+    tests/annotation/test_api_bodies.py holds it to the serializer's output."""
+    if persona is _READ:
+        persona = participation.personas.order_by("-version").first()
+    study = participation.study
+    return {
+        "id": participation.pk,
+        "study": study.slug,
+        "study_title": study.title,
+        "code": participation.code,
+        "queries_per_annotator": study.queries_per_annotator,
+        "min_ranked_questions": study.min_ranked_questions,
+        "consented_at": _datetime(participation.consented_at),
+        "completed_at": _datetime(participation.completed_at),
+        "completion_code": participation.completion_code,
+        "stopped_at": _datetime(participation.stopped_at),
+        "persona": persona_body(persona) if isinstance(persona, PersonaProfile) else None,
+        "resume_url": participation_resume_url(participation=participation),
+    }
 
 
 def query_message(query: Query, progress: list[dict[str, object]]) -> str:

@@ -76,7 +76,8 @@ class InvitationAcceptApi(APIView):
                 token_obj = Token.objects.create(user=participation.annotator)
             else:
                 token_obj, _ = Token.objects.get_or_create(user=participation.annotator)
-        data = s.ParticipationSerializer(participation).data
+        # A participation this accept created has no persona yet: nothing to read.
+        data = s.participation_body(participation, persona=None) if created else s.participation_body(participation)
         data["token"] = token_obj.key
         return Response(data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
@@ -114,7 +115,7 @@ class ParticipationViewSet(viewsets.GenericViewSet):
 
     @extend_schema(responses=s.ParticipationSerializer)
     def retrieve(self, request: Request, pk: int) -> Response:
-        return Response(s.ParticipationSerializer(_own_participation(request, pk)).data)
+        return Response(s.participation_body(_own_participation(request, pk)))
 
     @extend_schema(request=s.PersonaSerializer, responses=s.PersonaSerializer)
     @action(detail=True, methods=["put"])
@@ -123,7 +124,7 @@ class ParticipationViewSet(viewsets.GenericViewSet):
         body = s.PersonaSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         persona = persona_save(participation=participation, data=body.validated_data)
-        return Response(s.PersonaSerializer(persona).data)
+        return Response(s.persona_body(persona))
 
     @extend_schema(request=s.QueryCreateSerializer, responses={201: s.QuerySerializer})
     @action(detail=True, methods=["post"])
@@ -141,7 +142,7 @@ class ParticipationViewSet(viewsets.GenericViewSet):
         study's `min_ranked_questions` the stop is recorded (`stopped_at`) and no completion code is issued;
         a paused or closed study refuses with 409 (see `participation_finish`)."""
         participation = participation_finish(participation=_own_participation(request, pk))
-        return Response(s.ParticipationSerializer(participation).data)
+        return Response(s.participation_body(participation))
 
 
 class QueryViewSet(viewsets.GenericViewSet):

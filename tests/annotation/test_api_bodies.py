@@ -13,14 +13,16 @@ from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 
 from annotation.api import serializers as s
-from annotation.models import Candidate, Judgment, Match, Query, RetrievedDocument
+from annotation.models import Candidate, Judgment, Match, Participation, Query, RetrievedDocument
 from annotation.selectors.generation import generation_progress
 from annotation.selectors.query import query_documents, query_of_annotator
 from annotation.selectors.tournament import match_current, match_current_shown
+from annotation.services.participation import participation_finish
+from annotation.services.persona import persona_save
 from annotation.services.quality import CHECK_WARNING, check_warning
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
-from tests.annotation.factories import StudyFactory, join
+from tests.annotation.factories import PERSONA, StudyFactory, UserFactory, join
 
 pytestmark = pytest.mark.django_db
 
@@ -189,3 +191,40 @@ def test_the_polls_written_reads_are_the_orms(django_capture_on_commit_callbacks
         for row in RetrievedDocument.objects.filter(query=query).order_by("rank").values_list(*names)
     ]
     assert documents[1].authors == ("Ana Lima", "Bo Chen") and documents[1].year is None
+
+
+def _participation(pk: int) -> Participation:
+    """A participation as the API routes read it: with its study and its account."""
+    return Participation.objects.select_related("study", "annotator").get(pk=pk)
+
+
+def test_the_participation_and_persona_bodies_are_the_serializers(django_assert_num_queries):
+    study = StudyFactory(slug="participation-bodies")
+    fresh = _participation(join(study, persona=False).pk)
+    # Just joined: no persona, a resume link. The accept says so without reading (it made the participation).
+    _same(s.ParticipationSerializer(fresh).data, s.participation_body(fresh))
+    with django_assert_num_queries(0):
+        body = s.participation_body(fresh, persona=None)
+    _same(s.ParticipationSerializer(fresh).data, body)
+    assert body["persona"] is None and body["resume_url"]
+    # Two versions of the persona: the latest is shown, with an empty research area.
+    persona_save(participation=fresh, data={**PERSONA, "research_area": ""})
+    latest = persona_save(participation=fresh, data={**PERSONA, "role": "Clinician"})
+    _same(s.PersonaSerializer(latest).data, s.persona_body(latest))
+    _same(s.ParticipationSerializer(fresh).data, s.participation_body(fresh))
+    assert s.participation_body(fresh)["persona"]["role"] == "Clinician"
+    # Stopped early (fewer ranked questions than the study asks for): no completion code.
+    stopped = _participation(participation_finish(participation=join(study)).pk)
+    assert stopped.stopped_at and not stopped.completion_code
+    _same(s.ParticipationSerializer(stopped).data, s.participation_body(stopped))
+    # Finished with its completion code.
+    Participation.objects.filter(pk=fresh.pk).update(completed_at=timezone.now(), completion_code="C0DE42")
+    completed = _participation(fresh.pk)
+    _same(s.ParticipationSerializer(completed).data, s.participation_body(completed))
+    # An account that signs in with a password gets no resume link.
+    researcher = UserFactory()
+    researcher.set_password("a long enough password")
+    researcher.save()
+    signed_in = _participation(join(study, user=researcher).pk)
+    assert s.participation_body(signed_in)["resume_url"] is None
+    _same(s.ParticipationSerializer(signed_in).data, s.participation_body(signed_in))

@@ -150,9 +150,9 @@ def test_hot_endpoints_have_pinned_query_counts(django_assert_num_queries, djang
     study = StudyFactory(slug="api")
     invitation = invitation_create_bulk(study=study, count=1)[0]
     # Anonymous accept: (sp: the accept and the token are one transaction) (sp) invitation, claim a use, user
-    # insert (its password unusable), code check, participation insert, the new account's token insert; its
-    # persona (none yet) for the body.
-    with django_assert_num_queries(11):
+    # insert (its password unusable), code check, participation insert, the new account's token insert. A
+    # participation just created has no persona: the body reads none.
+    with django_assert_num_queries(10):
         accepted = APIClient().post(f"/api/v1/invitations/{invitation.token}/accept/", {"consent": True}, format="json")
     assert accepted.status_code == 201
     me = accepted.json()
