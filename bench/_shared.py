@@ -122,11 +122,11 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str], log: Path) -> subproce
         )
 
 
-def celery_worker_argv(*, concurrency: int, name: str, pool: str | None = None) -> list[str]:
+def celery_worker_argv(*, concurrency: int, name: str, pool: str | None = None, loglevel: str = "INFO") -> list[str]:
     """`celery worker` on every queue (no -Q: the routed queues of config/settings/base.py) as the benchmarks
     run it: one task prefetched per slot, no start-up handshakes (nothing to synchronise with), named `name@%h`."""
     return [
-        str(VENV_BIN / "celery"), "-A", "config", "worker", "-l", "INFO",
+        str(VENV_BIN / "celery"), "-A", "config", "worker", "-l", loglevel,
         *(["--pool", pool] if pool is not None else []),
         "--concurrency", str(concurrency), "--prefetch-multiplier", "1",
         "--without-gossip", "--without-mingle", "--without-heartbeat",

@@ -14,6 +14,7 @@ import math
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from typing import Any
 from _shared import (  # bench/ is the script directory
     QUESTIONS,
     REPO,
+    VENV_BIN,
     celery_worker_argv,
     check_db_name,
     flush_broker,
@@ -61,24 +63,34 @@ PERSONA = {
 class Worker:
     """One `celery worker` in its own process group, so that it and every pool process can be stopped."""
 
-    def __init__(self, *, env: dict[str, str], log: Path) -> None:
+    def __init__(self, *, env: dict[str, str], log: Path, loglevel: str = "INFO") -> None:
         self.env = env
         self.log = log
+        self.loglevel = loglevel
         self.proc: subprocess.Popen[bytes] | None = None
+        self.name = ""
 
     def start(self, *, pool: str, concurrency: int, name: str) -> None:
+        self.name = name
         self.proc = spawn(
-            celery_worker_argv(concurrency=concurrency, name=name, pool=pool),
+            celery_worker_argv(concurrency=concurrency, name=name, pool=pool, loglevel=self.loglevel),
             env=self.env,
             log=self.log,
         )
 
     def wait_ready(self, timeout: float) -> None:
+        """Ready once it says so (at INFO), or, logging less, once it answers a ping."""
         end = time.monotonic() + timeout
+        says = self.loglevel.upper() in ("DEBUG", "INFO")
         while time.monotonic() < end:
             self.check_alive()
-            if " ready." in self.log.read_text(errors="replace"):
+            if says and " ready." in self.log.read_text(errors="replace"):
                 return
+            if not says:
+                ping = [str(VENV_BIN / "celery"), "-A", "config", "inspect", "ping", "--timeout", "1",
+                        "-d", f"{self.name}@{socket.gethostname()}"]  # fmt: skip
+                if subprocess.run(ping, env=self.env, cwd=REPO, capture_output=True).returncode == 0:
+                    return
             time.sleep(0.2)
         raise RuntimeError(f"celery worker not ready after {timeout:.0f}s:\n{self.log_tail()}")
 
@@ -122,6 +134,40 @@ class Worker:
             os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
+
+
+class Workers:
+    """`--processes` workers side by side, each with its share of the slots, measured as one: what
+    `docker compose --scale worker-annotator=N` runs on one host."""
+
+    def __init__(self, *, env: dict[str, str], log: Path, processes: int = 1, loglevel: str = "INFO") -> None:
+        self.env = env
+        self.log = log
+        self.members = [Worker(env=env, log=log, loglevel=loglevel) for _ in range(processes)]
+
+    def start(self, *, pool: str, concurrency: int, name: str) -> None:
+        share = concurrency // len(self.members)
+        for n, member in enumerate(self.members):
+            member.log = self.log if len(self.members) == 1 else self.log.with_suffix(f".{n + 1}.log")
+            member.start(pool=pool, concurrency=share, name=name if len(self.members) == 1 else f"{name}-{n + 1}")
+
+    def wait_ready(self, timeout: float) -> None:
+        for member in self.members:
+            member.wait_ready(timeout)
+
+    def check_alive(self) -> None:
+        for member in self.members:
+            member.check_alive()
+
+    def cpu_seconds(self) -> float:
+        return sum(member.cpu_seconds() for member in self.members)
+
+    def main_cpu_seconds(self) -> float:
+        return sum(member.main_cpu_seconds() for member in self.members)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        for member in self.members:
+            member.stop(timeout)
 
 
 # --- one batch -------------------------------------------------------------------------------------
@@ -246,7 +292,7 @@ def run_batch(
     participations: list[Any],
     standin: Any,
     answered: list[float],
-    worker: Worker,
+    worker: Workers,
     delay: float,
     slots: int,
     effective: int,
@@ -397,6 +443,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, nargs="+", default=[16], help="worker concurrency (one run per value)")
     p.add_argument("--pool", choices=["prefork", "threads", "both"], default="both", help="Celery pool")
     p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="worker processes side by side, each with concurrency / processes slots (one host, scaled workers)",
+    )
+    p.add_argument(
         "--limit-check",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -416,10 +468,18 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--no-profile", action="store_true", help="skip the in-process profile of one query")
     p.add_argument("--show-sql", action="store_true", help="print the SQL of the profiled calls")
     p.add_argument("--keep-logs", action="store_true", help="keep the worker logs")
+    p.add_argument(
+        "--worker-loglevel",
+        default="INFO",
+        help="the worker's -l (platform/celery-worker.sh: CELERY_LOGLEVEL, INFO unless set): a line per task "
+        "received and per task done at INFO",
+    )
     args = p.parse_args()
     check_db_name(p, args.db_name)
     if args.queries < 1 or args.delay < 0 or min(args.concurrency) < 1:
         p.error("--queries and --concurrency must be at least 1, --delay at least 0")
+    if args.processes < 1 or any(c % args.processes for c in args.concurrency):
+        p.error("--processes must be at least 1 and divide every --concurrency value")
     return args
 
 
@@ -429,7 +489,7 @@ def main() -> int:
     broker = f"{args.redis}/{args.redis_db}"
     env = production_env(database_url=f"{args.postgres}/{args.db_name}", broker_url=broker, work=work)
     use_in_this_process(env)
-    worker = Worker(env=env, log=work / "celery.log")
+    worker = Workers(env=env, log=work / "celery.log", processes=args.processes, loglevel=args.worker_loglevel)
 
     def stop() -> None:
         worker.stop()
@@ -445,7 +505,7 @@ def main() -> int:
     )
 
 
-def run(args: argparse.Namespace, env: dict[str, str], worker: Worker, work: Path) -> int:
+def run(args: argparse.Namespace, env: dict[str, str], worker: Workers, work: Path) -> int:
     """0: every candidate generated once and every configured run within 1.3x of ideal; 2: correct but slower;
     1: a candidate lost, failed or duplicated, or the run broke."""
     broker = f"{args.redis}/{args.redis_db}"
@@ -489,9 +549,11 @@ def run(args: argparse.Namespace, env: dict[str, str], worker: Worker, work: Pat
     for number, (pool, concurrency, limit) in enumerate(plans, start=1):
         # The semaphore is per server per process: a prefork child runs one task at a time, threads share one.
         per_process = limit if limit is not None else default_limit
-        effective = concurrency if pool == "prefork" else min(concurrency, per_process)
+        effective = concurrency if pool == "prefork" else min(concurrency, per_process * args.processes)
         setting = f"concurrency={limit}" if limit is not None else f"default limit ({default_limit})"
         label = f"{pool} x{concurrency}, {setting}"
+        if args.processes > 1:
+            label = f"{args.processes} {pool} workers x{concurrency // args.processes}, {setting}"
         # Enough generations for every slot to have made one call (each prefork process imports `openai` on its
         # first one); the figures below are those of a worker that has been running for a while.
         warmup = args.warmup if args.warmup is not None else concurrency
@@ -545,22 +607,23 @@ def report(
     print(f"{args.queries} queries x {len(SYSTEMS)} candidates = {args.queries * len(SYSTEMS)} calls, "
           f"stand-in delay {args.delay * 1000:.0f} ms; ideal = calls x delay / concurrency")  # fmt: skip
     header = (
-        f"{'pool':<8} {'conc':>4} {'backend limit':<16} {'wall s':>7} {'ideal s':>7} {'ratio':>6} "
+        f"{'pool':<9} {'conc':>4} {'backend limit':<16} {'wall s':>7} {'ideal s':>7} {'ratio':>6} "
         f"{'calls':>5} {'peak':>4} {'done':>5} {'fail':>4} {'once':>4} | {'retr. s':>7} {'wait p50':>8} {'task p50':>8} "
         f"{'p95':>5} {'over p50':>8} {'busy':>5} {'cpu ms/c':>8} {'main':>5} {'floor s':>7} {'others':>6} {'cold s':>6}"
     )
     print(header)
     print("-" * len(header))
     for pool, concurrency, limit, b, cold in results:
+        name = pool if args.processes == 1 else f"{args.processes}x{pool}"
         setting = f"concurrency={limit}" if limit is not None else f"default ({default_limit})"
         once = "yes" if not b.problems else "NO"
         cpu_per = b.worker_cpu / b.candidates_expected * 1000
         utilisation = b.busy / (b.wall * b.slots) if b.wall and b.wall == b.wall else math.nan
         # Python holds the GIL: a threads pool uses one core at most; prefork processes spread over all of them.
-        floor = b.worker_cpu / (1 if pool == "threads" else min(cores, concurrency))
+        floor = b.worker_cpu / min(cores, args.processes if pool == "threads" else concurrency)
         others = (b.machine_cpu - b.worker_cpu - b.script_cpu) / (b.measured_s * cores)
         print(
-            f"{pool:<8} {concurrency:>4} {setting:<16} {b.wall:>7.2f} {b.ideal:>7.2f} {b.ratio:>6.2f} "
+            f"{name:<9} {concurrency:>4} {setting:<16} {b.wall:>7.2f} {b.ideal:>7.2f} {b.ratio:>6.2f} "
             f"{b.calls:>5} {b.peak:>4} {b.status.get('done', 0):>5} {b.status.get('failed', 0):>4} {once:>4} | "
             f"{b.retrieval_last_s:>7.2f} {b.wait_p50 * 1000:>6.0f}ms {b.service_p50 * 1000:>6.0f}ms "
             f"{b.service_p95 * 1000:>5.0f} {b.overhead_p50 * 1000:>6.0f}ms {utilisation:>5.0%} {cpu_per:>8.1f} "
@@ -581,10 +644,11 @@ def report(
     print()
     verdict = 0
     for pool, concurrency, limit, b, _ in results:
+        name = pool if args.processes == 1 else f"{args.processes}x{pool}"
         setting = f"backend concurrency={limit}" if limit is not None else f"backend default limit {default_limit}"
         if b.problems:
             verdict = 1
-            print(f"FAIL {pool} x{concurrency} ({setting}): " + "; ".join(b.problems))
+            print(f"FAIL {name} x{concurrency} ({setting}): " + "; ".join(b.problems))
             continue
         if limit is None:
             note = (
@@ -595,13 +659,13 @@ def report(
                 if pool == "prefork"
                 else "not throttled: the limit is at least the number of threads"
             )
-            print(f"info {pool} x{concurrency} ({setting}): wall {b.wall:.2f}s = {b.ratio:.2f}x ideal; {note}")
+            print(f"info {name} x{concurrency} ({setting}): wall {b.wall:.2f}s = {b.ratio:.2f}x ideal; {note}")
             continue
         ok = b.ratio <= TARGET_RATIO
         if not ok and verdict == 0:
             verdict = 2
         print(
-            f"{'PASS' if ok else 'FAIL'} {pool} x{concurrency} ({setting}): wall {b.wall:.2f}s, ideal {b.ideal:.2f}s, "
+            f"{'PASS' if ok else 'FAIL'} {name} x{concurrency} ({setting}): wall {b.wall:.2f}s, ideal {b.ideal:.2f}s, "
             f"ratio {b.ratio:.2f} (target <= {TARGET_RATIO}); {b.calls} calls, {b.status.get('done', 0)} done once, "
             f"0 failed; worker CPU {b.worker_cpu:.1f}s = {b.worker_cpu / cores:.2f}s on {cores} cores, "
             f"this script {b.script_cpu:.1f}s"

@@ -164,6 +164,21 @@ class Recorder:
         with self.lock:
             self.problems.append(text)
 
+    def state(self) -> tuple[Any, ...]:
+        """What a client process sends back to merge into the phase's recorder (the lock stays behind)."""
+        return dict(self.latencies), dict(self.statuses), self.problems, self.spans, self.routes
+
+    def merge(self, state: tuple[Any, ...]) -> None:
+        latencies, statuses, problems, spans, routes = state
+        with self.lock:
+            for route, values in latencies.items():
+                self.latencies[route].extend(values)
+            for route, counts in statuses.items():
+                self.statuses[route].update(counts)
+            self.problems.extend(problems)
+            self.spans.extend(spans)
+            self.routes.extend(routes)
+
 
 class Stop(Exception):
     """The run's deadline passed or it was interrupted."""
@@ -390,6 +405,88 @@ class Annotator:
         self.recorder.problem(f"annotator {j.number}: query {qid} still had matches after 8 rounds")
 
 
+class ClientProcesses:
+    """The phase's annotators, as threads of this process or shared out over `processes` forked client
+    processes. One interpreter's threads share its GIL: with 100 annotators in one process, a response that
+    has arrived waits for the other annotators' threads to let go of it (5 ms per hand-off by default), a
+    delay no browser has. Several processes keep that queue out of the client-observed latencies; each
+    sends its latencies, problems, journeys and CPU time back when its annotators are done."""
+
+    def __init__(self, annotators: list[Annotator], *, processes: int, recorder: Recorder, stop: threading.Event):
+        self.annotators = annotators
+        self.processes = max(1, min(processes, len(annotators)))
+        self.recorder = recorder
+        self.stop = stop
+        self.children: list[tuple[Any, Any, list[Annotator]]] = []
+        self.cpu_seconds = 0.0  # the client processes' CPU (this process's own is measured by the caller)
+        self.threads: list[threading.Thread] = []
+
+    def start(self, threads: list[threading.Thread]) -> None:
+        if self.processes == 1:
+            self.threads = threads
+            for t in threads:
+                t.start()
+            return
+        import multiprocessing
+
+        context = multiprocessing.get_context("fork")  # the annotators and their clients exist already
+        for n in range(self.processes):
+            group = self.annotators[n :: self.processes]
+            receive, send = context.Pipe(duplex=False)
+            child = context.Process(target=self._run_group, args=(group, send), daemon=True)
+            child.start()
+            send.close()
+            self.children.append((child, receive, group))
+
+    def _run_group(self, group: list[Annotator], send: Any) -> None:
+        """In a client process: its annotators as threads, then everything measured back up the pipe. SIGINT
+        (Ctrl-C, or the parent stopping the phase) stops them as the phase's stop event does in one process."""
+        stop = self.stop  # this process's copy, shared by its annotators
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+        recorder = Recorder()
+        for annotator in group:
+            annotator.recorder = recorder
+        threads = [threading.Thread(target=a.run, daemon=True) for a in group]
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(timeout=0.5)
+        send.send((recorder.state(), [a.journey for a in group], time.process_time()))
+        send.close()
+
+    def running(self) -> bool:
+        """Wait up to half a second; whether any annotator is still at work."""
+        workers: list[Any] = self.threads if self.processes == 1 else [child for child, _, _ in self.children]
+        alive = [w for w in workers if w.is_alive()]
+        if alive:
+            alive[0].join(timeout=0.5)
+        return any(w.is_alive() for w in workers)
+
+    def finish(self, *, timeout: float) -> None:
+        """Collect every client's results (after stopping the clients still at work: an interrupted phase)."""
+        if self.processes == 1:
+            for t in self.threads:
+                t.join(timeout=timeout)
+            return
+        for child, _, _ in self.children:
+            if child.is_alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.pid, signal.SIGINT)
+        for child, receive, group in self.children:
+            if receive.poll(timeout):
+                state, journeys, cpu = receive.recv()
+                self.recorder.merge(state)
+                self.cpu_seconds += cpu
+                for annotator, journey in zip(group, journeys, strict=True):
+                    annotator.journey = journey
+            else:
+                self.recorder.problem(f"a client process ({len(group)} annotators) sent nothing back")
+            if child.is_alive():
+                child.terminate()
+            child.join(timeout=5)
+
+
 # --- the production setup --------------------------------------------------------------------------
 
 
@@ -488,6 +585,13 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument("--resend", type=float, default=0.3, help="fraction of choices (and query submissions) sent twice")
     p.add_argument("--html-sample", type=int, default=10, help="annotators who also load the HTML match page each time")
+    p.add_argument(
+        "--client-processes",
+        type=int,
+        default=4,
+        help="processes the simulated annotators are shared out over (1: every annotator a thread of this "
+        "process, whose GIL then delays the responses it reads)",
+    )
     p.add_argument("--seed", type=int, default=20240607)
     p.add_argument("--db-name", default="bench_load", help="dropped and recreated each run; must start with 'bench'")
     p.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432", help="server URL, without database")
@@ -529,6 +633,8 @@ def parse_args() -> argparse.Namespace:
     )
     args = p.parse_args()
     check_db_name(p, args.db_name)
+    if args.client_processes < 1:
+        p.error("--client-processes must be at least 1")
     if args.annotators < 1 or args.queries < 1 or args.cpu_walks < 2:
         p.error("--annotators and --queries must be at least 1, --cpu-walks at least 2")
     if args.burst < 0 or not 0 <= args.reading[0] <= args.reading[1]:
@@ -908,22 +1014,19 @@ def run_phase(
         cpu_samples.append((time.perf_counter(), services.cpu_seconds("gunicorn"), services.cpu_seconds("celery")))
 
     sample_cpu()
+    clients = ClientProcesses(annotators, processes=args.client_processes, recorder=recorder, stop=stop)
     try:
-        for t in threads:
-            t.start()
+        clients.start(threads)
         sampled = time.monotonic()
-        for t in threads:
-            while t.is_alive():
-                t.join(timeout=0.5)
-                if time.monotonic() - sampled > 1.0:  # backends that end between samples keep their last figure
-                    sampled = time.monotonic()
-                    for pg in (pg_web, pg_workers):
-                        pg.sample()
-                    sample_cpu()
+        while clients.running():
+            if time.monotonic() - sampled > 1.0:  # backends that end between samples keep their last figure
+                sampled = time.monotonic()
+                for pg in (pg_web, pg_workers):
+                    pg.sample()
+                sample_cpu()
     finally:
         stop.set()
-        for t in threads:
-            t.join(timeout=args.request_timeout + 5)
+        clients.finish(timeout=args.request_timeout + 5)
     wall = time.monotonic() - started
     sample_cpu()
     load_after = os.getloadavg()
@@ -933,7 +1036,7 @@ def run_phase(
     time.sleep(0.5)  # let gunicorn flush its access log
     server = server_latencies(work / "access.log", access_offset)
 
-    client_cpu = time.process_time() - client_cpu_before
+    client_cpu = time.process_time() - client_cpu_before + clients.cpu_seconds
     passed = report(args, recorder, annotators, wall, server)
     print(
         f"load average (1 min) {load_before[0]:.1f} before, {load_after[0]:.1f} at the end, on {os.cpu_count()} cores; "
