@@ -171,19 +171,13 @@ def persona_body(persona: PersonaProfile) -> dict[str, Any]:
     }
 
 
-_READ = object()  # participation_body's default: the persona is read
-
-
-def participation_body(
-    participation: Participation, *, persona: PersonaProfile | None | object = _READ
-) -> dict[str, Any]:
+def participation_body(participation: Participation, *, with_persona: bool = True) -> dict[str, Any]:
     """ParticipationSerializer's JSON for `participation` (read with its study and annotator), without a
     serializer per request: building a ModelSerializer's fields was most of the CPU of an invitation's accept,
-    the first request of a launch's burst (see `query_body`). `persona` is the participation's latest persona
-    when the caller knows it (None: it has none, as a participation just created), else it is read.
-    tests/annotation/test_api_bodies.py holds it to the serializer's output."""
-    if persona is _READ:
-        persona = participation.personas.order_by("-version").first()
+    the first request of a launch's burst (see `query_body`). `with_persona=False` where the participation can
+    have none (just created): its latest persona is not read. tests/annotation/test_api_bodies.py holds it to
+    the serializer's output."""
+    persona = participation.personas.order_by("-version").first() if with_persona else None
     study = participation.study
     return {
         "id": participation.pk,
@@ -196,7 +190,7 @@ def participation_body(
         "completed_at": _datetime(participation.completed_at),
         "completion_code": participation.completion_code,
         "stopped_at": _datetime(participation.stopped_at),
-        "persona": persona_body(persona) if isinstance(persona, PersonaProfile) else None,
+        "persona": persona_body(persona) if persona else None,
         "resume_url": participation_resume_url(participation=participation),
     }
 

@@ -77,7 +77,7 @@ class InvitationAcceptApi(APIView):
             else:
                 token_obj, _ = Token.objects.get_or_create(user=participation.annotator)
         # A participation this accept created has no persona yet: nothing to read.
-        data = s.participation_body(participation, persona=None) if created else s.participation_body(participation)
+        data = s.participation_body(participation, with_persona=not created)
         data["token"] = token_obj.key
         return Response(data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 

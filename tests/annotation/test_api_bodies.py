@@ -204,7 +204,7 @@ def test_the_participation_and_persona_bodies_are_the_serializers(django_assert_
     # Just joined: no persona, a resume link. The accept says so without reading (it made the participation).
     _same(s.ParticipationSerializer(fresh).data, s.participation_body(fresh))
     with django_assert_num_queries(0):
-        body = s.participation_body(fresh, persona=None)
+        body = s.participation_body(fresh, with_persona=False)
     _same(s.ParticipationSerializer(fresh).data, body)
     assert body["persona"] is None and body["resume_url"]
     # Two versions of the persona: the latest is shown, with an empty research area.
