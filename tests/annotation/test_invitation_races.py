@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from annotation.models import Participation
 from annotation.services.participation import invitation_create_bulk, invitation_join
-from tests.annotation.factories import StudyFactory, UserFactory
+from tests.annotation.factories import PERSONA, StudyFactory, UserFactory
 
 
 @pytest.mark.django_db
@@ -45,6 +45,53 @@ def test_accepting_again_answers_200_with_the_same_participation():
         assert again.status_code == 200 and again.json()["id"] == created.json()["id"]
     second.refresh_from_db()
     assert second.uses == 0  # an existing participation claims no use
+
+
+@pytest.mark.timeout(60)
+def test_accepts_sent_at_once_by_one_account_answer_with_one_participation_and_its_persona(
+    transactional_db: None,
+) -> None:
+    """Only the accept that made the participation may skip reading its persona: two sent at the same moment
+    (a double tap, two devices) answer with one participation, and once a persona is saved every later accept
+    shows it."""
+    study = StudyFactory(slug="accept-twice")
+    invitations = invitation_create_bulk(study=study, count=4)
+    made = APIClient().post(f"/api/v1/invitations/{invitations[0].token}/accept/", {"consent": True}, format="json")
+    token = made.json()["token"]
+    barrier = threading.Barrier(2)
+    answers: list[object] = []
+
+    def accept(invitation_token: str) -> None:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+        try:
+            barrier.wait()
+            answers.append(
+                client.post(f"/api/v1/invitations/{invitation_token}/accept/", {"consent": True}, format="json")
+            )
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            answers.append(error)
+        finally:
+            connection.close()
+
+    def together(tokens: list[str]) -> list[dict]:
+        answers.clear()
+        threads = [threading.Thread(target=accept, args=(t,)) for t in tokens]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert [getattr(a, "status_code", a) for a in answers] == [200, 200], answers
+        return [a.json() for a in answers]  # type: ignore[union-attr]
+
+    first = together([invitations[1].token, invitations[2].token])
+    assert {b["id"] for b in first} == {made.json()["id"]} and all(b["persona"] is None for b in first)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    assert client.put(f"/api/v1/participations/{made.json()['id']}/persona/", PERSONA, format="json").status_code == 200
+    later = together([invitations[3].token, invitations[0].token])
+    assert all(b["persona"] and b["persona"]["role"] == PERSONA["role"] for b in later)
+    assert Participation.objects.filter(study=study).count() == 1
 
 
 @pytest.mark.timeout(60)
