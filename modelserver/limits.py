@@ -214,21 +214,34 @@ class RedisLeaseLimiter:
 
 _local = LocalLimiter()
 _default: Limiter = _local
+_configured = False
 _default_lock = threading.Lock()
 
 
 def configure_limiter(redis_url: str | None, *, lease_s: float = 30.0) -> Limiter:
     """Set this process's limiter: shared through Redis when `redis_url` is given, else per process."""
-    global _default
+    global _default, _configured
     with _default_lock:
         _default = RedisLeaseLimiter(redis_url, lease_s=lease_s) if redis_url else _local
+        _configured = True
         return _default
 
 
 def default_limiter() -> Limiter:
-    """The limiter set by `configure_limiter`, else one from MODEL_SERVER_LIMIT_URL, else per process."""
+    """The limiter set by `configure_limiter`; in a process that never called it, one from the environment's
+    MODEL_SERVER_LIMIT_URL (a Redis URL; `local` or unset: per process)."""
     global _default
     with _default_lock:
-        if _default is _local and os.environ.get("MODEL_SERVER_LIMIT_URL"):
-            _default = RedisLeaseLimiter(os.environ["MODEL_SERVER_LIMIT_URL"])
+        if _configured:
+            return _default
+        url = os.environ.get("MODEL_SERVER_LIMIT_URL", "").strip()
+        if url in ("", "local"):
+            return _local
+        if not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(
+                "MODEL_SERVER_LIMIT_URL must be a Redis URL (redis://, rediss:// or unix://) or 'local' (a limit "
+                f"per process), not {url!r}"
+            )
+        if _default is _local:
+            _default = RedisLeaseLimiter(url)
         return _default

@@ -383,6 +383,11 @@ MODEL_SERVER_LIMIT_URL = env.str("MODEL_SERVER_LIMIT_URL", default="") or _redis
 RESEARCH_YIELD_URL = env.str("RESEARCH_YIELD_URL", default="") or _redis_default
 if MODEL_SERVER_LIMIT_URL == "local":
     MODEL_SERVER_LIMIT_URL = ""
+elif MODEL_SERVER_LIMIT_URL and not MODEL_SERVER_LIMIT_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(
+        "MODEL_SERVER_LIMIT_URL must be a Redis URL (redis://, rediss:// or unix://) or 'local' (a limit per "
+        f"process), not {MODEL_SERVER_LIMIT_URL!r}"
+    )
 MODEL_SERVER_LEASE_S = env.float("MODEL_SERVER_LEASE_S", default=30.0)
 LLM_CACHE = env.str("LLM_CACHE", default="dir")
 if LLM_CACHE not in {"dir", "cache", "off"}:
