@@ -195,6 +195,7 @@ class Batch:
     consumer_cpu: float = 0.0  # the worker's main process alone (for threads: the whole worker)
     script_cpu: float = 0.0
     machine_cpu: float = 0.0  # every process on the machine: ours, PostgreSQL, Redis and anyone else's
+    steal_cpu: float = 0.0  # the machine's cores held by the hypervisor for other guests
     measured_s: float = 0.0  # the interval over which the CPU figures were taken (submission to last poll)
     timed_out: bool = False
     retrieval_last_s: float = 0.0
@@ -241,11 +242,13 @@ class Batch:
         return found
 
 
-def machine_cpu_seconds() -> float:
-    """CPU time (user, nice, system, irq, softirq, steal) the whole machine has spent so far (Linux /proc/stat)."""
+def machine_cpu_seconds() -> tuple[float, float]:
+    """CPU time the whole machine has spent so far (user, nice, system, irq, softirq), and the time its virtual
+    cores waited while the hypervisor ran other guests (steal), in seconds (Linux /proc/stat)."""
     fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / tick, steal / tick
 
 
 def peak_concurrency(answered: list[float], delay: float) -> int:
@@ -319,7 +322,7 @@ def run_batch(
     calls_before = standin.completions
     answered_before = len(answered)
     cpu_before, main_before = worker.cpu_seconds(), worker.main_cpu_seconds()
-    machine_before, measured_from = machine_cpu_seconds(), time.monotonic()
+    (machine_before, steal_before), measured_from = machine_cpu_seconds(), time.monotonic()
     script_cpu_before = time.process_time()
     with transaction.atomic():
         for n, participation in enumerate(participations):
@@ -349,7 +352,8 @@ def run_batch(
     batch.worker_cpu = worker.cpu_seconds() - cpu_before
     batch.consumer_cpu = worker.main_cpu_seconds() - main_before
     batch.script_cpu = time.process_time() - script_cpu_before
-    batch.machine_cpu = machine_cpu_seconds() - machine_before
+    machine_after, steal_after = machine_cpu_seconds()
+    batch.machine_cpu, batch.steal_cpu = machine_after - machine_before, steal_after - steal_before
     batch.measured_s = time.monotonic() - measured_from
 
     rows = list(candidates.values("query_id", "system_id", "status", "attempts", "queued_at", "started_at",
@@ -609,7 +613,7 @@ def report(
     header = (
         f"{'pool':<9} {'conc':>4} {'backend limit':<16} {'wall s':>7} {'ideal s':>7} {'ratio':>6} "
         f"{'calls':>5} {'peak':>4} {'done':>5} {'fail':>4} {'once':>4} | {'retr. s':>7} {'wait p50':>8} {'task p50':>8} "
-        f"{'p95':>5} {'over p50':>8} {'busy':>5} {'cpu ms/c':>8} {'main':>5} {'floor s':>7} {'others':>6} {'cold s':>6}"
+        f"{'p95':>5} {'over p50':>8} {'busy':>5} {'cpu ms/c':>8} {'main':>5} {'floor s':>7} {'others':>6} {'steal':>5} {'cold s':>6}"
     )
     print(header)
     print("-" * len(header))
@@ -622,13 +626,14 @@ def report(
         # Python holds the GIL: a threads pool uses one core at most; prefork processes spread over all of them.
         floor = b.worker_cpu / min(cores, args.processes if pool == "threads" else concurrency)
         others = (b.machine_cpu - b.worker_cpu - b.script_cpu) / (b.measured_s * cores)
+        steal = b.steal_cpu / (b.measured_s * cores)
         print(
             f"{name:<9} {concurrency:>4} {setting:<16} {b.wall:>7.2f} {b.ideal:>7.2f} {b.ratio:>6.2f} "
             f"{b.calls:>5} {b.peak:>4} {b.status.get('done', 0):>5} {b.status.get('failed', 0):>4} {once:>4} | "
             f"{b.retrieval_last_s:>7.2f} {b.wait_p50 * 1000:>6.0f}ms {b.service_p50 * 1000:>6.0f}ms "
             f"{b.service_p95 * 1000:>5.0f} {b.overhead_p50 * 1000:>6.0f}ms {utilisation:>5.0%} {cpu_per:>8.1f} "
             f"{(b.consumer_cpu / b.candidates_expected * 1000 if pool == 'prefork' else math.nan):>5.1f} "
-            f"{floor:>7.2f} {others:>6.0%} "
+            f"{floor:>7.2f} {others:>6.0%} {steal:>5.0%} "
             f"{cold.wall if cold else math.nan:>6.2f}"
         )
     print("-" * len(header))
@@ -639,7 +644,8 @@ def report(
         "of worker slots spent in tasks;\ncpu ms/c: worker CPU per candidate (retrieval included); cold s: the "
         "unmeasured warm-up batch on the fresh worker;\nfloor s: worker CPU / cores it can use (1 for threads: the "
         "GIL), the wall time below which the worker cannot go;\nothers: machine CPU used by everything but the "
-        "worker and this script (PostgreSQL, Redis, other people's jobs), share of all cores."
+        "worker and this script (PostgreSQL, Redis, other people's jobs), share of all cores;\nsteal: share of all "
+        "cores the hypervisor gave to other guests while this batch ran (a virtual machine's neighbours)."
     )
     print()
     verdict = 0
