@@ -33,6 +33,7 @@ from _shared import (  # bench/ is the script directory
     check_db_name,
     flush_broker,
     group_cpu_seconds,
+    machine_cpu_seconds,
     manage,
     percentile,
     production_env,
@@ -240,15 +241,6 @@ class Batch:
         if self.queries_ready != self.queries:
             found.append(f"{self.queries_ready} of {self.queries} queries reached 'ready' (bracket drawn)")
         return found
-
-
-def machine_cpu_seconds() -> tuple[float, float]:
-    """CPU time the whole machine has spent so far (user, nice, system, irq, softirq), and the time its virtual
-    cores waited while the hypervisor ran other guests (steal), in seconds (Linux /proc/stat)."""
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[:8])
-    tick = os.sysconf("SC_CLK_TCK")
-    return (user + nice + system + irq + softirq) / tick, steal / tick
 
 
 def peak_concurrency(answered: list[float], delay: float) -> int:
@@ -613,7 +605,7 @@ def report(
     header = (
         f"{'pool':<9} {'conc':>4} {'backend limit':<16} {'wall s':>7} {'ideal s':>7} {'ratio':>6} "
         f"{'calls':>5} {'peak':>4} {'done':>5} {'fail':>4} {'once':>4} | {'retr. s':>7} {'wait p50':>8} {'task p50':>8} "
-        f"{'p95':>5} {'over p50':>8} {'busy':>5} {'cpu ms/c':>8} {'main':>5} {'floor s':>7} {'others':>6} {'steal':>5} {'cold s':>6}"
+        f"{'p95':>5} {'over p50':>8} {'busy':>5} {'cpu ms/c':>8} {'main':>5} {'floor s':>7} {'host s':>6} {'others':>6} {'steal':>5} {'cold s':>6}"
     )
     print(header)
     print("-" * len(header))
@@ -633,7 +625,7 @@ def report(
             f"{b.retrieval_last_s:>7.2f} {b.wait_p50 * 1000:>6.0f}ms {b.service_p50 * 1000:>6.0f}ms "
             f"{b.service_p95 * 1000:>5.0f} {b.overhead_p50 * 1000:>6.0f}ms {utilisation:>5.0%} {cpu_per:>8.1f} "
             f"{(b.consumer_cpu / b.candidates_expected * 1000 if pool == 'prefork' else math.nan):>5.1f} "
-            f"{floor:>7.2f} {others:>6.0%} {steal:>5.0%} "
+            f"{floor:>7.2f} {b.machine_cpu / cores:>6.2f} {others:>6.0%} {steal:>5.0%} "
             f"{cold.wall if cold else math.nan:>6.2f}"
         )
     print("-" * len(header))
@@ -643,7 +635,9 @@ def report(
         "(p50, p95 ms);\nmain: of cpu ms/c, the prefork worker's main process (consumer, acks, pipes to the pool);\nover: task minus the client-measured call latency (DB, prompt, semaphore wait); busy: share "
         "of worker slots spent in tasks;\ncpu ms/c: worker CPU per candidate (retrieval included); cold s: the "
         "unmeasured warm-up batch on the fresh worker;\nfloor s: worker CPU / cores it can use (1 for threads: the "
-        "GIL), the wall time below which the worker cannot go;\nothers: machine CPU used by everything but the "
+        "GIL), the wall time below which the worker cannot go;\nhost s: the CPU every process on the machine spent "
+        "in the batch (worker, PostgreSQL, Redis, the stand-in, this script) / all cores, the wall time below which "
+        "the batch cannot go on this host;\nothers: machine CPU used by everything but the "
         "worker and this script (PostgreSQL, Redis, other people's jobs), share of all cores;\nsteal: share of all "
         "cores the hypervisor gave to other guests while this batch ran (a virtual machine's neighbours)."
     )
