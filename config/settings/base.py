@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import environ
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
+
+from config.environment import Env
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = BASE_DIR / "var"
 
-env = environ.Env()
+env = Env()  # django-environ, strict about booleans and list items (config/environment.py)
 env_file = env.str("ENV_FILE", default=str(BASE_DIR / ".env"))
 if Path(env_file).is_file():
     env.read_env(env_file)
@@ -129,7 +130,7 @@ if RESEARCH_STORAGE == "s3":
     STORAGES["research"] = {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {
-            "bucket_name": env.str("AWS_STORAGE_BUCKET_NAME"),
+            "bucket_name": env.str("AWS_STORAGE_BUCKET_NAME", default="").strip(),
             "endpoint_url": env.str("AWS_S3_ENDPOINT_URL", default="") or None,
             "access_key": env.str("AWS_ACCESS_KEY_ID", default="") or None,
             "secret_key": env.str("AWS_SECRET_ACCESS_KEY", default="") or None,
@@ -138,6 +139,8 @@ if RESEARCH_STORAGE == "s3":
             "file_overwrite": True,
         },
     }
+    if not STORAGES["research"]["OPTIONS"]["bucket_name"]:
+        raise ImproperlyConfigured("RESEARCH_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME, the bucket's name.")
 elif RESEARCH_STORAGE == "local":
     STORAGES["research"] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}  # under MEDIA_ROOT
 else:
@@ -296,7 +299,7 @@ RESEARCH_MAX_INFLIGHT_CHUNKS = env.int("RESEARCH_MAX_INFLIGHT_CHUNKS", default=8
 # (ANNOTATOR_TASKS) mark themselves in flight in Redis under RESEARCH_YIELD_HOST, and scoring chunks and
 # research jobs pause between rows while a mark is there, for at most RESEARCH_YIELD_MAX_PAUSE_S in total per
 # task. Turn it off where research workers have hosts of their own. RESEARCH_YIELD_URL: a Redis (default: the
-# broker's, else CACHE_URL's; none: no yielding). Workers that share a host must share RESEARCH_YIELD_HOST
+# broker's, else CACHE_URL's; "off": no yielding, as RESEARCH_YIELDS_TO_ANNOTATORS=false). Workers that share a host must share RESEARCH_YIELD_HOST
 # (containers have host names of their own: docker-compose.yml sets one for both).
 ANNOTATOR_TASKS = ("annotation.tasks.retrieve_query", "annotation.tasks.generate_candidate")
 RESEARCH_YIELDS_TO_ANNOTATORS = env.bool("RESEARCH_YIELDS_TO_ANNOTATORS", default=True)
@@ -317,6 +320,12 @@ GENERATION_SOFT_TIME_LIMIT_S = env.int("GENERATION_SOFT_TIME_LIMIT_S", default=2
 RETRIEVAL_SOFT_TIME_LIMIT_S = env.int("RETRIEVAL_SOFT_TIME_LIMIT_S", default=60)
 BACKGROUND_LEASE_S = env.float("BACKGROUND_LEASE_S", default=15.0)
 BACKGROUND_HEARTBEAT_S = env.float("BACKGROUND_HEARTBEAT_S", default=5.0)
+if not 0 < BACKGROUND_HEARTBEAT_S < BACKGROUND_LEASE_S:
+    raise ImproperlyConfigured(
+        f"BACKGROUND_HEARTBEAT_S ({BACKGROUND_HEARTBEAT_S:g}) must be above 0 and under BACKGROUND_LEASE_S "
+        f"({BACKGROUND_LEASE_S:g}): a lease renewed less often than it lasts lapses while its work still runs, "
+        "and the sweeper sends the work again."
+    )
 SWEEP_INTERVAL_S = env.float("SWEEP_INTERVAL_S", default=10.0)
 SWEEPER_LATE_AFTER_S = env.float("SWEEPER_LATE_AFTER_S", default=120.0)
 # The waiting page's deadline: past it the annotator is told, in plain words, what is happening and may
@@ -380,7 +389,14 @@ _redis_default = next(
     (u for u in (CELERY_BROKER_URL, env.str("CACHE_URL", default="")) if u.startswith(("redis://", "rediss://"))), ""
 )
 MODEL_SERVER_LIMIT_URL = env.str("MODEL_SERVER_LIMIT_URL", default="") or _redis_default
-RESEARCH_YIELD_URL = env.str("RESEARCH_YIELD_URL", default="") or _redis_default
+RESEARCH_YIELD_URL = env.str("RESEARCH_YIELD_URL", default="").strip() or _redis_default
+if RESEARCH_YIELD_URL == "off":
+    RESEARCH_YIELD_URL = ""
+elif RESEARCH_YIELD_URL and not RESEARCH_YIELD_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(
+        "RESEARCH_YIELD_URL must be a Redis URL (redis://, rediss:// or unix://) or 'off' (research does not "
+        f"yield), not {RESEARCH_YIELD_URL!r}"
+    )
 if MODEL_SERVER_LIMIT_URL == "local":
     MODEL_SERVER_LIMIT_URL = ""
 elif MODEL_SERVER_LIMIT_URL and not MODEL_SERVER_LIMIT_URL.startswith(("redis://", "rediss://", "unix://")):
@@ -398,6 +414,8 @@ METRICS_DEVICE = env.str("METRICS_DEVICE", default="auto").strip().lower()
 if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", METRICS_DEVICE):
     raise ImproperlyConfigured(f"METRICS_DEVICE must be auto, cpu, mps, cuda or cuda:N, not {METRICS_DEVICE!r}")
 METRICS_BATCH_SIZE = env.int("METRICS_BATCH_SIZE", default=32)
+if METRICS_BATCH_SIZE < 1:
+    raise ImproperlyConfigured(f"METRICS_BATCH_SIZE must be at least 1, not {METRICS_BATCH_SIZE}")
 OPENALEX_BASE_URL = env.str("OPENALEX_BASE_URL", default="https://api.openalex.org")
 OPENALEX_MAILTO = env.str("OPENALEX_MAILTO", default="")
 OPENALEX_API_KEY = env.str("OPENALEX_API_KEY", default="")
@@ -406,7 +424,7 @@ OPENALEX_TIMEOUT = env.float("OPENALEX_TIMEOUT", default=20.0)
 OPENALEX_MAX_RETRIES = env.int("OPENALEX_MAX_RETRIES", default=0)
 OPENALEX_BACKOFF_S = env.float("OPENALEX_BACKOFF_S", default=1.0)
 OPENALEX_CACHE_TTL = env.int("OPENALEX_CACHE_TTL", default=7 * 24 * 3600)
-OPENALEX_CACHE_ALIAS = "default"
+OPENALEX_CACHE_ALIAS = env.str("OPENALEX_CACHE_ALIAS", default="default")
 
 # The legacy import (analysis.legacy_import): caps on what one archive may unpack to (docs/analysis.md).
 LEGACY_IMPORT_MAX_MEMBER_BYTES = env.int("LEGACY_IMPORT_MAX_MEMBER_BYTES", default=64 * 1024 * 1024)

@@ -1,0 +1,123 @@
+"""A deployment's environment is read strictly: a value that would silently change what runs (a boolean typo
+that turns the HTTPS redirect off, a list item with a space, a URL that is not Redis, an empty bucket, a cache
+alias that does not exist) stops the process at start-up with a message naming the variable, and the
+spellings people write (TRUE, yes, off, an empty value for the default) are read as meant."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+PROBE = r"""
+import json, sys, django
+django.setup()
+from django.conf import settings
+out = {name: getattr(settings, name) for name in json.loads(sys.argv[1])}
+if len(sys.argv) > 2:
+    from django.test import Client
+    client = Client(raise_request_exception=False)
+    out["status"] = {host: client.get("/accounts/login/", HTTP_HOST=host).status_code for host in json.loads(sys.argv[2])}
+print(json.dumps(out, default=str))
+"""
+
+
+def start(names: list[str], hosts: list[str] | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """A production process's start-up (settings and apps) with only `env` beyond the required settings."""
+    child_env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(REPO),
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "ENV_FILE": str(REPO / "no-such.env"),
+        "SECRET_KEY": "a-test-secret-key-that-is-long-enough-for-the-checks-0123456789",
+        "DATABASE_URL": "sqlite:///:memory:",
+        "CELERY_BROKER_URL": "memory://",
+        **env,
+    }
+    argv = [sys.executable, "-c", PROBE, json.dumps(names), *([json.dumps(hosts)] if hosts else [])]
+    return subprocess.run(argv, cwd=REPO, env=child_env, capture_output=True, text=True, timeout=120)
+
+
+def settings_of(names: list[str], hosts: list[str] | None = None, **env: str) -> dict[str, object]:
+    done = start(names, hosts, **env)
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def refused(**env: str) -> str:
+    done = start([], **env)
+    assert done.returncode != 0, f"started with {env}: {done.stdout}"
+    return done.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("name", "typo"),
+    [("SECURE_SSL_REDIRECT", "ture"), ("SESSION_COOKIE_SECURE", "yess"), ("AXES_ENABLED", "Tru")],
+)
+def test_a_boolean_typo_stops_start_up_naming_the_variable(name: str, typo: str) -> None:
+    message = refused(**{name: typo})
+    assert f"{name} must be true or false" in message and repr(typo) in message
+
+
+def test_the_usual_spellings_of_a_boolean_are_read_as_meant_and_empty_means_the_default() -> None:
+    values = settings_of(
+        ["SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "AXES_ENABLED", "RESEARCH_DOWNLOAD_REDIRECT"],
+        SECURE_SSL_REDIRECT="",  # the default: on in production
+        SESSION_COOKIE_SECURE=" TRUE ",
+        AXES_ENABLED="off",
+        RESEARCH_DOWNLOAD_REDIRECT="Yes",
+    )
+    assert values == {
+        "SECURE_SSL_REDIRECT": True,
+        "SESSION_COOKIE_SECURE": True,
+        "AXES_ENABLED": False,
+        "RESEARCH_DOWNLOAD_REDIRECT": True,
+    }
+
+
+def test_a_space_after_a_comma_in_allowed_hosts_still_lets_the_second_host_in() -> None:
+    values = settings_of(
+        ["MODEL_SERVER_ALLOWED_HOSTS"],
+        ["eval.example.org", "www.example.org", "other.example.org"],
+        ALLOWED_HOSTS="eval.example.org, www.example.org ,",
+        MODEL_SERVER_ALLOWED_HOSTS="vllm.internal, .models.example.org",
+        SECURE_SSL_REDIRECT="false",
+        MANIFEST_STATIC="false",  # no collected static files here
+    )
+    assert values["status"] == {"eval.example.org": 200, "www.example.org": 200, "other.example.org": 400}
+    assert values["MODEL_SERVER_ALLOWED_HOSTS"] == ["vllm.internal", ".models.example.org"]
+
+
+def test_research_yield_url_off_turns_yielding_off_and_a_url_that_is_not_redis_is_refused() -> None:
+    assert settings_of(["RESEARCH_YIELD_URL"], RESEARCH_YIELD_URL="off") == {"RESEARCH_YIELD_URL": ""}
+    message = refused(RESEARCH_YIELD_URL="local")
+    assert "RESEARCH_YIELD_URL must be a Redis URL" in message and "'local'" in message
+
+
+def test_s3_storage_without_a_bucket_name_is_refused() -> None:
+    # platform/env.example ships the line empty.
+    message = refused(RESEARCH_STORAGE="s3", AWS_STORAGE_BUCKET_NAME="")
+    assert "RESEARCH_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME" in message
+
+
+def test_a_batch_size_under_one_is_refused() -> None:
+    assert "METRICS_BATCH_SIZE must be at least 1, not 0" in refused(METRICS_BATCH_SIZE="0")
+
+
+def test_a_heartbeat_no_more_frequent_than_the_lease_is_refused() -> None:
+    message = refused(BACKGROUND_LEASE_S="5", BACKGROUND_HEARTBEAT_S="10")
+    assert "BACKGROUND_HEARTBEAT_S (10) must be above 0 and under BACKGROUND_LEASE_S (5)" in message
+
+
+def test_a_cache_alias_that_caches_does_not_define_is_refused_naming_the_setting() -> None:
+    assert "OPENALEX_CACHE_ALIAS names the cache 'shared'" in refused(OPENALEX_CACHE_ALIAS="shared")
+    assert "LLM_CACHE_ALIAS names the cache 'llm'" in refused(LLM_CACHE="cache", LLM_CACHE_ALIAS="llm")
+    # Only read when the LLM cache is the shared one.
+    assert settings_of(["LLM_CACHE_ALIAS"], LLM_CACHE="dir", LLM_CACHE_ALIAS="llm") == {"LLM_CACHE_ALIAS": "llm"}
+    assert settings_of(["OPENALEX_CACHE_ALIAS"], OPENALEX_CACHE_ALIAS="default") == {"OPENALEX_CACHE_ALIAS": "default"}
