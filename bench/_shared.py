@@ -148,6 +148,15 @@ def group_cpu_seconds(pgid: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_seconds() -> tuple[float, float]:
+    """CPU time the whole machine has spent so far (user, nice, system, irq, softirq), and the time its virtual
+    cores waited while the hypervisor ran other guests (steal), in seconds (Linux /proc/stat)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[:8])
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / tick, steal / tick
+
+
 def process_cpu_ns(pid: int) -> int | None:
     """CPU time a process (e.g. a PostgreSQL backend, another user's) has run so far, in nanoseconds, from
     /proc/PID/schedstat (world-readable, exact, unlike the clock ticks of /proc/PID/stat); None once it is gone."""

@@ -36,6 +36,7 @@ from _shared import (  # bench/ is the script directory
     check_db_name,
     flush_broker,
     group_cpu_seconds,
+    machine_cpu_seconds,
     manage,
     percentile,
     process_cpu_ns,
@@ -1007,11 +1008,19 @@ def run_phase(
             "other work on this machine inflates the latencies"
         )
     started = time.monotonic()
-    # (perf_counter, gunicorn's CPU seconds, the annotator worker's) once a second, for the timeline.
-    cpu_samples: list[tuple[float, float, float]] = []
+    # (perf_counter, gunicorn's CPU seconds, the annotator worker's, the machine's steal) once a second, for
+    # the timeline.
+    cpu_samples: list[tuple[float, float, float, float]] = []
 
     def sample_cpu() -> None:
-        cpu_samples.append((time.perf_counter(), services.cpu_seconds("gunicorn"), services.cpu_seconds("celery")))
+        cpu_samples.append(
+            (
+                time.perf_counter(),
+                services.cpu_seconds("gunicorn"),
+                services.cpu_seconds("celery"),
+                machine_cpu_seconds()[1],
+            )
+        )
 
     sample_cpu()
     clients = ClientProcesses(annotators, processes=args.client_processes, recorder=recorder, stop=stop)
@@ -1031,6 +1040,7 @@ def run_phase(
     sample_cpu()
     load_after = os.getloadavg()
     cpu_used = {name: services.cpu_seconds(name) - cpu_before[name] for name in names}
+    steal = (cpu_samples[-1][3] - cpu_samples[0][3]) / (wall * (os.cpu_count() or 1))
     for pg in (pg_web, pg_workers):
         pg.sample()
     time.sleep(0.5)  # let gunicorn flush its access log
@@ -1043,7 +1053,8 @@ def run_phase(
         f"CPU used during the run: gunicorn {cpu_used['gunicorn']:.1f}s, annotator worker {cpu_used['celery']:.1f}s, "
         f"research worker {cpu_used['celery-research']:.1f}s, "
         f"this client {client_cpu:.1f}s (of {wall * (os.cpu_count() or 1):.0f} core-seconds); PostgreSQL backends: "
-        f"the web server's {pg_web.seconds():.1f}s, the workers' {pg_workers.seconds():.1f}s"
+        f"the web server's {pg_web.seconds():.1f}s, the workers' {pg_workers.seconds():.1f}s; "
+        f"stolen by the hypervisor for other guests: {steal:.0%} of the cores"
     )
     served = sum(len(v) for v in server.values())
     if served:
@@ -1079,7 +1090,7 @@ def run_phase(
     line = (
         f"{args.annotators} {how}: {p95s}; re-sent {resent or '-'}; "
         f"question ready p50/p95 {percentile(waits, 50):.1f}/{percentile(waits, 95):.1f} s; "
-        f"load {load_before[0]:.1f}->{load_after[0]:.1f}; "
+        f"load {load_before[0]:.1f}->{load_after[0]:.1f}; steal {steal:.0%}; "
         f"{'verified' if verified else 'VERIFICATION FAILED'}; target {'met' if passed else 'MISSED'}"
     )
     if not verified or recorder.problems or passed is None:
@@ -1087,11 +1098,12 @@ def run_phase(
     return (0 if passed else 2), line
 
 
-def timeline(recorder: Recorder, cpu_samples: list[tuple[float, float, float]]) -> None:
+def timeline(recorder: Recorder, cpu_samples: list[tuple[float, float, float, float]]) -> None:
     """The phase in windows of 5 s (or a twelfth of the phase when longer), by when requests were sent: how
     many, the count and p95 of the three target routes, the most requests in flight, and the share of the
-    machine's cores that gunicorn and the annotator worker used (from the once-a-second samples). It tells a
-    p95 made by the start's burst from one made while generation shares the cores."""
+    machine's cores that gunicorn and the annotator worker used, and that the hypervisor gave to other guests
+    (steal), from the once-a-second samples. It tells a p95 made by the start's burst from one made while
+    generation shares the cores, or while a neighbour on the host took them."""
     if not recorder.spans or len(cpu_samples) < 2:
         return
     cores = os.cpu_count() or 1
@@ -1135,16 +1147,17 @@ def timeline(recorder: Recorder, cpu_samples: list[tuple[float, float, float]]) 
 
     names = " | ".join(f"{name:>{widths[route]}}" for route, name in TARGETS.items())
     print(f"\ntimeline ({width:.0f} s windows by send time; target routes: count and p95 ms; CPU: % of {cores} cores)")
-    print(f"{'t (s)':>9} {'sent':>5} | {names} | {'in flight':>9} | {'gunicorn':>8} {'annotator':>9}")
+    print(f"{'t (s)':>9} {'sent':>5} | {names} | {'in flight':>9} | {'gunicorn':>8} {'annotator':>9} {'steal':>5}")
     print(f"{'':>9} {'':>5} | " + " | ".join(f"{'n    p95':>{widths[route]}}" for route in TARGETS) + " |")
     for w in range(windows):
         a, b = start + w * width, min(end, start + (w + 1) * width)
         span = max(b - a, 1e-9)
         web = (cpu_at(b, 1) - cpu_at(a, 1)) / span / cores * 100
         worker = (cpu_at(b, 2) - cpu_at(a, 2)) / span / cores * 100
+        stolen = (cpu_at(b, 3) - cpu_at(a, 3)) / span / cores * 100
         cells = " | ".join(f"{cell(target[w].get(route, [])):>{widths[route]}}" for route in TARGETS)
         print(
-            f"{a - start:>4.0f}-{b - start:<4.0f} {sent[w]:>5} | {cells} | {peak[w]:>9} | {web:>7.0f}% {worker:>8.0f}%"
+            f"{a - start:>4.0f}-{b - start:<4.0f} {sent[w]:>5} | {cells} | {peak[w]:>9} | {web:>7.0f}% {worker:>8.0f}% {stolen:>4.0f}%"
         )
 
 
