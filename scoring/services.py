@@ -201,9 +201,6 @@ def scoring_run_chunk(*, run_id: int, candidate_ids: list[int], chunk_index: int
     """Score one chunk and store the results; re-running a chunk overwrites the same rows, and a chunk
     delivered twice is counted once (the run records which chunks are done)."""
     from scoring.core.api import score_rows  # the metric suite, as in _specs
-    from scoring.core.embeddings import configure as configure_embeddings  # torch stays out of the web process
-
-    configure_embeddings(device=settings.METRICS_DEVICE, batch_size=settings.METRICS_BATCH_SIZE)
 
     run = ScoringRun.objects.get(pk=run_id)
     index = _chunk_index(run, candidate_ids, chunk_index)

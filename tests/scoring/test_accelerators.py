@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -43,3 +48,20 @@ def test_batch_size_must_be_positive_and_becomes_the_default() -> None:
         assert embeddings._settings == {"device": "cpu", "batch_size": 7}
     finally:
         configure()
+
+
+def test_every_process_takes_the_device_and_batch_size_from_the_settings_at_start_up() -> None:
+    # Not only a scoring chunk: a stress-test job and `manage.py score_texts` or `stress_test` score in a
+    # process that never ran one, and used to fall back to auto (a shared GPU) and 32.
+    root = Path(__file__).resolve().parents[2]
+    probe = "import django; django.setup(); from scoring.core import embeddings; print(embeddings._settings)"
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root), "METRICS_DEVICE": "cpu", "METRICS_BATCH_SIZE": "5"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "{'device': 'cpu', 'batch_size': 5}"
