@@ -205,3 +205,41 @@ def test_score_study_command_runs_the_pairwise_judge(played_study, django_captur
     assert PairwiseVote.objects.count() == 2 * Judgment.objects.count()
     with pytest.raises(CommandError, match="--metrics"):
         call_command("score_study", "--study", played_study.slug)
+
+
+def _score_study_pairwise(study, callbacks, *flags: str) -> None:
+    with callbacks(execute=True):
+        call_command("score_study", "--study", study.slug, "--pairwise", *flags, stdout=io.StringIO())
+
+
+def test_score_study_takes_the_judge_server_and_name_not_given_from_the_environment(
+    played_study,  # noqa: F811
+    django_capture_on_commit_callbacks,
+    monkeypatch,
+):
+    with openai_standin(prefer_longer) as server:
+        monkeypatch.setenv("JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("JUDGE_NAME", "env-judge")
+        _score_study_pairwise(played_study, django_capture_on_commit_callbacks, "--judge-model", "cli-model")
+    assert set(PairwiseVote.objects.values_list("judge_model", "judge_server")) == {("cli-model", "env-judge")}
+    assert PairwiseVote.objects.count() == 2 * Judgment.objects.count()
+
+
+def test_score_study_judge_name_alone_names_the_environments_judge(
+    played_study,  # noqa: F811
+    django_capture_on_commit_callbacks,
+    monkeypatch,
+):
+    with openai_standin(prefer_longer) as server:
+        monkeypatch.setenv("JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("JUDGE_MODEL", "env-model")
+        monkeypatch.setenv("JUDGE_NAME", "env-judge")
+        _score_study_pairwise(played_study, django_capture_on_commit_callbacks, "--judge-name", "cli-judge")
+    assert set(PairwiseVote.objects.values_list("judge_model", "judge_server")) == {("env-model", "cli-judge")}
+
+
+def test_score_study_names_the_judge_setting_still_missing(played_study, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("JUDGE_MODEL", "env-model")
+    with pytest.raises(CommandError, match=r"--judge-base-url or JUDGE_BASE_URL"):
+        call_command("score_study", "--study", played_study.slug, "--pairwise", "--judge-name", "cli-judge")
+    assert not ScoringRun.objects.exists()

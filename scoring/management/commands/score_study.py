@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from celery import current_app
@@ -11,6 +12,22 @@ from annotation.models import Study
 from kernel.exceptions import ApplicationError
 from scoring import services
 from scoring.models import ScoringRun
+
+
+def _judge(options: dict[str, Any]) -> dict[str, str] | None:
+    """The judge the flags ask for, each flag not given taken from its variable (docs/metrics.md); None when
+    no flag is given, so the run takes the whole judge from the environment, or has none."""
+    if not (options["judge_model"] or options["judge_base_url"] or options["judge_name"]):
+        return None
+    judge = {
+        field: (options[f"judge_{field}"] or os.environ.get(variable, "")).strip()
+        for field, variable in (("model", "JUDGE_MODEL"), ("base_url", "JUDGE_BASE_URL"), ("name", "JUDGE_NAME"))
+    }
+    if not judge["model"] or not judge["base_url"]:
+        raise CommandError(
+            "A judge needs a model (--judge-model or JUDGE_MODEL) and a base URL (--judge-base-url or JUDGE_BASE_URL)."
+        )
+    return judge
 
 
 class Command(BaseCommand):
@@ -27,7 +44,9 @@ class Command(BaseCommand):
         parser.add_argument("--judge-model", help="the LLM judge's model (default JUDGE_MODEL)")
         parser.add_argument("--judge-base-url", help="the judge server's base URL (default JUDGE_BASE_URL)")
         parser.add_argument(
-            "--judge-name", default="", help="a short name for the judge's server (default: its host:port)"
+            "--judge-name",
+            default="",
+            help="a short name for the judge's server (default JUDGE_NAME, else its host:port)",
         )
         parser.add_argument(
             "--pairwise",
@@ -41,15 +60,9 @@ class Command(BaseCommand):
         if study is None:
             raise CommandError(f"No study with the slug {options['study']!r}.")
         metrics = [m.strip() for m in options["metrics"].split(",") if m.strip()]
-        judge = None
-        if options["judge_model"] or options["judge_base_url"]:
-            judge = {
-                "model": options["judge_model"] or "",
-                "base_url": options["judge_base_url"] or "",
-                "name": options["judge_name"],
-            }
         if not options["pairwise"] and not metrics:
             raise CommandError("Give --metrics (or --pairwise for the pairwise judge).")
+        judge = _judge(options)
         try:
             if options["now"]:
                 # Run the chunks in this process: the project's Celery app (config.celery) is the current one.
