@@ -212,12 +212,19 @@ def _validate_model_server_url(label: Any, url: Any) -> None:
             field="systems",
         )
     allowed = list(getattr(settings, "MODEL_SERVER_ALLOWED_HOSTS", []))
-    if not validate_host(host.lower(), allowed):
+    if not validate_host(_bracketed(host.lower()), [_bracketed(entry) for entry in allowed]):
         raise ApplicationError(
             f"System {label!r}: the model server host {host!r} is not allowed; allowed hosts are "
             f"{', '.join(allowed) or 'none'} (setting MODEL_SERVER_ALLOWED_HOSTS).",
             field="systems",
         )
+
+
+def _bracketed(host: str) -> str:
+    """An IPv6 address in brackets, as Django writes it in ALLOWED_HOSTS (`[::1]`) and as a URL carries it:
+    urlsplit's hostname drops them, and MODEL_SERVER_ALLOWED_HOSTS may hold either spelling (its default
+    has `::1`)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def corpus_root() -> Path:

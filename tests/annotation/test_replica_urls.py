@@ -85,3 +85,20 @@ def test_the_operators_own_replicas_are_allowed_by_default(tmp_path) -> None:
         timeout=60,
     ).stdout
     assert out.strip() == "['gpu0.lab', 'gpu1.lab', 'gpu2.lab', 'localhost', '127.0.0.1', '::1']"
+
+
+@pytest.mark.parametrize(
+    ("allowed", "url"),
+    [
+        (["[fd00::5]"], "http://[fd00::5]:8000/v1"),  # Django's spelling, as in ALLOWED_HOSTS
+        (["localhost", "127.0.0.1", "::1"], "http://[::1]:8000/v1"),  # the default's spelling
+    ],
+)
+def test_an_ipv6_model_server_is_allowed_in_either_spelling(admin: APIClient, settings, allowed, url) -> None:
+    settings.MODEL_SERVER_ALLOWED_HOSTS = allowed
+    body = {"slug": "ipv6", "title": "IPv6"}
+    other = admin.post("/api/v1/admin/studies/", {**body, "systems": _systems("http://[fd00::6]/v1")}, format="json")
+    assert other.status_code == 400
+    assert "host 'fd00::6' is not allowed" in other.json()["extra"]["fields"]["systems"][0]
+    created = admin.post("/api/v1/admin/studies/", {**body, "systems": _systems(url)}, format="json")
+    assert created.status_code == 201, created.json()
