@@ -4,18 +4,25 @@
 # a deployment runs one worker per queue (docker-compose.yml: CELERY_QUEUES=annotator, =research).
 # The periodic sweepers run from one beat process per deployment (platform/celery-beat.sh), never here.
 set -e
-if [ -n "${CELERY_QUEUES:-}" ]; then
-  set -- -Q "$CELERY_QUEUES"
+# Without spaces: Celery takes "research, default" as the queues "research" and " default" (a new, empty one).
+queues=$(printf %s "${CELERY_QUEUES:-}" | tr -d '[:space:]')
+if [ -n "$queues" ]; then
+  set -- -Q "$queues"
 fi
 # WORKER_NICE lowers the worker's CPU priority (nice -n), and WORKER_SCHED=idle runs it under Linux's
 # SCHED_IDLE policy (chrt --idle: CPU time only when nothing else wants it): the research worker's (nice 10),
 # when it shares a host with the annotator worker, so CPU-bound scoring never slows an annotator's
 # question, and the annotator worker's (nice 5), when it shares one with the web server, so generation never
 # slows a page (docs/deploy.md).
-run=""
-if [ "${WORKER_SCHED:-}" = "idle" ]; then
-  run="chrt --idle 0"
-fi
+# Any other WORKER_SCHED stops here: a misspelt one would otherwise run the worker at normal priority.
+case "${WORKER_SCHED:-}" in
+  "") run="" ;;
+  idle) run="chrt --idle 0" ;;
+  *)
+    echo "celery-worker.sh: WORKER_SCHED must be idle or empty (unset), not '${WORKER_SCHED}'" >&2
+    exit 2
+    ;;
+esac
 if [ -n "${WORKER_NICE:-}" ]; then
   run="$run nice -n ${WORKER_NICE}"
 fi
