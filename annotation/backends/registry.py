@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from kernel.backends import BackendError, GenerationBackend, RetrievalBackend
@@ -16,7 +17,13 @@ def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -
     if name == "demo":
         from annotation.backends.offline_retrieval import DemoCorpusRetrieval
 
-        return DemoCorpusRetrieval(**({"path": options["corpus_path"]} if "corpus_path" in options else {}))
+        if "corpus_path" not in options:
+            return DemoCorpusRetrieval()
+        from django.conf import settings
+
+        # As the study's check read it (annotation/services/study.py): a relative path is under CORPUS_ROOT,
+        # wherever the worker runs; an absolute one stays itself.
+        return DemoCorpusRetrieval(path=Path(settings.CORPUS_ROOT) / str(options["corpus_path"]))
     if name == "corpus":
         from corpus.search import corpus_retrieval
 

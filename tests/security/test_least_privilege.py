@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
+from annotation.backends.registry import get_retrieval_backend
 from annotation.models import Study, StudyMembership, StudySystem
 from tests.annotation.factories import StudyFactory
 from tests.annotation.test_study_rules import _change_url, _form_data
@@ -183,7 +184,7 @@ def test_only_a_superuser_sets_a_model_server_and_only_on_an_allowed_host(world,
     }
 
 
-def test_a_corpus_path_must_be_a_file_under_the_corpus_root(world, settings, tmp_path):
+def test_a_corpus_path_must_be_a_file_under_the_corpus_root(world, settings, tmp_path, monkeypatch):
     root = tmp_path / "corpora"
     root.mkdir()
     (root / "nursing.jsonl").write_text(json.dumps({"id": "n1", "title": "T", "abstract": "A."}) + "\n")
@@ -214,6 +215,10 @@ def test_a_corpus_path_must_be_a_file_under_the_corpus_root(world, settings, tmp
         == 200
     )
     assert Study.objects.get(slug="matrix").retrieval_settings == {"corpus_path": "nursing.jsonl"}
+    # The worker reads the file the check accepted, under CORPUS_ROOT, whatever its working directory.
+    monkeypatch.chdir(tmp_path)
+    found = get_retrieval_backend("demo", Study.objects.get(slug="matrix").retrieval_settings).search("T", k=1)
+    assert [d.external_id for d in found] == ["n1"]
 
 
 def test_the_admin_form_refuses_a_disallowed_model_server(admin_client, settings):
