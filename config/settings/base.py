@@ -388,22 +388,32 @@ LLM_BASE_URLS = env.str("LLM_BASE_URLS", default="")
 _redis_default = next(
     (u for u in (CELERY_BROKER_URL, env.str("CACHE_URL", default="")) if u.startswith(("redis://", "rediss://"))), ""
 )
-MODEL_SERVER_LIMIT_URL = env.str("MODEL_SERVER_LIMIT_URL", default="") or _redis_default
-RESEARCH_YIELD_URL = env.str("RESEARCH_YIELD_URL", default="").strip() or _redis_default
-if RESEARCH_YIELD_URL == "off":
-    RESEARCH_YIELD_URL = ""
-elif RESEARCH_YIELD_URL and not RESEARCH_YIELD_URL.startswith(("redis://", "rediss://", "unix://")):
-    raise ImproperlyConfigured(
-        "RESEARCH_YIELD_URL must be a Redis URL (redis://, rediss:// or unix://) or 'off' (research does not "
-        f"yield), not {RESEARCH_YIELD_URL!r}"
-    )
-if MODEL_SERVER_LIMIT_URL == "local":
-    MODEL_SERVER_LIMIT_URL = ""
-elif MODEL_SERVER_LIMIT_URL and not MODEL_SERVER_LIMIT_URL.startswith(("redis://", "rediss://", "unix://")):
-    raise ImproperlyConfigured(
-        "MODEL_SERVER_LIMIT_URL must be a Redis URL (redis://, rediss:// or unix://) or 'local' (a limit per "
-        f"process), not {MODEL_SERVER_LIMIT_URL!r}"
-    )
+
+
+def _redis_url_or(name: str, value: str, *, off: str, meaning: str) -> str:
+    """A setting that names a Redis, or says `off` (then empty); anything else stops start-up naming it."""
+    value = value.strip()
+    if value == off:
+        return ""
+    if value and not value.startswith(("redis://", "rediss://", "unix://")):
+        raise ImproperlyConfigured(
+            f"{name} must be a Redis URL (redis://, rediss:// or unix://) or {off!r} ({meaning}), not {value!r}"
+        )
+    return value
+
+
+MODEL_SERVER_LIMIT_URL = _redis_url_or(
+    "MODEL_SERVER_LIMIT_URL",
+    env.str("MODEL_SERVER_LIMIT_URL", default="").strip() or _redis_default,
+    off="local",
+    meaning="a limit per process",
+)
+RESEARCH_YIELD_URL = _redis_url_or(
+    "RESEARCH_YIELD_URL",
+    env.str("RESEARCH_YIELD_URL", default="").strip() or _redis_default,
+    off="off",
+    meaning="research does not yield",
+)
 MODEL_SERVER_LEASE_S = env.float("MODEL_SERVER_LEASE_S", default=30.0)
 LLM_CACHE = env.str("LLM_CACHE", default="dir")
 if LLM_CACHE not in {"dir", "cache", "off"}:

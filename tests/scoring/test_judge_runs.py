@@ -212,30 +212,35 @@ def _score_study_pairwise(study, callbacks, *flags: str) -> None:
         call_command("score_study", "--study", study.slug, "--pairwise", *flags, stdout=io.StringIO())
 
 
-def test_score_study_takes_the_judge_server_and_name_not_given_from_the_environment(
+@pytest.mark.parametrize(
+    ("environment", "flags", "judge"),
+    [
+        # The model from the flag, the server and the name from the environment.
+        ({"JUDGE_NAME": "env-judge"}, ("--judge-model", "cli-model"), ("cli-model", "env-judge")),
+        # The name alone from the flag: the environment's judge, under that name.
+        (
+            {"JUDGE_MODEL": "env-model", "JUDGE_NAME": "env-judge"},
+            ("--judge-name", "cli-judge"),
+            ("env-model", "cli-judge"),
+        ),
+    ],
+    ids=["model-flag", "name-flag-alone"],
+)
+def test_score_study_takes_each_judge_field_not_given_from_its_variable(
     played_study,  # noqa: F811
     django_capture_on_commit_callbacks,
     monkeypatch,
+    environment,
+    flags,
+    judge,
 ):
     with openai_standin(prefer_longer) as server:
         monkeypatch.setenv("JUDGE_BASE_URL", server.base_url)
-        monkeypatch.setenv("JUDGE_NAME", "env-judge")
-        _score_study_pairwise(played_study, django_capture_on_commit_callbacks, "--judge-model", "cli-model")
-    assert set(PairwiseVote.objects.values_list("judge_model", "judge_server")) == {("cli-model", "env-judge")}
+        for name, value in environment.items():
+            monkeypatch.setenv(name, value)
+        _score_study_pairwise(played_study, django_capture_on_commit_callbacks, *flags)
+    assert set(PairwiseVote.objects.values_list("judge_model", "judge_server")) == {judge}
     assert PairwiseVote.objects.count() == 2 * Judgment.objects.count()
-
-
-def test_score_study_judge_name_alone_names_the_environments_judge(
-    played_study,  # noqa: F811
-    django_capture_on_commit_callbacks,
-    monkeypatch,
-):
-    with openai_standin(prefer_longer) as server:
-        monkeypatch.setenv("JUDGE_BASE_URL", server.base_url)
-        monkeypatch.setenv("JUDGE_MODEL", "env-model")
-        monkeypatch.setenv("JUDGE_NAME", "env-judge")
-        _score_study_pairwise(played_study, django_capture_on_commit_callbacks, "--judge-name", "cli-judge")
-    assert set(PairwiseVote.objects.values_list("judge_model", "judge_server")) == {("env-model", "cli-judge")}
 
 
 def test_score_study_names_the_judge_setting_still_missing(played_study, monkeypatch):  # noqa: F811
