@@ -35,11 +35,14 @@ def column(model: type[models.Model], name: str) -> str:
     return connection.ops.quote_name(str(getattr(field, "column")))  # noqa: B009 - a reverse relation has none
 
 
-def for_update_of(alias: str) -> str:
-    """The lock clause of `select_for_update(of=("self",))` for the table read as `alias`: that row alone
-    locked until the transaction ends; empty where the database has none (SQLite)."""
+def for_update_of(*aliases: str) -> str:
+    """The lock clause of `select_for_update(of=...)` for the tables read as `aliases`: their rows alone
+    locked until the transaction ends; empty where the database has none (SQLite, whose writes are
+    serialised by the database lock instead)."""
     features = connection.features
-    return f" FOR UPDATE OF {alias}" if features.has_select_for_update and features.has_select_for_update_of else ""
+    if not (features.has_select_for_update and features.has_select_for_update_of):
+        return ""
+    return f" FOR UPDATE OF {', '.join(aliases)}"
 
 
 def require_transaction(what: str) -> None:
@@ -48,11 +51,29 @@ def require_transaction(what: str) -> None:
         raise TransactionManagementError(f"{what} needs a transaction (transaction.atomic).")
 
 
+def _converters(model: type[models.Model], names: tuple[str, ...]) -> list[tuple[int, list[Any], Any]]:
+    """The columns among `names` whose values the ORM converts after reading, with the converters it applies
+    (the database backend's, then the field's), as `SQLCompiler.get_converters` finds them: JSON read as
+    text everywhere; on SQLite also times (stored naive, read aware), booleans and decimals."""
+    return _converters_for(connection.vendor, model, names)
+
+
 @functools.cache
-def _converters(model: type[models.Model], names: tuple[str, ...]) -> list[tuple[int, Any]]:
-    """The columns among `names` whose values the ORM converts after reading (JSON, read as text)."""
+def _converters_for(vendor: str, model: type[models.Model], names: tuple[str, ...]) -> list[tuple[int, list[Any], Any]]:
     fields = {f.attname: f for f in model._meta.concrete_fields}
-    return [(i, fields[name]) for i, name in enumerate(names) if hasattr(fields[name], "from_db_value")]
+    out = []
+    for i, name in enumerate(names):
+        expression = fields[name].get_col(model._meta.db_table)
+        found = connection.ops.get_db_converters(expression) + expression.get_db_converters(connection)
+        if found:
+            out.append((i, found, expression))
+    return out
+
+
+def _convert(values: list[Any], converters: list[tuple[int, list[Any], Any]]) -> None:
+    for i, found, expression in converters:
+        for convert in found:
+            values[i] = convert(values[i], expression, connection)
 
 
 def instances_from_row(row: tuple[Any, ...], shape: RowShape) -> list[Any]:
@@ -66,8 +87,7 @@ def instances_from_row(row: tuple[Any, ...], shape: RowShape) -> list[Any]:
         if values[0] is None:
             out.append(None)
             continue
-        for i, field in _converters(model, tuple(names)):
-            values[i] = field.from_db_value(values[i], None, connection)
+        _convert(values, _converters(model, tuple(names)))
         out.append(model.from_db(connection.alias, names, values))
     return out
 
@@ -99,7 +119,6 @@ def rows_by(
     out = []
     for row in rows:
         values = list(row)
-        for i, field in converters:
-            values[i] = field.from_db_value(values[i], None, connection)
+        _convert(values, converters)
         out.append(tuple(values))
     return out

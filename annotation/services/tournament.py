@@ -21,7 +21,7 @@ from annotation.services.participation import participation_require_active
 from annotation.services.quality import check_apply_policy, check_due, check_failed, check_match_create
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
-from kernel.rows import RowShape, column, instances_from_row, model_columns, select_list
+from kernel.rows import RowShape, column, for_update_of, instances_from_row, model_columns, select_list
 from kernel.similarity import token_likeness
 from kernel.stamps import stamp_first
 from kernel.text import tokenize
@@ -391,7 +391,7 @@ def _bracket_locked_sql() -> str:
         f"JOIN {q(Query._meta.db_table)} qu ON qu.id = b.query_id "
         f"JOIN {q(Participation._meta.db_table)} p ON p.id = qu.participation_id "
         f"JOIN {q(Study._meta.db_table)} st ON st.id = p.study_id "
-        f"WHERE named.id = %s ORDER BY m.round, m.{q('index')} FOR UPDATE OF m, b"
+        f"WHERE named.id = %s ORDER BY m.round, m.{q('index')}{for_update_of('m', 'b')}"
     )
 
 
