@@ -40,6 +40,7 @@ from annotation.models import (
 from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
 from annotation.services.generation import candidates_retry_failed
 from annotation.services.membership import (
+    LAST_OWNER,
     membership_remove,
     membership_set,
     study_check_privileged_settings,
@@ -248,10 +249,42 @@ class StudySystemInline(StudyPartInline):
         return not self._locked(obj) and self._edits(request, obj)
 
 
+class StudyMembershipFormSet(BaseInlineFormSet):
+    """A study that has an owner keeps one (the rule of `membership_set`): an edit that would demote or remove
+    every owner is an error on the page, and nothing is written."""
+
+    def clean(self) -> None:
+        super().clean()
+        study = self.instance
+        if study.pk is None:
+            return
+        owners = set(
+            StudyMembership.objects.filter(study=study, role=StudyMembership.Role.OWNER).values_list(
+                "user_id", flat=True
+            )
+        )
+        if not owners:
+            return
+        after = set(owners)
+        for form in self.forms:
+            data = getattr(form, "cleaned_data", None) or {}
+            if self.can_delete and self._should_delete_form(form):  # type: ignore[attr-defined]
+                if form.instance.pk is not None:
+                    after.discard(form.instance.user_id)
+            elif data.get("user") is not None:
+                if data.get("role") == StudyMembership.Role.OWNER:
+                    after.add(data["user"].pk)
+                else:
+                    after.discard(data["user"].pk)
+        if not after:
+            raise forms.ValidationError(LAST_OWNER)
+
+
 class StudyMembershipInline(StudyPartInline):
     """The study's members and their roles; owners (and superusers) change them."""
 
     model = StudyMembership
+    formset = StudyMembershipFormSet
     extra = 0
     fields = ["user", "role"]
 
@@ -391,14 +424,21 @@ class StudyAdmin(StudyScopedAdmin):
             created = study_create_owned(by=request.user, **fields, systems=specs, status=study.status)
             study.pk, study._state.adding = created.pk, False
         for members in (f for f in formsets if f.model is StudyMembership):
+            sets, removals = [], []
             for member in members.forms:
                 if not member.has_changed() and member.instance.pk is None:
                     continue
                 if members.can_delete and members._should_delete_form(member):  # type: ignore[attr-defined]
                     if member.instance.pk is not None:
-                        membership_remove(membership=member.instance)
+                        removals.append(member.instance)
                 elif member.cleaned_data.get("user") is not None:
-                    membership_set(study=study, user=member.cleaned_data["user"], role=member.cleaned_data["role"])
+                    sets.append((member.cleaned_data["user"], member.cleaned_data["role"]))
+            # New owners first, removals last: handing the study over in one save never passes through a
+            # moment without an owner, which membership_set refuses.
+            for user, role in sorted(sets, key=lambda pair: pair[1] != StudyMembership.Role.OWNER):
+                membership_set(study=study, user=user, role=role)
+            for membership in removals:
+                membership_remove(membership=membership)
 
     def construct_change_message(self, request: HttpRequest, form: Any, formsets: list, add: bool) -> list:  # type: ignore[override]
         # The formsets were not saved by Django (the service wrote the systems), so they have no diff to report.

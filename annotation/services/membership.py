@@ -71,19 +71,28 @@ def _require(*, by: Any, study: Study, action: StudyAction) -> None:
         raise ApplicationError("Only the study's owners may change it.", status=403)
 
 
+LAST_OWNER = "A study keeps at least one owner: make someone else owner first."
+
+
 @transaction.atomic
 def membership_set(*, study: Study, user: Any, role: str) -> StudyMembership:
-    """Give the user this role in the study (idempotent: an existing membership changes role)."""
+    """Give the user this role in the study (idempotent: an existing membership changes role); never the
+    last owner another role, on any path (the API, the admin, `manage.py study_member`)."""
     if role not in StudyMembership.Role.values:
         raise ApplicationError(
             f"Unknown role {role!r}; choose one of {', '.join(StudyMembership.Role.values)}.", field="role"
         )
+    if _would_leave_no_owner(study=study, user=user, role=role):
+        raise ApplicationError(LAST_OWNER, field="role")
     membership, _ = StudyMembership.objects.update_or_create(study=study, user=user, defaults={"role": role})
     return membership
 
 
+@transaction.atomic
 def membership_remove(*, membership: StudyMembership) -> None:
-    """End a membership (idempotent: one already gone is no error)."""
+    """End a membership (idempotent: one already gone is no error); never the last owner's."""
+    if _would_leave_no_owner(study=membership.study, user=membership.user, role=None):
+        raise ApplicationError(LAST_OWNER, field="username")
     StudyMembership.objects.filter(pk=membership.pk).delete()
 
 
@@ -122,8 +131,6 @@ def membership_set_as(*, by: Any, study: Study, user: Any, role: str) -> StudyMe
     """An owner (or a superuser) gives a user a role in the study; the last owner cannot step down, so that
     someone besides the superusers can always manage the study."""
     _require(by=by, study=study, action=StudyAction.MANAGE)
-    if _would_leave_no_owner(study=study, user=user, role=role):
-        raise ApplicationError("A study keeps at least one owner: make someone else owner first.", field="role")
     return membership_set(study=study, user=user, role=role)
 
 
@@ -132,5 +139,5 @@ def membership_remove_as(*, by: Any, study: Study, user: Any) -> None:
     """An owner (or a superuser) ends a user's membership (idempotent); never the last owner's."""
     _require(by=by, study=study, action=StudyAction.MANAGE)
     if _would_leave_no_owner(study=study, user=user, role=None):
-        raise ApplicationError("A study keeps at least one owner: make someone else owner first.", field="username")
+        raise ApplicationError(LAST_OWNER, field="username")
     StudyMembership.objects.filter(study=study, user=user).delete()

@@ -301,3 +301,40 @@ def test_the_study_member_command_makes_a_researcher(world):
     assert _client(alice).get("/research/studies/matrix/").status_code == 200
     with pytest.raises(CommandError, match="No study with the slug 'nope'"):
         call_command("study_member", study="nope", user="alice", role="viewer")
+
+
+def test_the_study_member_command_never_demotes_the_last_owner(world):
+    from django.core.management import CommandError, call_command
+
+    owner = world.users["owner_member"]
+    assert list(StudyMembership.objects.filter(study=world.study, role="owner").values_list("user", flat=True)) == [
+        owner.pk
+    ]
+    with pytest.raises(CommandError, match="A study keeps at least one owner"):
+        call_command("study_member", study=world.study.slug, user=owner.username, role="viewer")
+    assert StudyMembership.objects.get(study=world.study, user=owner).role == "owner"
+
+
+def test_the_admin_page_keeps_the_last_owner_and_hands_a_study_over_in_one_save(world):
+    owner = world.users["owner_member"]
+    colleague = world.users["researcher_non_member"]
+    membership = StudyMembership.objects.get(study=world.study, user=owner)
+    existing = {"memberships-TOTAL_FORMS": "1", "memberships-INITIAL_FORMS": "1", "memberships-0-id": membership.pk}
+    existing |= {"memberships-0-study": world.study.pk, "memberships-0-user": owner.pk}
+    refused = _client(owner).post(
+        _change_url(world.study), _form_data(world.study) | existing | {"memberships-0-role": "viewer"}
+    )
+    assert refused.status_code == 200
+    assert "A study keeps at least one owner" in refused.content.decode()
+    assert StudyMembership.objects.get(pk=membership.pk).role == "owner"
+    # The colleague made owner and the owner a viewer, in one save: the study never has no owner.
+    handover = existing | {"memberships-0-role": "viewer", "memberships-TOTAL_FORMS": "2"}
+    handover |= {
+        "memberships-1-user": colleague.pk,
+        "memberships-1-role": "owner",
+        "memberships-1-study": world.study.pk,
+    }
+    saved = _client(owner).post(_change_url(world.study), _form_data(world.study) | handover)
+    assert saved.status_code == 302, saved.content.decode()[-2000:]
+    roles = dict(StudyMembership.objects.filter(study=world.study).values_list("user__username", "role"))
+    assert roles[colleague.username] == "owner" and roles[owner.username] == "viewer"

@@ -12,6 +12,7 @@ from django.db import transaction
 from analysis.permissions import RESEARCHERS_GROUP
 from annotation.models import Study, StudyMembership
 from annotation.services.membership import membership_set
+from kernel.exceptions import ApplicationError
 
 # What docs/permissions.md suggests the group carries: reading the admin API's studies, invitations,
 # progress and failed generations (each still limited to the member's studies and role).
@@ -44,5 +45,8 @@ class Command(BaseCommand):
             *Permission.objects.filter(content_type__app_label="annotation", codename__in=GROUP_VIEW_PERMISSIONS)
         )
         member.groups.add(group)
-        membership_set(study=found, user=member, role=role)
+        try:
+            membership_set(study=found, user=member, role=role)
+        except ApplicationError as error:  # the last owner stepping down: nothing changed
+            raise CommandError(error.message) from error
         self.stdout.write(f"{user} is now {role} of {study} and in the {RESEARCHERS_GROUP} group.")
