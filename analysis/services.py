@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from analysis.models import ResearchJob
 from analysis.selectors import analysis_frame, exclusion_reasons
+from analysis.stats.config import DEFAULT_RESAMPLES, DEFAULT_SEED  # one default for every way in (docs/analysis.md)
 from annotation.models import Candidate, Study
 from kernel import leases
 from kernel.exceptions import ApplicationError
@@ -39,8 +40,6 @@ def _lease() -> timedelta:
 
 
 EXPORT_FORMATS = ("csv", "jsonl", "parquet")
-DEFAULT_RESAMPLES = 2000
-DEFAULT_SEED = 20240521
 
 
 def job_dir(job: ResearchJob) -> Path:

@@ -148,6 +148,9 @@ def test_analyze_command_study_and_file_modes(played_study, tmp_path):
     )
     again = json.loads((tmp_path / "file" / "report.json").read_text())
     assert again["provenance"]["n_rows"] == report["provenance"]["n_rows"]
+    # One default seed for every way in: the same table gives the same intervals from the study and the file.
+    assert again["config"]["seed"] == report["config"]["seed"]
+    assert again["win_rates"] == report["win_rates"] and again["bradley_terry"] == report["bradley_terry"]
     with pytest.raises(CommandError, match="No study"):
         call_command("analyze", "--study", "missing", "--out", str(tmp_path / "x"))
 
