@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import pandas as pd
 
@@ -23,6 +23,7 @@ from analysis.report.bundle import write_analysis
 from analysis.stats import AnalysisConfig, AnalysisError, analyze
 from analysis.stats.analyze import AnalysisReport
 from analysis.stats.config import DEFAULT_RESAMPLES, DEFAULT_SEED
+from kernel.cli import out_dir_problem
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,17 +60,41 @@ def load_table(path: Path) -> pd.DataFrame:
     return read_comparisons(path)
 
 
+class ConfigError(ValueError):
+    """A problem with the settings file or a flag; its message names the file or the setting."""
+
+
+def read_settings(path: Path) -> dict[str, Any]:
+    """The settings file's object, checked on its own so that its errors name it (not the table)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must be a JSON object of AnalysisConfig settings")
+    try:
+        AnalysisConfig.from_dict(data)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    return data
+
+
 def load_config(args: argparse.Namespace) -> AnalysisConfig:
-    settings: dict[str, object] = {}
+    settings: dict[str, Any] = {}
     if args.config is not None:
-        settings.update(json.loads(args.config.read_text(encoding="utf-8")))
+        settings.update(read_settings(args.config))
     if args.seed is not None:
         settings["seed"] = args.seed
     if args.resamples is not None:
         settings["n_resamples"] = args.resamples
     if args.threshold_sweep is not None:
         settings["threshold_sweep_points"] = args.threshold_sweep
-    return AnalysisConfig.from_dict(settings)
+    try:
+        return AnalysisConfig.from_dict(settings)
+    except ValueError as exc:  # the file's settings passed above: a flag's value is wrong
+        raise ConfigError(str(exc)) from exc
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -77,8 +102,16 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     err = stderr or sys.stderr
     args = build_parser().parse_args(argv)
     started = time.perf_counter()
+    problem = out_dir_problem(args.out)
+    if problem:
+        print(f"error: --out: {problem}", file=err)
+        return 2
     try:
         config = load_config(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=err)
+        return 2
+    try:
         table = load_table(args.comparisons)
         report = analyze(table, config=config)
     except FileNotFoundError as exc:
@@ -87,15 +120,19 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     except (AnalysisError, ValueError, json.JSONDecodeError) as exc:
         print(f"error: {args.comparisons}: {exc}", file=err)
         return 2
-    outputs = write_analysis(
-        report,
-        table,
-        args.out,
-        title=args.title,
-        study=args.study,
-        filters={"source": args.comparisons.name},
-        export_formats=FORMATS if wants_export(args) else (),
-    )
+    try:
+        outputs = write_analysis(
+            report,
+            table,
+            args.out,
+            title=args.title,
+            study=args.study,
+            filters={"source": args.comparisons.name},
+            export_formats=FORMATS if wants_export(args) else (),
+        )
+    except OSError as exc:
+        print(f"error: --out: {exc}", file=err)
+        return 2
     p = report.provenance
     print(
         f"analysed {p.n_rows} comparisons from {p.n_annotators} annotators in {time.perf_counter() - started:.1f}s; "

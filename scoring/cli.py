@@ -101,6 +101,21 @@ def _open(path: str, mode: str, stdio: IO[str]) -> Iterator[IO[str]]:
         yield handle
 
 
+def _output_problem(path: str) -> str | None:
+    """Why the scores could not be written to ``path``, or None; asked before scoring, which can take hours."""
+    if path == "-":
+        return None
+    target = Path(path)
+    if target.is_dir():
+        return f"{path}: is a folder, not a file"
+    folder = target.parent
+    if not folder.is_dir():
+        return f"{path}: the folder {folder} does not exist"
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        return f"{path}: not writable"
+    return None
+
+
 def _read_rows(handle: IO[str], name: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for number, row in iter_jsonl(handle, name=name):
@@ -133,6 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc} (see --list)", file=sys.stderr)
         return 2
+    problem = _output_problem(args.output)
+    if problem:
+        print(f"error: --output {problem}", file=sys.stderr)
+        return 2
     try:
         with _open(args.input, "r", sys.stdin) as handle:
             rows = _read_rows(handle, args.input)
@@ -155,12 +174,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     results = score_rows(rows, names, progress=args.progress, judge=judge, embedding_model=args.embedding_model)
     failures = 0
-    with _open(args.output, "w", sys.stdout) as out:
-        for result in results:
-            if "ar_risk" in names and result.get("ar_risk") is not None:
-                result["ar_risk_band"] = RISK_BANDS[int(result["ar_risk"])]
-            failures += len(result["errors"])
-            out.write(json.dumps(result, ensure_ascii=False) + "\n")
+    try:
+        with _open(args.output, "w", sys.stdout) as out:
+            for result in results:
+                if "ar_risk" in names and result.get("ar_risk") is not None:
+                    result["ar_risk_band"] = RISK_BANDS[int(result["ar_risk"])]
+                failures += len(result["errors"])
+                out.write(json.dumps(result, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        print(f"error: --output {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     message = f"scored {len(results)} rows on {len(names)} metrics; {failures} values not computable"
     if judge is not None and judge.usage.calls:
         usage = judge.usage

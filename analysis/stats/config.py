@@ -109,6 +109,8 @@ class AnalysisConfig:
         _check_types(self)
         for name in ("reference_levels", "metric_thresholds", "metric_families", "higher_is_better"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
+        if self.seed < 0:  # numpy's own refusal names neither the setting nor --seed
+            raise ValueError(f"seed must be a non-negative whole number, not {self.seed}")
         if self.n_resamples < 1:
             raise ValueError("n_resamples must be at least 1")
         if not 0.5 <= self.confidence_level < 1.0:

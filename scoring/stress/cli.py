@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kernel.cli import at_least_one, out_dir_problem
 from kernel.jsonl import JsonlError, read_jsonl
 from modelserver import ChatConfig
 from scoring.stress.perturb import TESTS, StressError
@@ -39,7 +40,7 @@ def build_parser(prog: str = "python -m scoring.stress.cli") -> argparse.Argumen
     parser.add_argument("--metrics", required=True, help="comma-separated metric names, or 'offline' / 'all'")
     parser.add_argument("--out", required=True, type=Path, help="directory for report.html, report.json and CSVs")
     parser.add_argument("--seed", type=int, default=0, help="seed for distractor draws and the rewriter (default 0)")
-    parser.add_argument("--limit", type=int, default=None, help="use only the first N rows")
+    parser.add_argument("--limit", type=at_least_one, default=None, help="use only the first N rows")
     parser.add_argument(
         "--llm-base-url",
         default=os.environ.get("STRESS_LLM_BASE_URL"),
@@ -81,6 +82,10 @@ def load_rows(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
 def main(argv: Sequence[str] | None = None, *, backend: MetricBackend | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    problem = out_dir_problem(args.out)
+    if problem:
+        print(f"error: --out: {problem}", file=sys.stderr)
+        return 2
     judge: ChatConfig | None = None
     if args.llm_base_url or args.llm_model:
         if not (args.llm_base_url and args.llm_model):

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scoring.stress.perturb import TESTS
+from scoring.stress.perturb import TESTS, StressError
 from scoring.stress.stats import StressResult, Verdict
 
 if TYPE_CHECKING:
@@ -53,7 +53,10 @@ def _e(text: object) -> str:
 
 def write_report(report: StressReport, out_dir: Path) -> StressReport:
     """Write report.html, report.json, results.csv and scores.csv; return the report with their paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StressError(f"--out: {exc}") from exc
     files = {
         "html": str(out_dir / "report.html"),
         "json": str(out_dir / "report.json"),

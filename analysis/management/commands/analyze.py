@@ -14,6 +14,7 @@ from analysis.services import DEFAULT_RESAMPLES, DEFAULT_SEED, analysis_config_f
 from analysis.stats.analyze import analyze
 from analysis.stats.errors import AnalysisError
 from annotation.models import Study
+from kernel.cli import out_dir_problem
 from kernel.exceptions import ApplicationError
 
 
@@ -45,6 +46,9 @@ class Command(BaseCommand):
         export.add_argument("--no-export", action="store_true", help="file mode: never write the table")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        problem = out_dir_problem(options["out"])
+        if problem:
+            raise CommandError(f"--out: {problem}")
         extra = []
         if options["seed"] is not None:
             extra += ["--seed", str(options["seed"])]
@@ -89,7 +93,10 @@ class Command(BaseCommand):
             )
         except (AnalysisError, ValueError) as error:
             raise CommandError(str(error)) from error
-        outputs = write_analysis(report, frame, options["out"], title=f"{study.title}: analysis", study=study.slug)
+        try:
+            outputs = write_analysis(report, frame, options["out"], title=f"{study.title}: analysis", study=study.slug)
+        except OSError as error:
+            raise CommandError(f"--out: {error}") from error
         self.stdout.write(
             self.style.SUCCESS(
                 f"Analysed {len(frame)} comparisons; wrote {outputs.json}, {outputs.html} and "

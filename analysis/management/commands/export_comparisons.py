@@ -12,6 +12,7 @@ from analysis.selectors import analysis_frame
 from analysis.services import EXPORT_FORMATS
 from analysis.texts import with_texts
 from annotation.models import Study
+from kernel.cli import out_dir_problem
 from kernel.exceptions import ApplicationError
 
 
@@ -42,16 +43,24 @@ class Command(BaseCommand):
         unknown = sorted(set(formats) - set(EXPORT_FORMATS))
         if unknown:
             raise CommandError(f"Unknown format(s) {', '.join(unknown)}; choose from {', '.join(EXPORT_FORMATS)}.")
-        options["out"].mkdir(parents=True, exist_ok=True)
+        if not formats:  # else only a manifest of no files is written, and reported as a success
+            raise CommandError(f"--formats: give at least one of {', '.join(EXPORT_FORMATS)}.")
+        problem = out_dir_problem(options["out"])
+        if problem:
+            raise CommandError(f"--out: {problem}")
         try:
             frame, exclusion = analysis_frame(study=study, exclude=options["exclude"])
         except ApplicationError as error:
             raise CommandError(f"--exclude: {error.message}") from error
         if options["include_texts"]:
             frame = with_texts(frame, study=study)
-        manifest = export_comparisons(
-            frame, options["out"], formats=formats, study=study.slug, exclusion=exclusion.to_dict()
-        )
+        try:
+            options["out"].mkdir(parents=True, exist_ok=True)
+            manifest = export_comparisons(
+                frame, options["out"], formats=formats, study=study.slug, exclusion=exclusion.to_dict()
+            )
+        except OSError as error:
+            raise CommandError(f"--out: {error}") from error
         self.stdout.write(
             self.style.SUCCESS(
                 f"Wrote {manifest.rows} rows as {', '.join(formats)} to {options['out']}"

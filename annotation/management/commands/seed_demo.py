@@ -10,11 +10,13 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from annotation.links import invitation_link
 from annotation.models import Invitation, Study
 from annotation.services.participation import invitation_create_bulk
 from annotation.services.study import study_create, study_update
+from kernel.cli import at_least_one
 from kernel.exceptions import ApplicationError
 
 DEMO_SLUG = "demo"
@@ -36,7 +38,9 @@ class Command(BaseCommand):
     help = "Create the demo study (2 models x 2 conditions, offline backends), an invitation and an admin account."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--uses", type=int, default=100, help="How many annotators the printed link admits.")
+        parser.add_argument(
+            "--uses", type=at_least_one, default=100, help="How many annotators the printed link admits."
+        )
         parser.add_argument(
             "--admin-password",
             default=None,
@@ -55,6 +59,8 @@ class Command(BaseCommand):
             help="demo: the bundled demo abstracts; corpus: the local corpus filled by import_corpus.",
         )
 
+    # One transaction: a refusal part-way (an invitation the service will not make) leaves no half-made study.
+    @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
         instructions = CORPUS_INSTRUCTIONS if options["retrieval"] == "corpus" else DEMO_INSTRUCTIONS
         study = Study.objects.filter(slug=DEMO_SLUG).first()
@@ -80,10 +86,13 @@ class Command(BaseCommand):
             # Created by an earlier release, whose instructions told annotators about the manipulation.
             study.instructions = instructions
             study.save(update_fields=["instructions"])
-        invitation = (
-            Invitation.objects.filter(study=study, note="demo").first()
-            or invitation_create_bulk(study=study, count=1, max_uses=options["uses"], note="demo")[0]
-        )
+        try:
+            invitation = (
+                Invitation.objects.filter(study=study, note="demo").first()
+                or invitation_create_bulk(study=study, count=1, max_uses=options["uses"], note="demo")[0]
+            )
+        except ApplicationError as exc:
+            raise CommandError(f"--uses: {exc.message}") from exc
         sign_in = self._admin(options["admin_password"], options["admin_password_file"])
         site = settings.SITE_URL.rstrip("/")
         self.stdout.write("")

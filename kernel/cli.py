@@ -1,0 +1,31 @@
+"""What the command lines share about their input, refused before any work (no Django here)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+
+def at_least_one(text: str) -> int:
+    """An argparse type for a count that must be at least 1 (0 or less would quietly mean something else)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def out_dir_problem(out_dir: Path) -> str | None:
+    """Why `out_dir` cannot be the folder a command writes into, or None: asked before the work runs, so a
+    wrong `--out` costs nothing and leaves nothing half-written."""
+    for path in (out_dir, *out_dir.parents):
+        if path.exists():
+            if not path.is_dir():
+                return f"{path} exists and is not a folder"
+            if not os.access(path, os.W_OK | os.X_OK):
+                return f"cannot write into {path}"
+            return None
+    return None
