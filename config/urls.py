@@ -24,3 +24,6 @@ urlpatterns = [
 admin.site.site_header = "Satisfy administration"
 admin.site.site_title = "Satisfy"
 admin.site.index_title = "Studies, annotators and generation jobs"
+
+# Django's 404 page, except under /api/, where a path no view matches is the API's JSON error.
+handler404 = "kernel.exception_handlers.page_not_found"

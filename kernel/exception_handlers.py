@@ -1,11 +1,13 @@
-"""One handler maps domain errors and DRF errors to `{"message": ..., "extra": {...}}` responses."""
+"""One handler maps domain errors and DRF errors to `{"message": ..., "extra": {...}}` responses; the URLconf's
+404 handler answers a path under /api/ that no view matches in the same shape."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -13,12 +15,17 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from kernel.exceptions import ApplicationError
 
 
+def error_body(message: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The API's error shape: `{"message": ..., "extra": {...}}`."""
+    return {"message": message, "extra": dict(extra or {})}
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
         extra = dict(exc.extra)
         if exc.field:
             extra.setdefault("fields", {exc.field: [exc.message]})
-        return Response({"message": exc.message, "extra": extra}, status=exc.status)
+        return Response(error_body(exc.message, extra), status=exc.status)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
@@ -29,8 +36,16 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, exceptions.ValidationError):
         detail = response.data
         fields = detail if isinstance(detail, dict) else {"non_field_errors": detail}
-        response.data = {"message": "Validation error", "extra": {"fields": fields}}
+        response.data = error_body("Validation error", {"fields": fields})
     else:
         detail = response.data.get("detail", response.data) if isinstance(response.data, dict) else response.data
-        response.data = {"message": str(detail), "extra": {}}
+        response.data = error_body(str(detail))
     return response
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """`handler404`: a URL no view matches (`/api/v1/nonexistent/`, a non-numeric id) is the API's JSON 404 under
+    /api/, as a DRF view's own 404 is, and Django's 404 page everywhere else."""
+    if request.path_info.startswith("/api/"):
+        return JsonResponse(error_body(str(exceptions.NotFound.default_detail)), status=404)
+    return defaults.page_not_found(request, exception)
