@@ -19,6 +19,7 @@ from annotation.models import (
     Study,
     StudyMembership,
     StudySystem,
+    study_languages,
 )
 from annotation.services.participation import participation_resume_url
 from annotation.services.study import LIMITS, STUDY_FIELDS, limit_message
@@ -370,6 +371,15 @@ class StudySerializer(serializers.ModelSerializer):
                 for name, (low, high) in LIMITS.items()
             },
         }
+
+    def get_extra_kwargs(self) -> dict[str, Any]:
+        # The service's wording for an unknown language (study_validate), which DRF's choice check would otherwise
+        # answer first; built per serializer because the choices are settings.LANGUAGES, read when asked.
+        kwargs: dict[str, Any] = super().get_extra_kwargs()
+        codes = ", ".join(code for code, _name in study_languages())
+        message = f"Unknown language {{input!r}}; choose one of {codes}."
+        kwargs.setdefault("language", {}).setdefault("error_messages", {})["invalid_choice"] = message
+        return kwargs
 
 
 class OpenLinkSerializer(serializers.Serializer):

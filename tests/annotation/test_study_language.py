@@ -45,6 +45,25 @@ def test_the_admin_api_sets_the_language_and_answers_a_bad_one_with_400_naming_i
     assert Study.objects.get(slug="de").language == "de"
 
 
+def test_the_admin_api_refuses_an_unknown_language_in_the_services_words():
+    api = APIClient()
+    api.force_authenticate(get_user_model().objects.create_superuser("root", "root@example.org", "pw"))
+    StudyFactory(slug="s1")
+    with pytest.raises(ApplicationError) as service:
+        study_create(slug="fr", title="French", language="fr")
+    for refused in (
+        api.patch("/api/v1/admin/studies/s1/", {"language": "fr"}, format="json"),
+        api.post("/api/v1/admin/studies/", {"slug": "fr", "title": "French", "language": "fr"}, format="json"),
+    ):
+        assert refused.status_code == 400
+        assert refused.json() == {
+            "message": "Validation error",
+            "extra": {"fields": {"language": ["Unknown language 'fr'; choose one of en, de."]}},
+        }
+        assert refused.json()["extra"]["fields"]["language"] == [service.value.message]
+    assert Study.objects.get(slug="s1").language == "en"
+
+
 def test_the_admin_form_offers_the_languages_by_name():
     admin = Client()
     admin.force_login(get_user_model().objects.create_superuser("root", "root@example.org", "pw"))
