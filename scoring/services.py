@@ -128,6 +128,11 @@ def scoring_run_start(
     environment), whose identity is stored with every score."""
     if not metrics:
         raise ApplicationError("Choose at least one metric.", field="metrics")
+    if metrics == ["offline"]:
+        # As `python -m scoring.cli --metrics offline`: every metric that runs here with no network.
+        from scoring.core.api import offline_metrics
+
+        metrics = list(offline_metrics())
     if reference not in REFERENCE_CHOICES:
         raise ApplicationError(f"Reference must be one of {', '.join(REFERENCE_CHOICES)}.", field="reference")
     if source not in SOURCE_CHOICES:
