@@ -248,7 +248,7 @@ class ModelPermissionsByAction(permissions.BasePermission):
         # A method the view does not offer is 405 for everyone: DRF would answer it only after the
         # permissions, and this table has no row for it (DELETE on a study is `destroy`, left out).
         if request.method not in view.allowed_methods:
-            raise exceptions.MethodNotAllowed(request.method)
+            raise exceptions.MethodNotAllowed(str(request.method))
         user = request.user
         if not (user and user.is_authenticated and user.is_active):
             return False
