@@ -5,7 +5,7 @@ table itself with its manifest."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,11 @@ def write_analysis(
     filters: Mapping[str, Any] | None = None,
     export_formats: Sequence[str] = FORMATS,
 ) -> AnalysisOutputs:
-    """Write the report, its tables and (unless ``export_formats`` is empty) the comparison table."""
+    """Write the report, its tables and (unless ``export_formats`` is empty) the comparison table. A
+    ``filters["source"]`` (the file the table was read from) is recorded in the report's provenance too, so a
+    report of a table that is not re-exported still names its input."""
+    if filters and filters.get("source") and not report.provenance.source:
+        report = replace(report, provenance=replace(report.provenance, source=str(filters["source"])))
     out_dir.mkdir(parents=True, exist_ok=True)
     systems = system_tables(table)
     paths = write_report(report, out_dir, title=title, systems=systems)

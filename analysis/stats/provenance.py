@@ -181,6 +181,8 @@ class Provenance(ResultMixin):
     created_at: str
     n_tie: int = 0
     """Ties ("both equally good"): left out of every decided statistic, like "neither"."""
+    source: str = ""
+    """The comparison table's file name when the analysis read one (file mode); empty for a study's."""
 
 
 def now_iso() -> str:

@@ -151,6 +151,10 @@ def test_analyze_command_study_and_file_modes(played_study, tmp_path):
     # One default seed for every way in: the same table gives the same intervals from the study and the file.
     assert again["config"]["seed"] == report["config"]["seed"]
     assert again["win_rates"] == report["win_rates"] and again["bradley_terry"] == report["bradley_terry"]
+    # The file's report names its input, though the table is not written again (no --export).
+    assert again["provenance"]["source"] == "comparisons.csv" and report["provenance"]["source"] == ""
+    assert again["provenance"]["table_sha256"] == report["provenance"]["table_sha256"]
+    assert not (tmp_path / "file" / "comparisons.manifest.json").exists()
     with pytest.raises(CommandError, match="No study"):
         call_command("analyze", "--study", "missing", "--out", str(tmp_path / "x"))
 
