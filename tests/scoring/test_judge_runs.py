@@ -248,3 +248,16 @@ def test_score_study_names_the_judge_setting_still_missing(played_study, monkeyp
     with pytest.raises(CommandError, match=r"--judge-base-url or JUDGE_BASE_URL"):
         call_command("score_study", "--study", played_study.slug, "--pairwise", "--judge-name", "cli-judge")
     assert not ScoringRun.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)  # --now runs the chunks as its commit's callbacks, before it prints
+def test_score_study_says_how_many_values_a_missing_judge_left_empty(played_study, monkeypatch):  # noqa: F811
+    for name in ("JUDGE_MODEL", "JUDGE_BASE_URL", "JUDGE_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    out = io.StringIO()
+    call_command("score_study", "--study", played_study.slug, "--metrics", "geval_overall,rouge1", "--now", stdout=out)
+    candidates = Candidate.objects.filter(query__participation__study=played_study).count()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"Scored {candidates} of {candidates} candidates with geval_overall, rouge1."
+    # Every judge value is empty (no judge configured), every ROUGE value is there.
+    assert lines[1].startswith(f"{candidates} values could not be computed (e.g. ") and "judge" in lines[1]

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.models import Study
 from kernel.exceptions import ApplicationError
 from scoring import services
-from scoring.models import ScoringRun
+from scoring.models import CandidateScore, ScoringRun
 
 
 def _judge(options: dict[str, Any]) -> dict[str, str] | None:
@@ -88,8 +88,24 @@ class Command(BaseCommand):
                     f"with {', '.join(metrics)}."
                 )
             )
+            if not options["pairwise"]:
+                self._say_missing(run)
         else:
             self.stdout.write(
                 f"Queued scoring run {run.pk}: {run.total} {'matches' if options['pairwise'] else 'candidates'} in "
                 "chunks; progress on the research page."
             )
+
+    def _say_missing(self, run: ScoringRun) -> None:
+        """How many of the run's values could not be computed (stored empty, with a reason), and the first
+        reason: "Scored 52 of 52" alone reads as 52 values where an unconfigured judge gave none."""
+        missing = CandidateScore.objects.filter(
+            candidate__query__participation__study_id=run.study_id,
+            metric__in=run.metrics,
+            computed_at__gte=run.created_at,
+            value__isnull=True,
+        )
+        count = missing.count()
+        if count:
+            reason = missing.exclude(reason="").values_list("reason", flat=True).first() or "no reason recorded"
+            self.stdout.write(self.style.WARNING(f"{count} values could not be computed (e.g. {reason})."))
