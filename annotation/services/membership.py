@@ -82,7 +82,7 @@ def membership_set(*, study: Study, user: Any, role: str) -> StudyMembership:
         raise ApplicationError(
             f"Unknown role {role!r}; choose one of {', '.join(StudyMembership.Role.values)}.", field="role"
         )
-    if _would_leave_no_owner(study=study, user=user, role=role):
+    if _would_leave_no_owner(study=study, user_id=user.pk, role=role):
         raise ApplicationError(LAST_OWNER, field="role")
     membership, _ = StudyMembership.objects.update_or_create(study=study, user=user, defaults={"role": role})
     return membership
@@ -91,7 +91,7 @@ def membership_set(*, study: Study, user: Any, role: str) -> StudyMembership:
 @transaction.atomic
 def membership_remove(*, membership: StudyMembership) -> None:
     """End a membership (idempotent: one already gone is no error); never the last owner's."""
-    if _would_leave_no_owner(study=membership.study, user=membership.user, role=None):
+    if _would_leave_no_owner(study=membership.study_id, user_id=membership.user_id, role=None):
         raise ApplicationError(LAST_OWNER, field="username")
     StudyMembership.objects.filter(pk=membership.pk).delete()
 
@@ -121,9 +121,20 @@ def study_update_as(
     return study_update(study=study, systems=specs, **fields)
 
 
-def _would_leave_no_owner(*, study: Study, user: Any, role: str | None) -> bool:
-    owners = StudyMembership.objects.select_for_update().filter(study=study, role=StudyMembership.Role.OWNER)
-    return role != StudyMembership.Role.OWNER and not owners.exclude(user=user).exists() and owners.exists()
+def _would_leave_no_owner(*, study: Study | int, user_id: int, role: str | None) -> bool:
+    """Whether giving the user `role` (None: no membership) leaves a study that has owners without one. Every
+    owner row is locked, in one order, before deciding: two owners stepping down at once queue here, and the
+    second reads the first's change (a row no longer an owner drops out of its locked read) and is refused,
+    instead of each locking the other's row and both going ahead or deadlocking."""
+    if role == StudyMembership.Role.OWNER:
+        return False
+    owners = list(
+        StudyMembership.objects.select_for_update()
+        .filter(study=study, role=StudyMembership.Role.OWNER)
+        .order_by("pk")
+        .values_list("user_id", flat=True)
+    )
+    return bool(owners) and set(owners) <= {user_id}
 
 
 @transaction.atomic
@@ -138,6 +149,6 @@ def membership_set_as(*, by: Any, study: Study, user: Any, role: str) -> StudyMe
 def membership_remove_as(*, by: Any, study: Study, user: Any) -> None:
     """An owner (or a superuser) ends a user's membership (idempotent); never the last owner's."""
     _require(by=by, study=study, action=StudyAction.MANAGE)
-    if _would_leave_no_owner(study=study, user=user, role=None):
-        raise ApplicationError(LAST_OWNER, field="username")
-    StudyMembership.objects.filter(study=study, user=user).delete()
+    membership = StudyMembership.objects.filter(study=study, user=user).first()
+    if membership is not None:
+        membership_remove(membership=membership)
