@@ -6,13 +6,15 @@ rules the admin API and the research pages follow; docs/permissions.md has the t
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError
 from django.db.models import Count, Q, QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -61,6 +63,8 @@ from annotation.services.study import (
 from kernel.exceptions import ApplicationError
 from kernel.storable import DB_INT_MAX
 
+logger = logging.getLogger(__name__)
+
 STUDY_FILTER = admin.RelatedOnlyFieldListFilter  # lists only the studies whose rows the user may see
 
 
@@ -72,7 +76,58 @@ def _follow(obj: Any, path: str) -> Study | None:
     return obj
 
 
-class StudyScopedAdmin(admin.ModelAdmin):
+CONFLICT = (
+    "Someone else changed this at the same moment, so nothing was saved. The form below is as you sent it: "
+    "check it against what is stored now and save again."
+)
+
+
+class RefusalsAsFormErrors(admin.ModelAdmin):
+    """A save that the services refuse after the form was checked is shown on the form, never as a 500.
+
+    Django checks the form, then saves inside one transaction. Someone else's change in between (another owner
+    stepping down, a concurrent save taking the same unique value) makes the service raise ApplicationError,
+    or the database raise IntegrityError, after the form said yes. The transaction has then rolled back
+    everything this save wrote, so the page is rendered again from the same POST, checked against what is
+    stored now, with the refusal as the form's error: what the person typed stays on the page to fix and send
+    again."""
+
+    def changeform_view(  # type: ignore[override]
+        self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except (ApplicationError, ValidationError, IntegrityError) as error:
+            if request.method != "POST" or hasattr(request, "_save_refused"):
+                raise
+            logger.warning("admin save of %s %s refused after its form was checked: %r", self.opts, object_id, error)
+            request._save_refused = _refusal_message(error)  # type: ignore[attr-defined]
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        refused: str | None = getattr(request, "_save_refused", None)
+        if refused is None:
+            return form
+        refusal: str = refused
+
+        class Refused(form):  # type: ignore[misc, valid-type]
+            def clean(self) -> dict[str, Any]:
+                super().clean()
+                raise forms.ValidationError(refusal)
+
+        return Refused
+
+
+def _refusal_message(error: Exception) -> str:
+    if isinstance(error, ApplicationError):
+        return f"Nothing was saved: {error.message}"
+    if isinstance(error, ValidationError):
+        return "Nothing was saved: " + " ".join(error.messages)
+    return CONFLICT
+
+
+class StudyScopedAdmin(RefusalsAsFormErrors):
     """Rows of the studies the user is a member of with a role allowing `view_action` (changing and
     deleting need `change_action`), on top of Django's model permissions; superusers see every row."""
 
@@ -774,7 +829,7 @@ class BracketAdmin(RecordAdmin):
 
 
 @admin.register(PromptTemplate)
-class PromptTemplateAdmin(admin.ModelAdmin):
+class PromptTemplateAdmin(RefusalsAsFormErrors):
     list_display = ["name", "version", "created_at"]
 
     def save_model(self, request: HttpRequest, obj: PromptTemplate, form: forms.ModelForm, change: bool) -> None:
@@ -783,5 +838,6 @@ class PromptTemplateAdmin(admin.ModelAdmin):
             latest = PromptTemplate.objects.filter(name=obj.name).order_by("-version").first()
             obj.pk = None
             obj.version = (latest.version if latest else 0) + 1
-            self.message_user(request, f"Saved as version {obj.version}; point studies at it to use it.", messages.INFO)
         super().save_model(request, obj, form, change)
+        if change:  # said once saved: a save refused at the database (RefusalsAsFormErrors) says so instead
+            self.message_user(request, f"Saved as version {obj.version}; point studies at it to use it.", messages.INFO)
