@@ -125,3 +125,33 @@ def test_missing_server_and_bad_settings_fail_with_reasons(settings: object) -> 
         OpenAIChatGeneration({"base_url": "http://127.0.0.1:9/v1", "api_key_env": "STUDY_MISSING_KEY"}).generate(
             request()
         )
+
+
+def test_the_cached_clients_close_their_connections_when_the_process_exits() -> None:
+    """A worker or test process keeps one client per model server (connections reused). At exit they are
+    closed before the interpreter tears down, where closing fails and Python reports each pooled socket as
+    `ResourceWarning: unclosed socket`. The probe's own exit hook, registered first, runs last and reports."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = (
+        "import atexit; held = []; "
+        "atexit.register(lambda: print('closed at exit:', [all(c.is_closed() for c in h._clients) for h in held])); "
+        "import django; django.setup(); "
+        "from annotation.backends import openai_chat; from kernel.backends import GenerationRequest; "
+        "from tests.support.openai_standin import openai_standin\n"
+        "with openai_standin() as server:\n"
+        "    for model in ('a', 'b'):\n"
+        "        openai_chat.OpenAIChatGeneration({'base_url': server.base_url, 'use_cache': False}).generate(\n"
+        "            GenerationRequest(query='q', documents=(), prompt='p', model=model))\n"
+        "    held.extend(openai_chat._clients.values())\n"
+        "print('cached:', len(held))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", probe], capture_output=True, text=True, timeout=120, check=True,
+        cwd=Path(__file__).resolve().parents[3], env=os.environ.copy(),
+    )  # fmt: skip
+    assert out.stdout.split() == ["cached:", "2", "closed", "at", "exit:", "[True,", "True]"], out.stderr[-3000:]
+    assert "unclosed" not in out.stderr, out.stderr[-3000:]
