@@ -513,17 +513,29 @@ def _save_systems(study: Study, specs: Sequence[Mapping[str, Any]]) -> None:
     keep = {spec["id"] for spec in specs if spec["id"] is not None}
     study.systems.exclude(pk__in=keep).delete()
     existing = {s.pk: s for s in study.systems.all()}
+    changes = []
     for spec in specs:
-        values = {name: spec[name] for name in SYSTEM_FIELDS}
+        if spec["id"] is not None:
+            system = existing[spec["id"]]
+            values = {name: spec[name] for name in SYSTEM_FIELDS}
+            changed = [name for name, value in values.items() if getattr(system, name) != value]
+            if changed:
+                changes.append((system, values, changed))
+    # The unique constraints (a label, a model and condition per study) hold after every statement, so a swap
+    # (two labels exchanged, or a model's two conditions) saved row by row collided with the row not yet
+    # saved: the rows whose keys change first step aside to keys no system can have (a label is a slug).
+    moving = [system.pk for system, _, changed in changes if set(changed) & {"label", "model_name", "condition"}]
+    for pk in moving:
+        StudySystem.objects.filter(pk=pk).update(label=f"~moving~{pk}", model_name=f"~moving~{pk}")
+    for system, values, changed in changes:
+        if system.pk in moving:
+            changed = sorted({*changed, "label", "model_name"})
+        for name in changed:
+            setattr(system, name, values[name])
+        system.save(update_fields=changed)
+    for spec in specs:
         if spec["id"] is None:
-            StudySystem.objects.create(study=study, **values)
-            continue
-        system = existing[spec["id"]]
-        changed = [name for name, value in values.items() if getattr(system, name) != value]
-        if changed:
-            for name in changed:
-                setattr(system, name, values[name])
-            system.save(update_fields=changed)
+            StudySystem.objects.create(study=study, **{name: spec[name] for name in SYSTEM_FIELDS})
 
 
 def _default_systems() -> list[dict[str, Any]]:

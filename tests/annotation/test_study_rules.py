@@ -252,6 +252,32 @@ def test_patch_cannot_change_systems_once_summaries_exist(api, django_capture_on
     assert StudySystem.objects.get(pk=systems[0]["id"]).model_name == systems[0]["model_name"]
 
 
+def test_a_draft_design_can_swap_two_labels_or_a_models_two_conditions(admin_client, api):
+    """Each swap passes through a moment where two rows hold one label (or one model and condition); saved
+    row by row it broke the unique constraint: a 500 on the admin page and through the API."""
+    study = StudyFactory(status=Study.Status.DRAFT)
+    first, second, third, fourth = study.systems.order_by("order")
+    assert (first.model_name, third.model_name) == (second.model_name, fourth.model_name)  # 2 models x 2 conditions
+    rows = [{"label": second.label}, {"label": first.label}, {}, {}]
+    saved = admin_client.post(_change_url(study), _form_data(study, systems=rows))
+    assert saved.status_code == 302, saved.content.decode()[-3000:]
+    labels = dict(StudySystem.objects.filter(study=study).values_list("pk", "label"))
+    assert (labels[first.pk], labels[second.pk]) == (second.label, first.label)
+
+    rows = [{}, {}, {"condition": fourth.condition}, {"condition": third.condition}]
+    saved = admin_client.post(_change_url(study), _form_data(study, systems=rows))
+    assert saved.status_code == 302, saved.content.decode()[-3000:]
+    conditions = dict(StudySystem.objects.filter(study=study).values_list("pk", "condition"))
+    assert (conditions[third.pk], conditions[fourth.pk]) == (fourth.condition, third.condition)
+
+    systems = api.get(f"/api/v1/admin/studies/{study.slug}/").json()["systems"]
+    swapped = [{**systems[0], "label": systems[1]["label"]}, {**systems[1], "label": systems[0]["label"]}, *systems[2:]]
+    patched = api.patch(f"/api/v1/admin/studies/{study.slug}/", {"systems": swapped}, format="json")
+    assert patched.status_code == 200, patched.json()
+    assert [s["label"] for s in patched.json()["systems"][:2]] == [systems[1]["label"], systems[0]["label"]]
+    assert StudySystem.objects.filter(study=study).count() == 4
+
+
 # --- the services -------------------------------------------------------------------------------------
 
 
