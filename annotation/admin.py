@@ -77,8 +77,8 @@ def _follow(obj: Any, path: str) -> Study | None:
 
 
 CONFLICT = (
-    "Someone else changed this at the same moment, so nothing was saved. The form below is as you sent it: "
-    "check it against what is stored now and save again."
+    "Nothing was saved: it conflicts with what is stored now, most likely a change someone else made at the same "
+    "moment. The form below is as you sent it: check it against what is stored now and save again."
 )
 
 
@@ -580,12 +580,49 @@ class StudyAdmin(StudyScopedAdmin):
         return render(request, "admin/annotation/bulk_invitations.html", context)
 
 
+class InvitationForm(forms.ModelForm):
+    """An invitation's uses are the annotators' to count, not the form's: the form checks its new limit
+    against the count stored now (the database's own check does not run on a field the page only shows)."""
+
+    class Meta:
+        model = Invitation
+        fields = ["study", "max_uses", "expires_at", "note"]
+
+    def clean_max_uses(self) -> int:
+        max_uses = self.cleaned_data["max_uses"]
+        if max_uses is not None and max_uses < 1:
+            raise forms.ValidationError("An invitation must allow at least one use.")
+        if max_uses is not None and max_uses > DB_INT_MAX:
+            raise forms.ValidationError(f"An invitation allows at most {DB_INT_MAX} uses.")
+        used = Invitation.objects.filter(pk=self.instance.pk).values_list("uses", flat=True).first() or 0
+        if max_uses is not None and max_uses < used:
+            raise forms.ValidationError(
+                f"{used} annotator(s) have already joined with this invitation: allow at least {used} uses."
+            )
+        return max_uses
+
+
 @admin.register(Invitation)
 class InvitationAdmin(StudyScopedAdmin):
     list_display = ["study", "link", "uses", "max_uses", "expires_at", "note", "created_at"]
     list_filter = [("study", STUDY_FILTER)]
     readonly_fields = ["token", "uses", "created_at"]
     search_fields = ["note", "token"]
+    form = InvitationForm
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Invitation | None = None) -> list[str]:  # type: ignore[override]
+        # A link already handed out stays the study's it was made for.
+        return [*self.readonly_fields, "study"] if obj is not None else list(self.readonly_fields)
+
+    def save_model(self, request: HttpRequest, obj: Invitation, form: forms.ModelForm, change: bool) -> None:
+        if not change:  # a new invitation gets its token where every other one does
+            (created,) = invitation_create_bulk(
+                study=obj.study, count=1, max_uses=obj.max_uses, expires_at=obj.expires_at, note=obj.note
+            )
+            obj.pk, obj.token, obj.created_at, obj._state.adding = created.pk, created.token, created.created_at, False
+            return
+        # Only what the page edits: the uses counted by annotators who joined meanwhile are kept.
+        obj.save(update_fields=["max_uses", "expires_at", "note"])
 
     @admin.display(description="Invitation link")
     def link(self, obj: Invitation) -> str:

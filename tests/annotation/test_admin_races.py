@@ -119,7 +119,7 @@ def test_two_edits_of_one_prompt_template_at_once_keep_both_versions_or_say_why(
     assert seen, "the admin never read the latest version"
     page = response.content.decode()
     assert response.status_code == 200, page[-3000:]
-    assert "Someone else changed this at the same moment, so nothing was saved" in page
+    assert "it conflicts with what is stored now, most likely a change someone else made at the same moment" in page
     assert "briefly" in page  # the edit as sent
     assert list(PromptTemplate.objects.filter(name="brief").values_list("version", "body").order_by("version")) == [
         (1, "Answer {query} from {documents}."),
