@@ -324,8 +324,8 @@ class StudyMembershipFormSet(BaseInlineFormSet):
         for form in self.forms:
             data = getattr(form, "cleaned_data", None) or {}
             if self.can_delete and self._should_delete_form(form):  # type: ignore[attr-defined]
-                if form.instance.pk is not None:
-                    after.discard(form.instance.user_id)
+                if form.instance.pk is not None:  # the stored row goes, whatever user the row now names
+                    after.discard(form.initial.get("user"))
             elif data.get("user") is not None:
                 if data.get("role") == StudyMembership.Role.OWNER:
                     after.add(data["user"].pk)

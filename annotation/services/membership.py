@@ -90,8 +90,13 @@ def membership_set(*, study: Study, user: Any, role: str) -> StudyMembership:
 
 @transaction.atomic
 def membership_remove(*, membership: StudyMembership) -> None:
-    """End a membership (idempotent: one already gone is no error); never the last owner's."""
-    if _would_leave_no_owner(study=membership.study_id, user_id=membership.user_id, role=None):
+    """End a membership (idempotent: one already gone is no error); never the last owner's. The stored row's
+    member is the one checked, whatever user the given instance now names (an admin form's row edited and
+    deleted in one save)."""
+    stored = StudyMembership.objects.filter(pk=membership.pk).values_list("user_id", flat=True).first()
+    if stored is None:
+        return
+    if _would_leave_no_owner(study=membership.study_id, user_id=stored, role=None):
         raise ApplicationError(LAST_OWNER, field="username")
     StudyMembership.objects.filter(pk=membership.pk).delete()
 

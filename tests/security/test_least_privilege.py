@@ -338,3 +338,21 @@ def test_the_admin_page_keeps_the_last_owner_and_hands_a_study_over_in_one_save(
     assert saved.status_code == 302, saved.content.decode()[-2000:]
     roles = dict(StudyMembership.objects.filter(study=world.study).values_list("user__username", "role"))
     assert roles[colleague.username] == "owner" and roles[owner.username] == "viewer"
+
+
+def test_the_last_owners_row_cannot_be_deleted_by_naming_someone_else_on_it(world):
+    """The row's user changed to a colleague and the row ticked for deletion in one save: the check read the
+    colleague, the stored row deleted was the owner's, and the study was left with no owner."""
+    owner = world.users["owner_member"]
+    colleague = world.users["researcher_non_member"]
+    membership = StudyMembership.objects.get(study=world.study, user=owner)
+    row = {"memberships-TOTAL_FORMS": "1", "memberships-INITIAL_FORMS": "1", "memberships-0-id": membership.pk}
+    row |= {"memberships-0-study": world.study.pk, "memberships-0-user": colleague.pk, "memberships-0-role": "owner"}
+    refused = _client(owner).post(
+        _change_url(world.study), _form_data(world.study) | row | {"memberships-0-DELETE": "on"}
+    )
+    assert refused.status_code == 200
+    assert "A study keeps at least one owner" in refused.content.decode()
+    assert list(StudyMembership.objects.filter(study=world.study, role="owner").values_list("user", flat=True)) == [
+        owner.pk
+    ]
