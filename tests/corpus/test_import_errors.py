@@ -145,3 +145,17 @@ def test_numeric_ids_are_accepted_as_text(tmp_path):
     path.write_text('{"id": 42, "abstract": "Numbered."}\n')
     run_import(str(path))
     assert CorpusDocument.objects.get().external_id == "42"
+
+
+def test_the_admin_page_takes_the_documents_an_import_takes_and_names_what_it_refuses(admin_client):
+    """A document added by hand on the admin page gets the import's limits: an abstract of a megabyte was a
+    500 (PostgreSQL's search vector refuses it), now a form error, and nothing is stored."""
+    form = {"external_id": "by-hand", "title": "Night shifts", "year": "2024", "extra": "{}", "url": ""}
+    huge = " ".join(f"finding{i}" for i in range(120_000))  # distinct words: a search vector over 1 MB
+    refused = admin_client.post("/admin/corpus/corpusdocument/add/", form | {"abstract": huge})
+    assert refused.status_code == 200
+    assert f"Ensure this value has at most {MAX_ABSTRACT_CHARS} characters" in refused.content.decode()
+    assert not CorpusDocument.objects.filter(external_id="by-hand").exists()
+    saved = admin_client.post("/admin/corpus/corpusdocument/add/", form | {"abstract": "Night shifts and sleep."})
+    assert saved.status_code == 302, saved.content.decode()[-2000:]
+    assert CorpusDocument.objects.get(external_id="by-hand").abstract == "Night shifts and sleep."
