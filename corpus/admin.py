@@ -15,7 +15,7 @@ class CorpusDocumentForm(forms.ModelForm):
 
     class Meta:
         model = CorpusDocument
-        fields = "__all__"
+        fields = ["external_id", "title", "abstract", "url", "year", "extra"]
 
 
 @admin.register(CorpusDocument)
