@@ -795,9 +795,15 @@ class QueryAdmin(RecordAdmin):
 
     @admin.action(description="Retry failed retrieval and generations of selected queries", permissions=["change"])
     def retry_failed(self, request: HttpRequest, queryset: QuerySet[Query]) -> None:
+        retried = 0
         for query in self.managed(request, queryset):
-            query_retry_failed(query=query)
-        self.message_user(request, "Failed work was queued again.", messages.SUCCESS)
+            if query.status == Query.Status.FAILED or query.candidates.filter(status=Candidate.Status.FAILED).exists():
+                query_retry_failed(query=query)
+                retried += 1
+        if retried:
+            self.message_user(request, f"Failed work of {retried} question(s) was queued again.", messages.SUCCESS)
+        else:
+            self.message_user(request, "Nothing to retry: no selected question had failed work.", messages.WARNING)
 
 
 @admin.register(Candidate)

@@ -114,3 +114,20 @@ def test_an_invitations_limit_cannot_go_below_the_annotators_who_joined_with_it(
     saved = client.post(url, {"max_uses": "3", "note": "fewer"})
     assert saved.status_code == 302
     assert Invitation.objects.filter(pk=invitation.pk).values_list("max_uses", "uses", "note").get() == (3, 2, "fewer")
+
+
+def test_retrying_questions_without_failed_work_says_there_was_nothing_to_retry(
+    client, django_capture_on_commit_callbacks
+):
+    from annotation.models import Query
+
+    admin = get_user_model().objects.create_superuser("root", "root@example.org", "pw")
+    client.force_login(admin)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = query_submit(participation=join(StudyFactory()), text="night shifts and sleep", client_token="")
+    assert Query.objects.get(pk=query.pk).status == Query.Status.READY
+    response = client.post(
+        "/admin/annotation/query/", {"action": "retry_failed", "_selected_action": [query.pk]}, follow=True
+    )
+    assert "Nothing to retry: no selected question had failed work." in response.content.decode()
+    assert "queued again" not in response.content.decode()

@@ -98,7 +98,7 @@ def test_an_administrator_invites_follows_progress_and_retries(
     failed_row.locator("input.action-select").check()
     page.locator("select[name=action]").select_option("retry_failed")
     page.get_by_role("button", name="Go", exact=True).click()
-    expect(page.locator(".messagelist")).to_contain_text("Failed work was queued again.")
+    expect(page.locator(".messagelist")).to_contain_text("Failed work of 1 question(s) was queued again.")
     camera.shot(page, "queries-retried")
     failed.refresh_from_db()
     assert failed.status == Query.Status.READY and failed.candidates.filter(status="done").count() == 4
