@@ -6,6 +6,7 @@ rules the admin API and the research pages follow; docs/permissions.md has the t
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -13,6 +14,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
 from django.contrib.auth import get_user_model
+from django.core import signing
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError
 from django.db.models import Count, Q, QuerySet
@@ -59,6 +61,7 @@ from annotation.services.study import (
     SYSTEM_FIELDS,
     study_has_candidates,
     study_validate,
+    system_spec,
 )
 from kernel.exceptions import ApplicationError
 from kernel.storable import DB_INT_MAX
@@ -354,8 +357,52 @@ class StudyMembershipInline(StudyPartInline):
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
+STATE_SALT = "annotation.admin.study-page-state"
+
+
+def _stored_state(study_pk: int) -> dict[str, Any]:
+    """What a study's change page shows and saves, as stored now: its settings and status, its systems, its
+    members, and whether its design is frozen by generated summaries."""
+    study = Study.objects.get(pk=study_pk)
+    return {
+        **{name: study.serializable_value(name) for name in ("status", *STUDY_FIELDS)},
+        "systems": sorted((system_spec(s) for s in StudySystem.objects.filter(study_id=study_pk)), key=str),
+        "members": sorted(
+            list(m) for m in StudyMembership.objects.filter(study_id=study_pk).values_list("user", "role")
+        ),
+        "summaries": study_has_candidates(study=study),
+    }
+
+
+def _state_token(state: dict[str, Any]) -> str:
+    return signing.dumps(json.loads(json.dumps(state, default=str)), salt=STATE_SALT, compress=True)
+
+
+def _what_changed(loaded: dict[str, Any] | None, now: dict[str, Any]) -> str:
+    if loaded is None:
+        return "the page's record of what it loaded is unreadable"
+    if now["summaries"] and not loaded.get("summaries"):
+        return "its first summaries were generated, so its systems and prompt template can no longer change"
+    named = {"systems": "the systems", "members": "the members"}
+    changed = []
+    for key, value in now.items():
+        if key == "summaries" or loaded.get(key) == value:
+            continue
+        if key == "status":
+            changed.append(f"the status (now {Study.Status(value).label})")
+        else:
+            changed.append(named.get(key) or str(getattr(Study._meta.get_field(key), "verbose_name", key)))
+    return ", ".join(changed)
+
+
 class StudyAdminForm(forms.ModelForm):
-    """The study's own fields, with the service's choices and limits so errors sit next to the field."""
+    """The study's own fields, with the service's choices and limits so errors sit next to the field.
+
+    The page carries what it loaded (`loaded_state`, signed): sent back after someone else changed the study,
+    it is refused, naming what changed, instead of writing its stale values over theirs (a closed study
+    reopened by a page opened before it was closed). Sent again from the refusal, it overwrites on purpose."""
+
+    loaded_state = forms.CharField(required=False, widget=forms.HiddenInput)
 
     retrieval_backend = forms.ChoiceField(choices=[(name, name) for name in RETRIEVAL_BACKENDS])
     queries_per_annotator = forms.IntegerField(
@@ -394,6 +441,33 @@ class StudyAdminForm(forms.ModelForm):
 
     def clean_check_max_failures(self) -> int:
         return self.cleaned_data.get("check_max_failures") or 1
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None and not self.is_bound:
+            self.initial["loaded_state"] = _state_token(_stored_state(self.instance.pk))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        sent = data.get("loaded_state")
+        if self.instance.pk is None or not sent:  # a new study, or a post that did not come from the page
+            return data
+        try:
+            loaded = signing.loads(sent, salt=STATE_SALT)
+        except signing.BadSignature:
+            loaded = None
+        now = json.loads(json.dumps(_stored_state(self.instance.pk), default=str))
+        if loaded != now:
+            # The page shown again carries what is stored now: sending it again overwrites on purpose.
+            shown = self.data.copy()  # type: ignore[attr-defined]  # a QueryDict
+            shown[self.add_prefix("loaded_state")] = _state_token(now)
+            self.data = shown
+            raise forms.ValidationError(
+                f"Someone else changed this study since you opened this page: {_what_changed(loaded, now)}. Nothing "
+                "was saved. The form shows what you sent; reload the page to start from what is stored, or save "
+                "again to write your values over theirs."
+            )
+        return data
 
     class Meta:
         model = Study

@@ -129,3 +129,54 @@ def test_two_edits_of_one_prompt_template_at_once_keep_both_versions_or_say_why(
     again = client.post(f"/admin/annotation/prompttemplate/{template.pk}/change/", form)
     assert again.status_code == 302, again.content.decode()[-3000:]
     assert PromptTemplate.objects.get(name="brief", version=3).body == form["body"]
+
+
+def _loaded_state(page: str) -> str:
+    import re
+
+    (token,) = re.findall(r'name="loaded_state" value="([^"]+)"', page)
+    return token
+
+
+def test_a_study_page_opened_before_the_study_was_closed_does_not_reopen_it() -> None:
+    """A colleague closes the study (the crowd study is over) while the page is open elsewhere; saving that
+    page for a typo in its title wrote back its 'open' status and every other value it had loaded."""
+    admin = get_user_model().objects.create_superuser("root", password="pw")
+    study = StudyFactory(status=Study.Status.OPEN)
+    client = Client(raise_request_exception=False)
+    client.force_login(admin)
+    opened = client.get(_change_url(study))
+    form = _form_data(study, title="Typo fixed") | {"loaded_state": _loaded_state(opened.content.decode())}
+    Study.objects.filter(pk=study.pk).update(status=Study.Status.CLOSED)  # the colleague's close
+
+    refused = client.post(_change_url(study), form)
+    page = refused.content.decode()
+    assert refused.status_code == 200, page[-3000:]
+    assert "Someone else changed this study since you opened this page: the status (now Closed)." in page
+    assert Study.objects.get(pk=study.pk).status == Study.Status.CLOSED
+    assert Study.objects.get(pk=study.pk).title == study.title
+
+    # From the refusal, the page carries what is stored now: fixed and sent again, it saves.
+    again = form | {"status": "closed", "loaded_state": _loaded_state(page)}
+    saved = client.post(_change_url(study), again)
+    assert saved.status_code == 302, saved.content.decode()[-3000:]
+    assert Study.objects.filter(pk=study.pk).values_list("status", "title").get() == ("closed", "Typo fixed")
+
+
+def test_a_study_page_names_members_changed_since_it_was_opened_and_saves_when_nothing_changed() -> None:
+    users = get_user_model().objects
+    admin = users.create_superuser("root", password="pw")
+    omar = users.create_user("omar", password="pw", is_staff=True)
+    study = StudyFactory(status=Study.Status.DRAFT)
+    client = Client(raise_request_exception=False)
+    client.force_login(admin)
+    token = _loaded_state(client.get(_change_url(study)).content.decode())
+    unchanged = client.post(_change_url(study), _form_data(study, title="Renamed") | {"loaded_state": token})
+    assert unchanged.status_code == 302, unchanged.content.decode()[-3000:]
+
+    study.refresh_from_db()
+    token = _loaded_state(client.get(_change_url(study)).content.decode())
+    StudyMembership.objects.create(study=study, user=omar, role="owner")
+    refused = client.post(_change_url(study), _form_data(study, title="Again") | {"loaded_state": token})
+    assert "Someone else changed this study since you opened this page: the members." in refused.content.decode()
+    assert Study.objects.get(pk=study.pk).title == "Renamed"
