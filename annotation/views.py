@@ -230,6 +230,8 @@ def screening(request: HttpRequest, slug: str) -> HttpResponse:
         try:
             participation = participation_screen(participation=participation, answer=form.cleaned_data["answer"])
         except ApplicationError as error:
+            if error.status == 409:  # answered in another tab meanwhile, or no longer asked: carry on
+                return redirect("annotation:study", slug=slug)
             form.add_error("answer", error.message)
         else:
             if participation.screened_out_at is not None:
@@ -351,6 +353,8 @@ def profile(request: HttpRequest, slug: str) -> HttpResponse:
         try:
             persona_save(participation=participation, data=form.cleaned_data, shown_at=_shown_at(request))
         except ApplicationError as error:
+            if "screening" in error.extra:  # a screening question added since this page was read comes first
+                return redirect("annotation:screening", slug=slug)
             form.add_error(error.field, error.message)
         else:
             return redirect("annotation:study", slug=slug)
@@ -374,6 +378,8 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
     participation = participation_for(annotator=request.user, study_slug=slug)
     if error := _unavailable(participation):
         return _error_page(request, error, study=participation.study)
+    if participation_needs_screening(participation=participation):  # it comes first, on GET and POST alike
+        return redirect("annotation:screening", slug=slug)
     study_obj = participation.study
     used = participation_queries_used(participation=participation)
     if request.method == "GET":
@@ -395,6 +401,8 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
                 shown_at=_shown_at(request),
             )
         except ApplicationError as error:
+            if "screening" in error.extra:
+                return redirect("annotation:screening", slug=slug)
             if error.field:
                 form.add_error(error.field, error.message)
             else:

@@ -21,7 +21,11 @@ from annotation.models import (
     StudySystem,
     study_languages,
 )
-from annotation.services.participation import participation_resume_url
+from annotation.services.participation import (
+    participation_ended,
+    participation_needs_screening,
+    participation_resume_url,
+)
 from annotation.services.study import LIMITS, STUDY_FIELDS, limit_message
 from annotation.services.tournament import COMMENT_MAX_CHARS
 from kernel.rows import rows_by
@@ -51,6 +55,10 @@ class ParticipationSerializer(serializers.ModelSerializer):
         help_text="The participant's personal resume link (another browser or device continues where this one "
         "stopped); null in a preview or for an account that signs in with a password."
     )
+    screening = serializers.SerializerMethodField(
+        help_text="The study's screening question while this participation is to answer it ({question, choices}: "
+        "answer it at POST .../screening/; the persona and questions are refused until then), else null."
+    )
 
     class Meta:
         model = Participation
@@ -67,14 +75,33 @@ class ParticipationSerializer(serializers.ModelSerializer):
             "stopped_at",
             "persona",
             "resume_url",
+            "screening",
+            "screening_answer",
+            "screened_out_at",
+            "screen_out_reason",
         ]
 
     def get_resume_url(self, obj: Participation) -> str | None:
         return participation_resume_url(participation=obj)
 
+    @extend_schema_field(
+        {
+            "type": "object",
+            "nullable": True,
+            "properties": {"question": {"type": "string"}, "choices": {"type": "array", "items": {"type": "string"}}},
+        }
+    )
+    def get_screening(self, obj: Participation) -> dict[str, Any] | None:
+        due = participation_needs_screening(participation=obj) and not participation_ended(participation=obj)
+        return screening_body(obj.study) if due else None
+
     def get_persona(self, obj: Participation) -> dict | None:
         persona = obj.personas.order_by("-version").first()
         return PersonaSerializer(persona).data if persona else None
+
+
+class ScreeningAnswerSerializer(serializers.Serializer):
+    answer = serializers.CharField(max_length=200, help_text="One of the study's screening choices, as written.")
 
 
 class QueryCreateSerializer(serializers.Serializer):
@@ -193,7 +220,21 @@ def participation_body(participation: Participation, *, with_persona: bool = Tru
         "stopped_at": _datetime(participation.stopped_at),
         "persona": persona_body(persona) if persona else None,
         "resume_url": participation_resume_url(participation=participation),
+        # participation_needs_screening, from the persona read above (none: it has not passed the question).
+        "screening": screening_body(study)
+        if study.screening_question
+        and not participation.screening_answer
+        and persona is None
+        and not participation_ended(participation=participation)
+        else None,
+        "screening_answer": participation.screening_answer,
+        "screened_out_at": _datetime(participation.screened_out_at),
+        "screen_out_reason": participation.screen_out_reason,
     }
+
+
+def screening_body(study: Study) -> dict[str, Any]:
+    return {"question": study.screening_question, "choices": list(study.screening_choices)}
 
 
 def query_message(query: Query, progress: list[dict[str, object]]) -> str:

@@ -38,6 +38,7 @@ from annotation.services.participation import (
     invitation_create_bulk,
     invitation_join,
     participation_finish,
+    participation_screen,
     study_participants_counted,
 )
 from annotation.services.persona import persona_save
@@ -116,6 +117,20 @@ class ParticipationViewSet(viewsets.GenericViewSet):
     @extend_schema(responses=s.ParticipationSerializer)
     def retrieve(self, request: Request, pk: int) -> Response:
         return Response(s.participation_body(_own_participation(request, pk)))
+
+    @extend_schema(request=s.ScreeningAnswerSerializer, responses=s.ParticipationSerializer)
+    @action(detail=True, methods=["post"])
+    def screening(self, request: Request, pk: int) -> Response:
+        """Answer the study's screening question (shown as `screening` on the participation), which comes
+        before the persona. An answer outside the accepted ones ends the participation as screened out
+        (`screened_out_at`, `screen_out_reason = screening`): still a 200, the body says so. The same answer
+        again returns the participation as it stands; a different one is a 409, as is an answer where the
+        question is not asked (see `participation_screen`); an answer not among the choices is a 400."""
+        participation = _own_participation(request, pk)
+        body = s.ScreeningAnswerSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        participation = participation_screen(participation=participation, answer=body.validated_data["answer"])
+        return Response(s.participation_body(participation))
 
     @extend_schema(request=s.PersonaSerializer, responses=s.PersonaSerializer)
     @action(detail=True, methods=["put"])

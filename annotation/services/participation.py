@@ -12,6 +12,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import F
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -264,18 +265,75 @@ def _open_link_create(*, study: Study, annotator: Any, consent: bool, external: 
 
 
 def participation_needs_screening(*, participation: Participation) -> bool:
-    return bool(participation.study.screening_question) and not participation.screening_answer
+    """Whether the participation is still to answer the study's screening question, which is asked after
+    consent and before the persona form: the study has one, this participation has not answered it, and it
+    has not passed that point (no persona saved). A question added or changed while annotators are at work
+    therefore applies to later arrivals and to those still before the persona form, never to someone already
+    describing themselves or ranking: they were admitted under the study's rules when they passed it, and
+    screening them out then would leave their answers out of the analysis and their code unpaid
+    (docs/crowd.md, "Screening"). Reads the personas only for a study with a question and no answer yet."""
+    if not participation.study.screening_question or participation.screening_answer:
+        return False
+    return not participation.personas.exists()
+
+
+SCREENING_FIRST = gettext_lazy("Please answer the study's screening question first.")
+
+
+def participation_require_screened(*, participation: Participation) -> None:
+    """Refuse the persona (and so every question after it) while the screening question is still to be
+    answered: the pages send the annotator to it, the API answers 409 naming the route that answers it."""
+    if participation_needs_screening(participation=participation):
+        raise screening_first(participation=participation)
+
+
+def screening_first(*, participation: Participation) -> ApplicationError:
+    study = participation.study
+    return ApplicationError(
+        str(SCREENING_FIRST),
+        status=409,
+        extra={
+            "screening": {
+                "question": study.screening_question,
+                "choices": list(study.screening_choices),
+                # Where an app on the API answers it (docs/api.md, "Annotators: the screening question").
+                "answer_at": reverse("participation-screening", args=[participation.pk]),
+            }
+        },
+    )
 
 
 @transaction.atomic
 def participation_screen(*, participation: Participation, answer: str) -> Participation:
     """Record the answer to the study's screening question; an answer outside the accepted ones ends the
-    participation as screened out (`screening`). Answering again changes nothing."""
+    participation as screened out (`screening`). Idempotent: the same answer again returns the participation
+    as it stands (screened out or not); a different answer once one is recorded is refused (409), as is an
+    answer from a participation that is not asked the question (none in the study, or it had passed the point
+    where it is asked when the question was added: `participation_needs_screening`) or has ended."""
     # The participation's row alone (`of`): the study's would queue every participant's answer behind the others'.
     participation = participation_locked(participation_id=participation.pk)
     study = participation.study
-    if participation.screening_answer or participation_ended(participation=participation):
-        return participation
+    if participation.screening_answer:
+        if answer == participation.screening_answer:
+            return participation
+        raise ApplicationError(
+            _("The screening question has already been answered (%(answer)s); the answer cannot be changed.")
+            % {"answer": participation.screening_answer},
+            field="answer",
+            status=409,
+        )
+    if participation_ended(participation=participation):
+        raise ApplicationError(_("You have already finished this study. Thank you!"), status=409)
+    if not participation_needs_screening(participation=participation):
+        if not study.screening_question:
+            raise ApplicationError(_("This study has no screening question."), status=409)
+        raise ApplicationError(
+            _(
+                "The screening question is not asked of you: you had already started the study when it was "
+                "added. Please carry on."
+            ),
+            status=409,
+        )
     study_require_open(study=study)
     if answer not in study.screening_choices:
         raise ApplicationError(_("Please choose one of the answers."), field="answer")

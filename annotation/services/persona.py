@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 
 from annotation.models import Participation, PersonaProfile
 from annotation.selectors.participation import participation_locked
-from annotation.services.participation import participation_require_active
+from annotation.services.participation import participation_require_active, participation_require_screened
 from kernel.exceptions import ApplicationError
 
 PERSONA_FIELDS = ("role", "domain", "expertise", "research_area", "use_case")
@@ -25,10 +25,12 @@ def persona_save(
     *, participation: Participation, data: dict[str, str], shown_at: datetime | None = None
 ) -> PersonaProfile:
     """Store a new persona version; allowed until the first query is asked. `shown_at` is when the form
-    was first shown, for the time spent on it. Refused while the study is paused or closed, and once the
-    participation has ended, on the page and through the API alike."""
+    was first shown, for the time spent on it. Refused while the study is paused or closed, once the
+    participation has ended, and while the study's screening question is still to be answered (409: it comes
+    first), on the page and through the API alike."""
     locked = participation_locked(participation_id=participation.pk)
     participation_require_active(participation=locked)
+    participation_require_screened(participation=locked)
     if participation.queries.exists():
         raise ApplicationError(_("Your profile is fixed once you have asked your first question."), status=409)
     cleaned = {name: (data.get(name) or "").strip() for name in PERSONA_FIELDS}

@@ -29,7 +29,9 @@ from annotation.services.generation import (
 from annotation.services.participation import (
     candidates_cancel_set_aside,
     participation_ended,
+    participation_needs_screening,
     participation_require_active,
+    screening_first,
 )
 from annotation.services.persona import persona_current
 from annotation.services.study import study_prompt_template, study_require_open
@@ -123,6 +125,10 @@ def query_submit(
         )
     persona = persona_current(participation=participation)
     if persona is None:
+        # The screening question comes before the persona (a persona saved means it was answered, or the
+        # question was added after this participation had passed it: participation_needs_screening).
+        if participation_needs_screening(participation=participation):
+            raise screening_first(participation=participation)
         raise ApplicationError(_("Please describe yourself before asking a question."), status=409)
     if tally["still_open"]:
         raise ApplicationError(_("Please finish ranking your current question first."), status=409)

@@ -6,7 +6,7 @@ import factory
 from django.contrib.auth import get_user_model
 
 from annotation.models import Participation, Study
-from annotation.services.participation import invitation_accept, invitation_create_bulk
+from annotation.services.participation import invitation_accept, invitation_create_bulk, participation_screen
 from annotation.services.persona import persona_save
 from annotation.services.study import study_create
 
@@ -45,6 +45,9 @@ def join(study: Study, *, user=None, persona: dict | None = None) -> Participati
     invitation = invitation_create_bulk(study=study, count=1)[0]
     participation = invitation_accept(token=invitation.token, annotator=user, consent=True)
     if persona is not False:
+        if study.screening_question:  # it comes before the persona: an accepted answer
+            participation_screen(participation=participation, answer=study.screening_accepted[0])
+            participation.refresh_from_db(fields=["screening_answer"])
         persona_save(participation=participation, data=persona or PERSONA)
     return participation
 

@@ -17,7 +17,7 @@ from annotation.models import Candidate, Judgment, Match, Participation, Query, 
 from annotation.selectors.generation import generation_progress
 from annotation.selectors.query import query_documents, query_of_annotator
 from annotation.selectors.tournament import match_current, match_current_shown
-from annotation.services.participation import participation_finish
+from annotation.services.participation import participation_finish, participation_screen
 from annotation.services.persona import persona_save
 from annotation.services.quality import CHECK_WARNING, check_warning
 from annotation.services.query import query_submit
@@ -228,3 +228,24 @@ def test_the_participation_and_persona_bodies_are_the_serializers(django_assert_
     signed_in = _participation(join(study, user=researcher).pk)
     assert s.participation_body(signed_in)["resume_url"] is None
     _same(s.ParticipationSerializer(signed_in).data, s.participation_body(signed_in))
+    # A screening question: shown while it is to be answered (also by the accept, without reading), then not;
+    # a refused answer screens the participation out.
+    screened = StudyFactory(
+        slug="screening-bodies",
+        screening_question="Nurse?",
+        screening_choices=["Yes", "No"],
+        screening_accepted=["Yes"],
+    )
+    asked = _participation(join(screened, persona=False).pk)
+    with django_assert_num_queries(0):
+        body = s.participation_body(asked, with_persona=False)
+    assert body["screening"] == {"question": "Nurse?", "choices": ["Yes", "No"]}
+    _same(s.ParticipationSerializer(asked).data, body)
+    _same(s.ParticipationSerializer(asked).data, s.participation_body(asked))
+    participation_screen(participation=asked, answer="No")
+    out = _participation(asked.pk)
+    assert (s.participation_body(out)["screening"], out.screen_out_reason) == (None, "screening")
+    _same(s.ParticipationSerializer(out).data, s.participation_body(out))
+    passed = _participation(join(screened).pk)
+    assert s.participation_body(passed)["screening_answer"] == "Yes"
+    _same(s.ParticipationSerializer(passed).data, s.participation_body(passed))

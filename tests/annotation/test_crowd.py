@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
 import threading
 from datetime import timedelta
@@ -20,10 +21,15 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from analysis.selectors import comparison_rows
-from annotation.models import Participation, Study, StudyMembership
+from annotation.models import Participation, Query, Study, StudyMembership
 from annotation.selectors.study import study_progress
 from annotation.selectors.tournament import match_current
-from annotation.services.participation import ExternalIds, open_link_join, participation_finish
+from annotation.services.participation import (
+    ExternalIds,
+    invitation_create_bulk,
+    open_link_join,
+    participation_finish,
+)
 from annotation.services.persona import persona_save
 from annotation.services.query import query_submit
 from annotation.services.study import study_update
@@ -173,6 +179,121 @@ def test_the_screening_question_comes_before_the_persona_and_screens_out_a_wrong
     # An answer sent again afterwards changes nothing.
     fails.post(f"/study/{study.slug}/screening/", {"answer": "Yes"})
     assert Participation.objects.get(external_id="student").screen_out_reason == "screening"
+
+
+SCREENING = {"screening_question": "Do you work in healthcare?", "screening_choices": ["Yes", "No"]}
+
+
+def test_a_screening_question_added_midway_is_asked_only_of_those_not_yet_past_it(django_capture_on_commit_callbacks):
+    study = crowd_study()
+    study_update(study=study, queries_per_annotator=3, min_ranked_questions=1)
+    # One annotator has ranked question 1 (the study's minimum) and is on question 2's first comparison.
+    client, _ = arrive(study, "at-work")
+    consent(client, study, "at-work")
+    client.post(f"/study/{study.slug}/profile/", PERSONA)
+    working = Participation.objects.get(external_id="at-work")
+    play(working, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        second = query_submit(participation=working, text="Which shift patterns reduce fatigue?", client_token="")
+    compare = f"/study/{study.slug}/q/{second.index}/compare/"
+    assert client.get(compare).status_code == 200
+    # Another has agreed but not yet described themselves.
+    before, _ = arrive(study, "just-arrived")
+    consent(before, study, "just-arrived")
+
+    study_update(study=study, **SCREENING, screening_accepted=["Yes"])
+
+    # The annotator at work carries on: their answer is recorded and the next comparison follows.
+    match = match_current(query=second)
+    answered = client.post(compare, {"match_id": match.pk, "choice": "left"})
+    assert answered.status_code == 302 and client.get(answered.url).url == compare
+    assert client.get(f"/study/{study.slug}/screening/").url == f"/study/{study.slug}/"
+    client.post(f"/study/{study.slug}/screening/", {"answer": "No"})  # posted anyway: not asked, nothing changes
+    api = APIClient()
+    api.force_authenticate(working.annotator)
+    refused = api.post(f"/api/v1/participations/{working.pk}/screening/", {"answer": "No"}, format="json")
+    assert refused.status_code == 409 and "already started the study when it was added" in refused.json()["message"]
+    assert api.get(f"/api/v1/participations/{working.pk}/").json()["screening"] is None
+    working.refresh_from_db()
+    assert (working.screened_out_at, working.screening_answer) == (None, "")
+    assert Query.objects.get(pk=second.pk).status == "ready"  # question 2 is not set aside
+    # They finish with the completion code they earned, and question 1's answers stay in the analysis.
+    assert client.post(f"/study/{study.slug}/finish/").url == COMPLETE
+    working.refresh_from_db()
+    assert working.completed_at is not None and working.completion_code
+    assert {r["annotator"] for r in comparison_rows(study=study, with_scores=False)} == {working.code}
+
+    # Whoever had not passed the question yet is asked it, and screened by it.
+    assert before.get(f"/study/{study.slug}/").url == f"/study/{study.slug}/screening/"
+    assert before.post(f"/study/{study.slug}/screening/", {"answer": "No"}).url == RETURN
+    assert Participation.objects.get(external_id="just-arrived").screen_out_reason == "screening"
+
+
+def test_the_screening_question_cannot_be_skipped_through_the_api():
+    study = crowd_study(**SCREENING, screening_accepted=["Yes"])
+    study_update(study=study, queries_per_annotator=2)
+    question = {"text": "How do night shifts affect sleep?"}
+    # An app that accepted an invitation over the API with its token.
+    invitation = invitation_create_bulk(study=study, count=1)[0]
+    api = APIClient()
+    accepted = api.post(f"/api/v1/invitations/{invitation.token}/accept/", {"consent": True}, format="json").json()
+    me = f"/api/v1/participations/{accepted['id']}/"
+    api.credentials(HTTP_AUTHORIZATION=f"Token {accepted['token']}")
+    for response in (api.put(f"{me}persona/", PERSONA, format="json"), api.post(f"{me}queries/", question)):
+        assert response.status_code == 409, response.content
+        assert response.json()["message"] == "Please answer the study's screening question first."
+        assert response.json()["extra"]["screening"]["answer_at"] == f"{me}screening/"
+    # The participation shows the question to answer, from the accept on.
+    assert accepted["screening"] == {"question": "Do you work in healthcare?", "choices": ["Yes", "No"]}
+    assert api.get(me).json()["screening"] == accepted["screening"]
+    participation = Participation.objects.get(pk=accepted["id"])
+    assert not participation.personas.exists() and not participation.queries.exists()
+    # Someone else cannot answer it; a choice not offered is a 400 naming the field, and nothing is kept.
+    stranger = APIClient()
+    stranger.force_authenticate(get_user_model().objects.create_user("stranger"))
+    assert stranger.post(f"{me}screening/", {"answer": "Yes"}, format="json").status_code == 404
+    maybe = api.post(f"{me}screening/", {"answer": "Maybe"}, format="json")
+    assert maybe.status_code == 400 and "answer" in maybe.json()["extra"]["fields"]
+    assert api.post(f"{me}screening/", {}, format="json").status_code == 400
+    # Answered: then the persona and questions; the same answer again changes nothing, another is refused.
+    answered = api.post(f"{me}screening/", {"answer": "Yes"}, format="json")
+    assert answered.status_code == 200
+    assert (answered.json()["screening"], answered.json()["screening_answer"]) == (None, "Yes")
+    assert api.post(f"{me}screening/", {"answer": "Yes"}, format="json").json() == answered.json()
+    changed = api.post(f"{me}screening/", {"answer": "No"}, format="json")
+    assert changed.status_code == 409 and "already been answered" in changed.json()["message"]
+    assert api.put(f"{me}persona/", PERSONA, format="json").status_code == 200
+    assert api.post(f"{me}queries/", question, format="json").status_code == 201
+    # A refused answer screens the participation out, and the body says so.
+    other = invitation_create_bulk(study=study, count=1)[0]
+    api = APIClient()
+    accepted = api.post(f"/api/v1/invitations/{other.token}/accept/", {"consent": True}, format="json").json()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {accepted['token']}")
+    out = api.post(f"/api/v1/participations/{accepted['id']}/screening/", {"answer": "No"}, format="json").json()
+    assert (out["screen_out_reason"], out["screening"], out["completion_code"]) == ("screening", None, "")
+    assert out["screened_out_at"]
+    assert api.put(f"/api/v1/participations/{accepted['id']}/persona/", PERSONA, format="json").status_code == 409
+
+    # A browser participant sending the persona with their session and CSRF token, then a question to the page.
+    browser, _ = arrive(study, "browser")
+    consent(browser, study, "browser")
+    participation = Participation.objects.get(external_id="browser")
+    web = Client(enforce_csrf_checks=True)
+    web.cookies = browser.cookies
+    web.get(f"/study/{study.slug}/screening/")
+    refused = web.put(
+        f"/api/v1/participations/{participation.pk}/persona/",
+        json.dumps(PERSONA),
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=web.cookies["csrftoken"].value,
+    )
+    assert refused.status_code == 409
+    asked = browser.post(f"/study/{study.slug}/ask/", {**question, "client_token": "x1"})
+    assert asked.status_code == 302 and asked.url == f"/study/{study.slug}/screening/"
+    assert browser.get(f"/study/{study.slug}/ask/").url == f"/study/{study.slug}/screening/"
+    participation.refresh_from_db()
+    assert participation.screening_answer == ""
+    assert not participation.personas.exists() and not participation.queries.exists()
 
 
 def test_the_resume_link_restores_the_participation_in_another_browser(django_capture_on_commit_callbacks):

@@ -54,6 +54,14 @@ API: list[Row] = [
     ),
     ("GET", "/api/v1/participations/", "/api/v1/participations/", None, SIGNED_IN_200),
     ("GET", "/api/v1/participations/{id}/", "/api/v1/participations/{participation}/", None, OWN_API(200)),
+    # The matrix's study asks no screening question: the owner's answer is a 409 saying so.
+    (
+        "POST",
+        "/api/v1/participations/{id}/screening/",
+        "/api/v1/participations/{participation}/screening/",
+        {"answer": "Yes"},
+        OWN_API(409),
+    ),
     (
         "PUT",
         "/api/v1/participations/{id}/persona/",
