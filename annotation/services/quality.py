@@ -9,7 +9,7 @@ import string
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
@@ -32,14 +32,23 @@ def check_due(*, seed: int, share: float) -> bool:
     return share > 0 and random.Random(f"{seed}:check").random() < share
 
 
-def check_match_create(*, bracket: Bracket, study_id: int, candidate_ids: list[int]) -> Match | None:
+def check_match_create(
+    *, bracket: Bracket, study_id: int, participation_id: int, candidate_ids: list[int]
+) -> Match | None:
     """Add one attention check to a freshly drawn bracket: one of this question's summaries against a summary
     written for another question of the study (the decoy), sides and round drawn from the bracket's seed.
-    None when the study has no other summary yet (its very first question)."""
+    None when the study has no other summary yet (its very first question).
+
+    The decoy is never a preview's summary (but a preview's own, for a preview): a finished preview is
+    replaced, its questions deleted (`participation_preview_start`), and the database's cascade would take a
+    real annotator's check, answered or not, with them. Every other participation's summaries are kept for good."""
     rng = random.Random(f"{bracket.seed}:check-match")
     decoys = list(
         Candidate.objects.filter(query__participation__study_id=study_id, status=Candidate.Status.DONE)
         .exclude(query_id=bracket.query_id)
+        .exclude(
+            Q(query__participation__source=Participation.Source.PREVIEW) & ~Q(query__participation_id=participation_id)
+        )
         .order_by("-pk")
         .values_list("pk", flat=True)[:DECOY_POOL]
     )
