@@ -107,23 +107,46 @@ def _strip(html: str) -> str:
     return re.sub(r"\n\s*\n", "\n", html)  # the blank lines a removed notice leaves
 
 
-def test_a_check_renders_exactly_like_a_data_match(client: Client, django_capture_on_commit_callbacks):
-    study = StudyFactory(check_share=1.0, slug="blind")
+TWO_SYSTEMS = [
+    {"label": "p", "model_name": "extractive-centroid", "condition": "persona"},
+    {"label": "g", "model_name": "extractive-mmr", "condition": "generic"},
+]
+
+
+@pytest.mark.parametrize("systems", [4, 2])
+def test_nothing_on_the_page_or_in_the_api_tells_a_check_from_a_data_match(
+    client: Client, django_capture_on_commit_callbacks, systems
+):
+    design = {"systems": TWO_SYSTEMS} if systems == 2 else {}
+    study = StudyFactory(check_share=1.0, slug="blind", **design)
     _ask(join(study), django_capture_on_commit_callbacks)  # a decoy for the next question
     participation = join(study)
     client.force_login(participation.annotator)
     query = _ask(participation, django_capture_on_commit_callbacks)
     url = reverse("annotation:compare", args=["blind", query.index])
-    data_page = client.get(url).content.decode()
-    assert not match_current(query=query).check_expected  # the first match is always a data match
-    check = _answer_until_check(participation, query)
-    check_page = client.get(url).content.decode()
-    assert f'value="{check.pk}"' in check_page
-    assert _strip(check_page) == _strip(data_page)
-    # The API shows the same fields, with the label of a tournament match.
-    shown = client.get(f"/api/v1/matches/{check.pk}/").json()
-    data = client.get(f"/api/v1/matches/{query.bracket.matches.get(label='round1_ab', check_expected='').pk}/").json()
-    assert shown.keys() == data.keys() and shown["label"] in ("round1_ab", "final")
+    pages: list[tuple[Match, str]] = []
+    while (match := match_current(query=query)) is not None:
+        page = client.get(url).content.decode()
+        assert f'value="{match.pk}"' in page
+        pages.append((match, page))
+        client.post(url, {"match_id": match.pk, "choice": match.check_expected or "left"})
+    # The tournament's matches and the check, each counted: "Comparison N of M" goes up to M.
+    assert len(pages) == systems and sum(bool(m.check_expected) for m, _ in pages) == 1
+    assert [re.search(r"Comparison (\d+) of (\d+)", p).groups() for _, p in pages] == [
+        (str(n), str(systems)) for n in range(1, systems + 1)
+    ]
+    # The comparison labelled "Final comparison" is the question's last: nothing, the check included, follows it.
+    assert ["Final comparison" in p for _, p in pages] == [False] * (systems - 1) + [True]
+    # Every comparison before the final renders as the check does.
+    (check_page,) = [p for m, p in pages if m.check_expected]
+    for _, page in pages[:-1]:
+        assert _strip(page) == _strip(check_page)
+    # The API shows the same fields for each, and no label twice (a tournament names each of its matches once).
+    bodies = [client.get(f"/api/v1/matches/{m.pk}/").json() for m, _ in pages]
+    assert all(body.keys() == bodies[0].keys() for body in bodies)
+    labels = [body["label"] for body in bodies]
+    assert len(set(labels)) == len(labels) and labels[-1] == "final"
+    assert all(re.fullmatch(r"round\d_[a-z]+", label) for label in labels[:-1])
 
 
 def test_the_comparison_page_takes_only_the_match_on_screen_a_check_included(django_capture_on_commit_callbacks):
