@@ -51,7 +51,7 @@ from annotation.services.participation import (
 from annotation.services.persona import persona_current, persona_save
 from annotation.services.quality import check_warning
 from annotation.services.query import query_discard, query_mark_wait_shown, query_resend, query_submit
-from annotation.services.tournament import judgment_record_on_page, match_mark_shown
+from annotation.services.tournament import NOTHING_TO_ANSWER, bracket_settle, judgment_record_on_page, match_mark_shown
 from kernel.exceptions import ApplicationError
 from kernel.rows import rows_by
 
@@ -585,8 +585,14 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     query = match.bracket.query if match is not None else query_for(participation=participation, index=index)
     if unavailable := _unavailable(participation):
         return _error_page(request, unavailable, study=participation.study)
-    if participation_ended(participation=participation) or query.status != Query.Status.READY or match is None:
+    if participation_ended(participation=participation) or query.status != Query.Status.READY:
         return redirect("annotation:study", slug=slug)  # a question set aside or stopped shows no more matches
+    if match is None:
+        # Ready with nothing to answer: settled (its next match made, or ranked), the study's page goes on from
+        # there; without that, each page sent the annotator to the other for ever.
+        if not bracket_settle(query_id=query.pk):
+            return _error_page(request, ApplicationError(str(NOTHING_TO_ANSWER), status=409), study=participation.study)
+        return redirect("annotation:study", slug=slug)
     try:
         match_mark_shown(match=match, participation=participation)
     except ApplicationError as error:  # paused or ended since the checks above

@@ -44,7 +44,7 @@ from annotation.services.participation import (
 from annotation.services.persona import persona_save
 from annotation.services.quality import check_warning, participation_exclude, participation_include
 from annotation.services.query import query_discard, query_resend, query_submit
-from annotation.services.tournament import judgment_record_as, match_mark_shown
+from annotation.services.tournament import bracket_settle, judgment_record_as, match_mark_shown
 from kernel.exceptions import ApplicationError
 
 
@@ -179,9 +179,15 @@ class QueryViewSet(viewsets.GenericViewSet):
         # The match with its query, participation and study in one read; the query alone only without one.
         match = match_current_shown(annotator=request.user, query_id=int(pk))
         if match is None:
-            # Someone else's question is a 404; of one's own only the key is read.
-            get_object_or_404(Query.objects.only("pk"), pk=pk, participation__annotator=request.user)
-            return Response(status=status.HTTP_204_NO_CONTENT)
+            # Someone else's question is a 404; of one's own only the key and status are read.
+            query = get_object_or_404(Query.objects.only("pk", "status"), pk=pk, participation__annotator=request.user)
+            # Ready with nothing to answer: settled (its next match made, or ranked), so a client polling this
+            # sees the match or the question's new status instead of 204 for ever.
+            if query.status != Query.Status.READY or not bracket_settle(query_id=query.pk):
+                return Response(status=status.HTTP_204_NO_CONTENT)
+            match = match_current_shown(annotator=request.user, query_id=query.pk)
+            if match is None:
+                return Response(status=status.HTTP_204_NO_CONTENT)
         # Like the comparison page: refused (403, nothing recorded) while the study is not open.
         match_mark_shown(match=match, participation=match.bracket.query.participation)
         return Response(s.match_body(match))

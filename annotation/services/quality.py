@@ -9,7 +9,7 @@ import string
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
@@ -20,7 +20,8 @@ from kernel.exceptions import ApplicationError
 from kernel.storable import unstorable_text
 
 # A check match sits after the real matches of its round (index 90 and up), so that (round, index) order
-# shows it between two rounds or after the final, and the tournament's slots (index < size) never meet it.
+# shows it between two rounds (round 0: before the final of a bracket whose only round is the final), and the
+# tournament's slots (index < size) never meet it.
 CHECK_INDEX = 90
 # The decoy is drawn among this many of the study's newest other summaries: one indexed read, however big.
 DECOY_POOL = 50
@@ -32,14 +33,28 @@ def check_due(*, seed: int, share: float) -> bool:
     return share > 0 and random.Random(f"{seed}:check").random() < share
 
 
-def check_match_create(*, bracket: Bracket, study_id: int, candidate_ids: list[int]) -> Match | None:
+def check_match_create(
+    *, bracket: Bracket, study_id: int, participation_id: int, candidate_ids: list[int]
+) -> Match | None:
     """Add one attention check to a freshly drawn bracket: one of this question's summaries against a summary
     written for another question of the study (the decoy), sides and round drawn from the bracket's seed.
-    None when the study has no other summary yet (its very first question)."""
+    None when the study has no other summary yet (its very first question).
+
+    The decoy is never a preview's summary (but a preview's own, for a preview): a finished preview is
+    replaced, its questions deleted (`participation_preview_start`), and the database's cascade would take a
+    real annotator's check, answered or not, with them. Every other participation's summaries are kept for good.
+
+    Nothing tells the check from a data match (docs/annotators.md, "Attention checks"): it is never shown after
+    the final, which the page labels "Final comparison" (it follows a round before the final, or, in a
+    two-summary bracket whose only match is the final, comes before it: round 0), and its label is the one the
+    tournament's scheme gives the next slot of its round (`check_label`), never one of the question's own."""
     rng = random.Random(f"{bracket.seed}:check-match")
     decoys = list(
         Candidate.objects.filter(query__participation__study_id=study_id, status=Candidate.Status.DONE)
         .exclude(query_id=bracket.query_id)
+        .exclude(
+            Q(query__participation__source=Participation.Source.PREVIEW) & ~Q(query__participation_id=participation_id)
+        )
         .order_by("-pk")
         .values_list("pk", flat=True)[:DECOY_POOL]
     )
@@ -48,24 +63,24 @@ def check_match_create(*, bracket: Bracket, study_id: int, candidate_ids: list[i
     real, decoy = rng.choice(sorted(candidate_ids)), rng.choice(decoys)
     expected = rng.choice(["left", "right"])
     left, right = (real, decoy) if expected == "left" else (decoy, real)
-    round_number = rng.randint(1, bracket.rounds)
+    round_number = rng.randint(1, bracket.rounds - 1) if bracket.rounds > 1 else 0
     return Match.objects.create(
         bracket=bracket,
         round=round_number,
         index=CHECK_INDEX,
-        # The label of the round's first match: the API shows labels, and "check" would give it away.
-        label=_first_label(round_number, bracket.rounds),
+        label=check_label(round_number=round_number, size=bracket.size),
         left_id=left,
         right_id=right,
         check_expected=expected,
     )
 
 
-def _first_label(round_number: int, total_rounds: int) -> str:
-    """As annotation.services.tournament labels the round's first match (round1_ab, round2_abcd, final)."""
-    if round_number == total_rounds:
-        return "final"
-    return f"round{round_number}_{string.ascii_lowercase[: 2**round_number]}"
+def check_label(*, round_number: int, size: int) -> str:
+    """The check's label: as annotation.services.tournament labels a match of its round (round1_ab, round2_abcd),
+    for the slot after the round's last one (round1_ef in a bracket of four), so no label of the question
+    appears twice and none is "final" (the API shows labels, and "check" would give it away)."""
+    span = 2**round_number
+    return f"round{round_number}_{string.ascii_lowercase[size : size + span]}"
 
 
 def check_failures(*, participation: Participation) -> int:

@@ -106,7 +106,9 @@ def bracket_create(*, query: Query, seed: int | None = None, study: Study | None
     # Every match of the bracket so far, for the advance below (it reads no match again).
     matches = list(first_round)
     if check_due(seed=seed, share=check_share):
-        check = check_match_create(bracket=bracket, study_id=study_id, candidate_ids=candidate_ids)
+        check = check_match_create(
+            bracket=bracket, study_id=study_id, participation_id=query.participation_id, candidate_ids=candidate_ids
+        )
         if check is not None:
             matches.append(check)
     # A question the annotator set aside while it was generating stays set aside.
@@ -512,3 +514,38 @@ def _judgment_record_locked(
     if check_failed(match=match, choice=choice):
         check_apply_policy(participation=query.participation, study=study)
     return judgment
+
+
+# A ready question without a single match (never made by `bracket_create`, which draws the first round with
+# the status): what the comparison page says rather than sending the annotator round in circles.
+NOTHING_TO_ANSWER = gettext_lazy(
+    "This question has no comparison to show. Please contact the research team; your earlier answers are saved."
+)
+
+
+@transaction.atomic
+def bracket_settle(*, query_id: int) -> bool:
+    """Give a question that is ready but has no match left to answer its end state, so that no page or client
+    waits for a match that will never come: the comparison page sends a ready question's annotator to its
+    current match and the study's page sends them back to the question; with no match to show, they went round
+    in circles (and the current-match API answered 204 forever). Under the bracket's lock, as an answer: each
+    resolved tournament match is advanced again (creating any next-round match it lacks), and a bracket with
+    still nothing pending ends ranked. True when the question has somewhere to go now (a match to answer, or
+    it is no longer ready: ranked here, or answered or set aside meanwhile); False only for a question without
+    a single match, which stays as it is.
+
+    How a match can vanish: a check's decoy is another question's summary, and deleting that question cascades
+    to the check (annotation.services.quality.check_match_create keeps previews, which are deleted, out of it)."""
+    any_match = Match.objects.filter(bracket__query_id=query_id).values_list("pk", flat=True).first()
+    matches = _bracket_matches_locked(any_match) if any_match is not None else []
+    if not matches:
+        return False
+    bracket = matches[0].bracket
+    if bracket.query.status != Query.Status.READY or any(m.status == Match.Status.PENDING for m in matches):
+        return True
+    for match in list(matches):
+        if not match.check_expected and match.index < bracket.size:
+            _tournament_advance(bracket=bracket, match=match, matches=matches)
+    if not any(m.status == Match.Status.PENDING for m in matches):
+        Query.objects.filter(pk=query_id, status=Query.Status.READY).update(status=Query.Status.RANKED)
+    return True

@@ -16,11 +16,13 @@ from rest_framework.test import APIClient
 from annotation.models import Judgment, Match, Participation, Query, StudyMembership
 from annotation.selectors.quality import participation_quality, speed_flagged
 from annotation.selectors.tournament import match_current, match_progress
+from annotation.services.participation import participation_finish
+from annotation.services.persona import persona_save
 from annotation.services.quality import check_due, participation_exclude, participation_include
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record, judgment_record_on_page
 from kernel.exceptions import ApplicationError
-from tests.annotation.factories import StudyFactory, join
+from tests.annotation.factories import PERSONA, StudyFactory, join
 
 pytestmark = pytest.mark.django_db
 
@@ -105,23 +107,46 @@ def _strip(html: str) -> str:
     return re.sub(r"\n\s*\n", "\n", html)  # the blank lines a removed notice leaves
 
 
-def test_a_check_renders_exactly_like_a_data_match(client: Client, django_capture_on_commit_callbacks):
-    study = StudyFactory(check_share=1.0, slug="blind")
+TWO_SYSTEMS = [
+    {"label": "p", "model_name": "extractive-centroid", "condition": "persona"},
+    {"label": "g", "model_name": "extractive-mmr", "condition": "generic"},
+]
+
+
+@pytest.mark.parametrize("systems", [4, 2])
+def test_nothing_on_the_page_or_in_the_api_tells_a_check_from_a_data_match(
+    client: Client, django_capture_on_commit_callbacks, systems
+):
+    design = {"systems": TWO_SYSTEMS} if systems == 2 else {}
+    study = StudyFactory(check_share=1.0, slug="blind", **design)
     _ask(join(study), django_capture_on_commit_callbacks)  # a decoy for the next question
     participation = join(study)
     client.force_login(participation.annotator)
     query = _ask(participation, django_capture_on_commit_callbacks)
     url = reverse("annotation:compare", args=["blind", query.index])
-    data_page = client.get(url).content.decode()
-    assert not match_current(query=query).check_expected  # the first match is always a data match
-    check = _answer_until_check(participation, query)
-    check_page = client.get(url).content.decode()
-    assert f'value="{check.pk}"' in check_page
-    assert _strip(check_page) == _strip(data_page)
-    # The API shows the same fields, with the label of a tournament match.
-    shown = client.get(f"/api/v1/matches/{check.pk}/").json()
-    data = client.get(f"/api/v1/matches/{query.bracket.matches.get(label='round1_ab', check_expected='').pk}/").json()
-    assert shown.keys() == data.keys() and shown["label"] in ("round1_ab", "final")
+    pages: list[tuple[Match, str]] = []
+    while (match := match_current(query=query)) is not None:
+        page = client.get(url).content.decode()
+        assert f'value="{match.pk}"' in page
+        pages.append((match, page))
+        client.post(url, {"match_id": match.pk, "choice": match.check_expected or "left"})
+    # The tournament's matches and the check, each counted: "Comparison N of M" goes up to M.
+    assert len(pages) == systems and sum(bool(m.check_expected) for m, _ in pages) == 1
+    assert [re.search(r"Comparison (\d+) of (\d+)", p).groups() for _, p in pages] == [
+        (str(n), str(systems)) for n in range(1, systems + 1)
+    ]
+    # The comparison labelled "Final comparison" is the question's last: nothing, the check included, follows it.
+    assert ["Final comparison" in p for _, p in pages] == [False] * (systems - 1) + [True]
+    # Every comparison before the final renders as the check does.
+    (check_page,) = [p for m, p in pages if m.check_expected]
+    for _, page in pages[:-1]:
+        assert _strip(page) == _strip(check_page)
+    # The API shows the same fields for each, and no label twice (a tournament names each of its matches once).
+    bodies = [client.get(f"/api/v1/matches/{m.pk}/").json() for m, _ in pages]
+    assert all(body.keys() == bodies[0].keys() for body in bodies)
+    labels = [body["label"] for body in bodies]
+    assert len(set(labels)) == len(labels) and labels[-1] == "final"
+    assert all(re.fullmatch(r"round\d_[a-z]+", label) for label in labels[:-1])
 
 
 def test_the_comparison_page_takes_only_the_match_on_screen_a_check_included(django_capture_on_commit_callbacks):
@@ -198,6 +223,97 @@ def test_a_right_answer_to_a_check_shows_no_notice(client: Client, django_captur
     url = reverse("annotation:compare", args=["fine", query.index])
     page = client.post(url, {"match_id": check.pk, "choice": check.check_expected}, follow=True).content.decode()
     assert "did not match it" not in page
+
+
+def _answer_all(participation, query):
+    """Answer every match of the question: the data matches left, the check (if any) "neither", which fails it."""
+    while (match := match_current(query=query)) is not None:
+        judgment_record(match=match, choice="neither" if match.check_expected else "left", by=participation)
+    query.refresh_from_db()
+    assert query.status == Query.Status.RANKED
+
+
+def _answers(participations) -> tuple[int, list[int]]:
+    """What the research team keeps of these participations: their answers, and each one's failed checks."""
+    return (
+        Judgment.objects.filter(match__bracket__query__participation__in=participations).count(),
+        [q.checks_failed for p in participations for q in participation_quality(study=p.study, code=p.code)],
+    )
+
+
+def test_restarting_a_preview_leaves_every_real_annotators_checks_and_answers(django_capture_on_commit_callbacks):
+    # A finished preview is replaced by a fresh one, its questions deleted (docs/crowd.md, "Previews"). Its
+    # summaries were decoys of real annotators' checks, and the cascade took those checks and their answers.
+    capture = django_capture_on_commit_callbacks
+    study = StudyFactory(check_share=1.0, slug="previewed", queries_per_annotator=2)
+    researcher = get_user_model().objects.create_user("researcher", password="pw-x-123456")
+    StudyMembership.objects.create(study=study, user=researcher, role="owner")
+    web = Client()
+    web.force_login(researcher)
+    assert web.post("/study/previewed/preview/").status_code == 302
+    preview = Participation.objects.get(study=study, annotator=researcher)
+    persona_save(participation=preview, data=PERSONA)
+    _answer_all(preview, _ask(preview, capture))
+    # A preview's second question may take its decoy from the preview's first: the researcher sees checks too.
+    second = _ask(preview, capture, text="Shift work, sleep and errors in nursing")
+    (preview_check,) = second.bracket.matches.exclude(check_expected="")
+    decoy = preview_check.right if preview_check.check_expected == "left" else preview_check.left
+    assert decoy.query.participation_id == preview.pk
+    # The first real annotator has only the preview's summaries to draw a decoy from, so no check; the second
+    # gets one, its decoy the first's. Both answer everything, failing the check.
+    first, other = join(study), join(study)
+    _answer_all(first, _ask(first, capture))
+    _answer_all(other, _ask(other, capture))
+    before = _answers([first, other])
+    participation_finish(participation=preview)
+    assert web.post("/study/previewed/preview/").status_code == 302
+    assert not Participation.objects.filter(pk=preview.pk).exists()
+    assert _answers([first, other]) == before
+    assert before == (7, [0, 1])  # three matches for the first, three and the check for the other
+
+
+def _answer_all_but_the_check(participation, query) -> Match:
+    """Answer every data match (left), the final included, leaving the check the one match pending."""
+    while (match := query.bracket.matches.filter(status=Match.Status.PENDING, check_expected="").first()) is not None:
+        judgment_record(match=match, choice="left", by=participation)
+    (check,) = query.bracket.matches.filter(status=Match.Status.PENDING)
+    assert check.check_expected
+    return check
+
+
+def test_a_question_whose_pending_check_vanished_ends_ranked_not_in_a_redirect_loop(
+    client: Client, django_capture_on_commit_callbacks
+):
+    # The state a preview restart left before its summaries were kept out of the decoys (and any other deletion
+    # of a decoy's question would leave): the check, the question's last pending match, deleted with its decoy.
+    capture = django_capture_on_commit_callbacks
+    study = StudyFactory(check_share=1.0, slug="stranded", queries_per_annotator=2)
+    decoys = join(study)
+    decoy_query = _ask(decoys, capture)
+    participation = join(study)
+    client.force_login(participation.annotator)
+    query = _ask(participation, capture)
+    check = _answer_all_but_the_check(participation, query)
+    decoy_query.delete()
+    assert not Match.objects.filter(pk=check.pk).exists()
+    # The page: the study's link leads on to the next question (the loop raised RedirectCycleError here).
+    page = client.get(reverse("annotation:study", args=["stranded"]), follow=True)
+    assert page.status_code == 200 and page.redirect_chain[-1][0] == reverse("annotation:ask", args=["stranded"])
+    query.refresh_from_db()
+    assert query.status == Query.Status.RANKED
+    assert Judgment.objects.filter(match__bracket__query=query).count() == 3  # the answers given are kept
+    # The API, in a study of its own (so that the check's decoy is surely the question deleted): no match to
+    # show, and the question says it is ranked (it stayed "ready", with 204 for ever).
+    api_study = StudyFactory(check_share=1.0, slug="stranded-api")
+    decoy_query = _ask(join(api_study), capture)
+    api_participation = join(api_study)
+    api_query = _ask(api_participation, capture)
+    _answer_all_but_the_check(api_participation, api_query)
+    decoy_query.delete()
+    api = APIClient()
+    api.force_authenticate(api_participation.annotator)
+    assert api.get(f"/api/v1/queries/{api_query.pk}/current-match/").status_code == 204
+    assert api.get(f"/api/v1/queries/{api_query.pk}/").json()["status"] == "ranked"
 
 
 def test_stop_after_two_failures_screens_out_with_the_return_link(client: Client, django_capture_on_commit_callbacks):
