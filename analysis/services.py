@@ -20,7 +20,7 @@ from django.utils import timezone
 from analysis.models import ResearchJob
 from analysis.selectors import analysis_frame, exclusion_reasons
 from analysis.stats.config import DEFAULT_RESAMPLES, DEFAULT_SEED  # one default for every way in (docs/analysis.md)
-from annotation.models import Candidate, Study
+from annotation.models import Candidate, Participation, Study
 from kernel import leases
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
@@ -397,6 +397,7 @@ def _run_stress(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[
     _progress(job, 5, "reading candidates", pause)
     candidates = (
         Candidate.objects.filter(query__participation__study=job.study, status=Candidate.Status.DONE)
+        .exclude(query__participation__source=Participation.Source.PREVIEW)  # a preview is not data
         .select_related("query__persona")
         .prefetch_related("query__documents")
         .order_by("pk")

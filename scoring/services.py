@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from annotation.models import Candidate, Judgment, Study
+from annotation.models import Candidate, Judgment, Participation, Study
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
 from kernel.tasks import enqueue_on_commit
@@ -92,6 +92,7 @@ def _answered_match_ids(study: Study) -> list[int]:
     return list(
         # Attention checks are not data: the pairwise judge spends no model call on them.
         Judgment.objects.filter(match__bracket__query__participation__study=study, match__check_expected="")
+        .exclude(match__bracket__query__participation__source=Participation.Source.PREVIEW)  # not data either
         .order_by("match_id")
         .values_list("match_id", flat=True)
     )
@@ -145,6 +146,8 @@ def scoring_run_start(
             options["judge"] = option
     ids = list(
         Candidate.objects.filter(query__participation__study=study, status=Candidate.Status.DONE)
+        # A researcher's preview is not data: no analysis reads its scores, and a restart deletes it mid-run.
+        .exclude(query__participation__source=Participation.Source.PREVIEW)
         .order_by("pk")
         .values_list("pk", flat=True)
     )

@@ -10,7 +10,7 @@ from annotation.models import Candidate
 from annotation.services.query import query_submit
 from scoring import services
 from scoring.models import CandidateScore, ScoringRun
-from tests.annotation.factories import StudyFactory, join
+from tests.annotation.factories import PERSONA, StudyFactory, join
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,3 +53,26 @@ def test_a_rerun_overwrites_each_score_and_a_candidate_listed_twice_in_a_chunk_i
     after = {s.metric: (s.value, s.computed_at) for s in scores.filter(candidate=changed)}
     assert after["rouge1"][0] != before["rouge1"][0] and after["rouge1"][1] > before["rouge1"][1]
     assert after["rouge2"][1] > before["rouge2"][1]
+
+
+def test_a_researchers_preview_is_not_scored(django_user_model):
+    """A preview never reaches the analysis (docs/crowd.md), so its summaries cost no metric or judge call, and
+    a preview restarted during a run (its summaries deleted) leaves the run nothing to store for them."""
+    from annotation.models import StudyMembership
+    from annotation.services.participation import participation_preview_start
+    from annotation.services.persona import persona_save
+
+    study = StudyFactory()
+    query_submit(participation=join(study), text=QUESTION, client_token="")
+    owner = django_user_model.objects.create_user("owner", password="pw")
+    StudyMembership.objects.create(study=study, user=owner, role="owner")
+    preview = participation_preview_start(study=study, by=owner)
+    persona_save(participation=preview, data=PERSONA)
+    query_submit(participation=preview, text=f"{QUESTION} (preview)", client_token="")
+    assert Candidate.objects.filter(query__participation__study=study, status="done").count() == 8
+
+    run = services.scoring_run_start(study=study, metrics=["rouge1"])
+    run.refresh_from_db()
+    assert (run.status, run.total, run.done) == (ScoringRun.Status.DONE, 4, 4)
+    scored = CandidateScore.objects.filter(candidate__query__participation__study=study)
+    assert not scored.filter(candidate__query__participation=preview).exists()
