@@ -60,15 +60,39 @@ def _error_page(request: HttpRequest, error: ApplicationError, *, study: Study |
     return render(request, "annotation/notice.html", {"message": error.message, "study": study}, status=error.status)
 
 
-def _unavailable(participation: Participation) -> ApplicationError | None:
-    status = participation.study.status
-    if status == Study.Status.OPEN:
+def _unavailable_page(request: HttpRequest, participation: Participation, *, status: int = 403) -> HttpResponse | None:
+    """The page for a joined annotator whose study is paused or closed (None while it is open): what happened,
+    what of theirs is kept, and their reference to give the research team (docs/annotators.md). A participation
+    that has ended goes to its own end page instead, which gives the completion code or the reference."""
+    study_obj = participation.study
+    if study_obj.status == Study.Status.OPEN:
         return None
-    if status == Study.Status.PAUSED:
-        return ApplicationError(
-            _("This study is paused. Please come back later; your answers so far are saved."), status=403
-        )
-    return ApplicationError(_("This study is closed. Thank you for your interest."), status=403)
+    if participation_ended(participation=participation):
+        return redirect("annotation:done", slug=study_obj.slug)
+    paused = study_obj.status == Study.Status.PAUSED
+    return render(
+        request,
+        "annotation/unavailable.html",
+        {
+            "study": study_obj,
+            "participation": participation,
+            "paused": paused,
+            "ranked": participation.queries.filter(status=Query.Status.RANKED).count(),
+            "current": query_current(participation=participation),
+            "resume_url": participation_resume_url(participation=participation) if paused else None,
+        },
+        status=status,
+    )
+
+
+def _refusal_page(request: HttpRequest, error: ApplicationError, participation: Participation) -> HttpResponse:
+    """A service's refusal on a joined annotator's page. Refused because the study was paused or closed (before
+    the request, or while it ran): the page of `_unavailable_page`, never a bare notice that leads back to itself."""
+    if error.status in (403, 409):
+        participation.study.refresh_from_db(fields=["status"])
+        if page := _unavailable_page(request, participation, status=error.status):
+            return page
+    return _error_page(request, error, study=participation.study)
 
 
 def _posted(request: HttpRequest) -> Any:
@@ -222,8 +246,8 @@ def screening(request: HttpRequest, slug: str) -> HttpResponse:
         participation=participation
     ):
         return redirect("annotation:study", slug=slug)
-    if error := _unavailable(participation):
-        return _error_page(request, error, study=participation.study)
+    if page := _unavailable_page(request, participation):
+        return page
     study_obj = participation.study
     form = ScreeningForm(_posted(request), question=study_obj.screening_question, choices=study_obj.screening_choices)
     if request.method == "POST" and form.is_valid():
@@ -278,8 +302,8 @@ def study(request: HttpRequest, slug: str) -> HttpResponse:
     """Send the annotator to wherever they are in the protocol; reloading is always safe."""
     participation = participation_for(annotator=request.user, study_slug=slug)
     ended = participation_ended(participation=participation)
-    if not ended and (error := _unavailable(participation)):
-        return _error_page(request, error, study=participation.study)
+    if not ended and (page := _unavailable_page(request, participation)):
+        return page
     if (
         not ended
         and query_current(participation=participation) is None
@@ -316,8 +340,8 @@ def practice_round(request: HttpRequest, slug: str) -> HttpResponse:
     participation = participation_for(annotator=request.user, study_slug=slug)
     if not _practice_due(request, participation):
         return redirect("annotation:study", slug=slug)
-    if error := _unavailable(participation):
-        return _error_page(request, error, study=participation.study)
+    if page := _unavailable_page(request, participation):
+        return page
     form = PracticeForm(_posted(request))
     chosen = form.cleaned_data["choice"] if request.method == "POST" and form.is_valid() else None
     if chosen is not None:
@@ -342,8 +366,8 @@ def profile(request: HttpRequest, slug: str) -> HttpResponse:
         return redirect("annotation:done", slug=slug)
     if participation_needs_screening(participation=participation):
         return redirect("annotation:screening", slug=slug)
-    if error := _unavailable(participation):
-        return _error_page(request, error, study=participation.study)
+    if page := _unavailable_page(request, participation):
+        return page
     current = persona_current(participation=participation)
     locked = participation.queries.exists()
     form = PersonaForm(_posted(request), initial=current.as_dict() if current else None)
@@ -372,8 +396,8 @@ def profile(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def ask(request: HttpRequest, slug: str) -> HttpResponse:
     participation = participation_for(annotator=request.user, study_slug=slug)
-    if error := _unavailable(participation):
-        return _error_page(request, error, study=participation.study)
+    if page := _unavailable_page(request, participation):
+        return page
     study_obj = participation.study
     used = participation_queries_used(participation=participation)
     if request.method == "GET":
@@ -398,7 +422,7 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
             if error.field:
                 form.add_error(error.field, error.message)
             else:
-                return _error_page(request, error, study=study_obj)
+                return _refusal_page(request, error, participation)
         else:
             return redirect("annotation:wait", slug=slug, index=query.index)
     return render(
@@ -465,8 +489,8 @@ def wait(request: HttpRequest, slug: str, index: int) -> HttpResponse:
         Query.Status.DISCARDED,
     ):
         return redirect("annotation:study", slug=slug)
-    if error := _unavailable(participation):  # try again and set aside are refused while it is paused
-        return _error_page(request, error, study=participation.study)
+    if page := _unavailable_page(request, participation):  # try again and set aside are refused while paused
+        return page
     query_mark_wait_shown(query=query)
     progress = generation_progress(query=query)
     state = query_wait_state(query=query, progress=progress)
@@ -511,7 +535,7 @@ def retry(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     try:
         query_resend(query=query)
     except ApplicationError as error:
-        return _error_page(request, error, study=participation.study)
+        return _refusal_page(request, error, participation)
     return redirect("annotation:wait", slug=slug, index=index)
 
 
@@ -523,7 +547,7 @@ def discard(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     try:
         query_discard(query=query)
     except ApplicationError as error:
-        return _error_page(request, error, study=participation.study)
+        return _refusal_page(request, error, participation)
     return redirect("annotation:study", slug=slug)
 
 
@@ -559,7 +583,7 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
             )
         except ApplicationError as error:
             if error.status != 409 or "match" not in error.extra:
-                return _error_page(request, error, study=participation.study)
+                return _refusal_page(request, error, participation)
             query_for(participation=participation, index=index)  # an unknown question is a 404, as on GET
             return render(
                 request,
@@ -575,14 +599,14 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     # The current match with its question in one read; the question alone only when there is none.
     match = match_current_of(participation=participation, index=index)
     query = match.bracket.query if match is not None else query_for(participation=participation, index=index)
-    if unavailable := _unavailable(participation):
-        return _error_page(request, unavailable, study=participation.study)
+    if page := _unavailable_page(request, participation):
+        return page
     if participation_ended(participation=participation) or query.status != Query.Status.READY or match is None:
         return redirect("annotation:study", slug=slug)  # a question set aside or stopped shows no more matches
     try:
         match_mark_shown(match=match, participation=participation)
     except ApplicationError as error:  # paused or ended since the checks above
-        return _error_page(request, error, study=participation.study)
+        return _refusal_page(request, error, participation)
     answered, total = match_progress(match=match)
     study_obj = participation.study
     return render(
@@ -620,7 +644,7 @@ def stop(request: HttpRequest, slug: str) -> HttpResponse:
     if participation_ended(participation=participation):
         return redirect("annotation:done", slug=slug)
     if refusal := participation_finish_refusal(participation=participation):
-        return _error_page(request, refusal, study=participation.study)
+        return _refusal_page(request, refusal, participation)
     current = query_current(participation=participation)
     ranked = participation.queries.filter(status=Query.Status.RANKED).count()
     return render(
@@ -643,7 +667,7 @@ def finish(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         participation = participation_finish(participation=participation)
     except ApplicationError as error:
-        return _error_page(request, error, study=participation.study)
+        return _refusal_page(request, error, participation)
     # A crowd study sends the finished annotator straight back to the platform (they just pressed Finish);
     # the done page keeps the code and a button to the same address for a reload or a later visit.
     if participation.completed_at is not None and participation.study.completion_url:
