@@ -88,11 +88,19 @@ def _unavailable_page(request: HttpRequest, participation: Participation, *, sta
 def _refusal_page(request: HttpRequest, error: ApplicationError, participation: Participation) -> HttpResponse:
     """A service's refusal on a joined annotator's page. Refused because the study was paused or closed (before
     the request, or while it ran): the page of `_unavailable_page`, never a bare notice that leads back to itself."""
-    if error.status in (403, 409):
-        participation.study.refresh_from_db(fields=["status"])
-        if page := _unavailable_page(request, participation, status=error.status):
-            return page
+    if error.status in (403, 409) and (page := _state_page(request, participation, status=error.status)):
+        return page
     return _error_page(request, error, study=participation.study)
+
+
+def _state_page(request: HttpRequest, participation: Participation, *, status: int) -> HttpResponse | None:
+    """Where a refused request goes when the refusal was the study's state or the participation's end, read
+    again now (either may have changed while the request ran); None when the study is open and it goes on."""
+    participation.study.refresh_from_db(fields=["status"])
+    participation.refresh_from_db(fields=["completed_at", "stopped_at", "screened_out_at"])
+    if participation_ended(participation=participation):
+        return redirect("annotation:done", slug=participation.study.slug)
+    return _unavailable_page(request, participation, status=status)
 
 
 def _posted(request: HttpRequest) -> Any:
@@ -419,10 +427,11 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
                 shown_at=_shown_at(request),
             )
         except ApplicationError as error:
-            if error.field:
-                form.add_error(error.field, error.message)
-            else:
-                return _refusal_page(request, error, participation)
+            if not error.field and (page := _state_page(request, participation, status=error.status)):
+                return page
+            # Anything else (a question still open in another tab, the limit, the text itself) is said on the
+            # form, which keeps the question typed.
+            form.add_error(error.field, error.message)
         else:
             return redirect("annotation:wait", slug=slug, index=query.index)
     return render(

@@ -3,6 +3,7 @@ retrying it, and the periodic sweeper that sees every question and candidate to 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 from datetime import datetime, timedelta
@@ -91,8 +92,11 @@ def _send_on_commit(query: Query, task: Any, *args: Any) -> None:
 def query_submit(
     *, participation: Participation, text: str, client_token: str, shown_at: datetime | None = None
 ) -> Query:
-    """Ask a question; retrieval and generation follow in the background. Resubmitting is harmless.
-    `shown_at` is when the question form was first shown, for the time spent on it."""
+    """Ask a question; retrieval and generation follow in the background. Resubmitting is harmless: the same
+    question sent again under its client token (a double click, a reload) is the one question. A different
+    question under a token already spent (the back button restores a form with its old hidden token, and a new
+    question is typed into it) is asked as a new question, never dropped. `shown_at` is when the question form
+    was first shown, for the time spent on it."""
     # The participation's row alone is locked (one question at a time per annotator, the limit, the client
     # token); FOR UPDATE without `of` would lock the study's row too and queue every annotator's question
     # behind every other's (bench/load.py: 100 asking within a second waited in line, the web server idle).
@@ -107,12 +111,19 @@ def query_submit(
         used=Count("pk", filter=~Q(status=Query.Status.DISCARDED)),
         last_index=Max("index"),
     )
+    text = (text or "").strip()
     if client_token and tally["sent_before"] is not None:
-        return Query.objects.get(pk=tally["sent_before"])
+        earlier = Query.objects.get(pk=tally["sent_before"])
+        if earlier.text == text:
+            return earlier
+        # Spent by another question: this one is new. Its own token is derived from the two, so that this new
+        # question sent again from the same restored form (a double click) is still one question.
+        client_token = hashlib.sha256(f"{client_token}\n{text}".encode()).hexdigest()
+        if (again := participation.queries.filter(client_token=client_token).first()) is not None:
+            return again
     study_require_open(study=study)
     if participation_ended(participation=participation):
         raise ApplicationError(_("You have already finished this study. Thank you!"), status=409)
-    text = (text or "").strip()
     if not text:
         raise ApplicationError(_("Please write your question."), field="text")
     if len(text) > study.max_query_chars:

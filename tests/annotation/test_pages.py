@@ -98,7 +98,10 @@ def test_reload_and_resubmit_never_duplicate(client, invitation, django_capture_
     _, token = _ask(client, django_capture_on_commit_callbacks)
     # The same form posted twice (double click, back + resubmit) is one question.
     with django_capture_on_commit_callbacks(execute=True):
-        again = client.post(reverse("annotation:ask", args=["sleep"]), {"text": "whatever", "client_token": token})
+        again = client.post(
+            reverse("annotation:ask", args=["sleep"]),
+            {"text": "How does night shift work affect nurses' sleep?", "client_token": token},
+        )
     assert again.status_code == 302 and Query.objects.count() == 1
     compare = reverse("annotation:compare", args=["sleep", 1])
     match = Match.objects.filter(status="pending").order_by("round", "index").first()
@@ -112,6 +115,38 @@ def test_reload_and_resubmit_never_duplicate(client, invitation, django_capture_
     # A stale tab answering differently changes nothing.
     client.post(compare, {"match_id": match.pk, "choice": "right"})
     assert Judgment.objects.get(match=match).choice == "left"
+
+
+def test_a_new_question_typed_into_a_restored_form_is_asked_or_refused_keeping_its_text(
+    client, invitation, django_capture_on_commit_callbacks
+):
+    """The back button restores the question form with its old hidden token, and a new question is typed in."""
+    _join(client, invitation)
+    _persona(client)
+    _, token = _ask(client, django_capture_on_commit_callbacks)
+    ask = reverse("annotation:ask", args=["sleep"])
+    # While the first question is still being compared: refused on the form, the new question still in it.
+    refused = client.post(ask, {"text": "Which shift patterns reduce fatigue?", "client_token": token})
+    page = refused.content.decode()
+    assert refused.status_code == 400 and "Please finish ranking your current question first." in page
+    assert "Which shift patterns reduce fatigue?</textarea>" in page and Query.objects.count() == 1
+    compare = reverse("annotation:compare", args=["sleep", 1])
+    while (shown := client.get(compare)).status_code == 200:
+        match_id = re.search(r'name="match_id" value="(\d+)"', shown.content.decode()).group(1)
+        client.post(compare, {"match_id": match_id, "choice": "left"})
+    # Once it is ranked: asked as question 2, and the same form sent twice is still one question.
+    with django_capture_on_commit_callbacks(execute=True):
+        for _ in range(2):
+            sent = client.post(ask, {"text": "Which shift patterns reduce fatigue?", "client_token": token})
+            assert sent["Location"] == reverse("annotation:wait", args=["sleep", 2])
+    assert list(Query.objects.order_by("index").values_list("index", "text")) == [
+        (1, "How does night shift work affect nurses' sleep?"),
+        (2, "Which shift patterns reduce fatigue?"),
+    ]
+    assert (
+        "Which shift patterns reduce fatigue?"
+        in client.get(reverse("annotation:compare", args=["sleep", 2])).content.decode()
+    )
 
 
 def test_another_annotators_pages_are_not_found(client, invitation, django_capture_on_commit_callbacks):
