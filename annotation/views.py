@@ -48,7 +48,7 @@ from annotation.services.participation import (
     participation_resume_url,
     participation_screen,
 )
-from annotation.services.persona import persona_current, persona_save
+from annotation.services.persona import FIXED, persona_current, persona_save
 from annotation.services.quality import check_warning
 from annotation.services.query import query_discard, query_mark_wait_shown, query_resend, query_submit
 from annotation.services.tournament import judgment_record_on_page, match_mark_shown
@@ -379,13 +379,24 @@ def profile(request: HttpRequest, slug: str) -> HttpResponse:
     current = persona_current(participation=participation)
     locked = participation.queries.exists()
     form = PersonaForm(_posted(request), initial=current.as_dict() if current else None)
+    # An edit sent from a tab opened before the first question was asked (here or in another tab): not saved,
+    # and the page says so and why, then shows what is stored, never the values that were not saved.
+    not_saved = str(FIXED) if request.method == "POST" and locked else ""
     if request.method == "POST" and not locked and form.is_valid():
         try:
             persona_save(participation=participation, data=form.cleaned_data, shown_at=_shown_at(request))
         except ApplicationError as error:
-            form.add_error(error.field, error.message)
+            if error.field:
+                form.add_error(error.field, error.message)
+            elif page := _state_page(request, participation, status=error.status):
+                return page
+            else:  # a question asked in another tab while this edit was on its way
+                locked, not_saved = True, error.message
         else:
             return redirect("annotation:study", slug=slug)
+    if locked:
+        stored = persona_current(participation=participation)
+        form = PersonaForm(initial=stored.as_dict() if stored else None)
     return render(
         request,
         "annotation/profile.html",
@@ -393,10 +404,11 @@ def profile(request: HttpRequest, slug: str) -> HttpResponse:
             "study": participation.study,
             "form": form,
             "locked": locked,
+            "not_saved": not_saved,
             "participation": participation,
             "shown": _shown_token(request),
         },
-        status=400 if form.errors else 200,
+        status=409 if not_saved else 400 if form.errors else 200,
     )
 
 

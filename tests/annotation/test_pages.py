@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation.models import Judgment, Match, Participation, Query, Study
+from annotation.models import Judgment, Match, Participation, PersonaProfile, Query, Study
 from tests.annotation.factories import PERSONA, StudyFactory
 
 pytestmark = pytest.mark.django_db
@@ -192,3 +192,49 @@ def test_csrf_is_enforced(invitation):
     response = strict.post(reverse("annotation:join", args=[invitation.token]), {"consent": "on"})
     assert response.status_code == 403
     assert not Participation.objects.exists()
+
+
+def _edited_persona_sent_from_a_stale_tab_is_refused_showing_what_is_stored(response) -> None:
+    page = response.content.decode()
+    assert response.status_code == 409
+    assert "Your changes were not saved: Your profile is fixed once you have asked your first question." in page
+    assert "practising nurse" in page and "secondary-school teacher" not in page and "history" not in page
+    assert list(PersonaProfile.objects.values_list("role", "domain")) == [("practising nurse", "intensive care")]
+
+
+EDITED = {**PERSONA, "role": "secondary-school teacher", "domain": "history"}
+
+
+def test_a_persona_edit_from_a_tab_opened_before_the_first_question_says_it_was_not_saved(
+    client, invitation, django_capture_on_commit_callbacks
+):
+    _join(client, invitation)
+    _persona(client)
+    assert client.get(reverse("annotation:profile", args=["sleep"])).status_code == 200  # tab A: the form
+    _ask(client, django_capture_on_commit_callbacks)  # tab B asks the first question
+    _edited_persona_sent_from_a_stale_tab_is_refused_showing_what_is_stored(
+        client.post(reverse("annotation:profile", args=["sleep"]), EDITED)
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_persona_edit_overtaken_by_a_question_asked_in_another_tab_says_it_was_not_saved(invitation):
+    from annotation.services.query import query_submit
+    from tests.annotation.test_admin_races import after_statement
+
+    client = Client()
+    _join(client, invitation)
+    _persona(client)
+    participation = Participation.objects.get()
+
+    def ask_elsewhere() -> None:
+        query_submit(participation=participation, text="Night shifts and sleep?", client_token="tab-b")
+
+    # Tab B's question lands after the page checked that none was asked, before the edit is saved.
+    def checked(sql: str) -> bool:
+        return sql.startswith('SELECT %s AS "a" FROM "annotation_query"')
+
+    with after_statement(checked, ask_elsewhere) as seen:
+        response = client.post(reverse("annotation:profile", args=["sleep"]), EDITED)
+    assert seen and Query.objects.count() == 1
+    _edited_persona_sent_from_a_stale_tab_is_refused_showing_what_is_stored(response)
