@@ -16,6 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.text import normalize_newlines
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -581,42 +582,23 @@ PAGE_DOCUMENT_FIELDS = ("rank", "title", "abstract", "url", "year")
 def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     """One match: two summaries side by side, left / right / neither."""
     participation = participation_for(annotator=request.user, study_slug=slug)
+    # A comment refused (too long) is said on the comparison shown again, the typed comment still in its box:
+    # the choice was not recorded, and the annotator shortens it and chooses again.
+    refused_comment: tuple[str, str] | None = None
     if request.method == "POST":
         form = ChoiceForm(request.POST)
-        if not form.is_valid():
-            message = (
-                str(form.errors["comment"][0]) if "comment" in form.errors else _("Choose left, right or neither.")
+        valid = form.is_valid()
+        if not valid and set(form.errors) != {"comment"}:
+            return _error_page(
+                request, ApplicationError(_("Choose left, right or neither.")), study=participation.study
             )
-            return _error_page(request, ApplicationError(message), study=participation.study)
-        # Every answer names its match; only the one on screen now takes it (checked in the service's locked
-        # read, which also finds the question). The same answer sent again (a double click) is harmless;
-        # anything else is explained, never applied to the current match.
-        # The box is shown only where the study collects comments; anything else posted is not kept.
-        comment = form.cleaned_data["comment"] if participation.study.comments != Study.Comments.OFF else ""
-        started = timezone.now()
-        try:
-            judgment = judgment_record_on_page(
-                participation=participation,
-                index=index,
-                match_id=form.cleaned_data["match_id"],
-                choice=form.cleaned_data["choice"],
-                comment=comment,
-            )
-        except ApplicationError as error:
-            if error.status != 409 or "match" not in error.extra:
-                return _refusal_page(request, error, participation)
-            query_for(participation=participation, index=index)  # an unknown question is a 404, as on GET
-            return render(
-                request,
-                "annotation/notice.html",
-                {"message": error.message, "study": participation.study, "title": _("Your answer was not recorded")},
-                status=409,
-            )
-        # Warned once, by the answer that recorded the failed check (not by an earlier one sent again).
-        if warning := check_warning(judgment=judgment, since=started):
-            messages.info(request, warning)
-        # Post/redirect/get: a reload or the back button never re-sends an answer.
-        return redirect("annotation:study", slug=slug)
+        if valid or participation.study.comments == Study.Comments.OFF:  # no box shown: no comment kept
+            answered_or_refused = _compare_answer(request, participation, index, form)
+            if isinstance(answered_or_refused, HttpResponse):
+                return answered_or_refused
+            refused_comment = answered_or_refused
+        else:
+            refused_comment = (normalize_newlines(request.POST.get("comment", "")), str(form.errors["comment"][0]))
     # The current match with its question in one read; the question alone only when there is none.
     match = match_current_of(participation=participation, index=index)
     query = match.bracket.query if match is not None else query_for(participation=participation, index=index)
@@ -650,10 +632,54 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
             "is_final": match.label == "final" and not match.check_expected,  # a check never poses as the final
             "allow_ties": study_obj.allow_ties,
             "comments": study_obj.comments,
-            # The question's comment so far, to edit (comments per question).
-            "question_comment": query.feedback if study_obj.comments == Study.Comments.QUESTION else "",
+            # The comment refused, as typed; else the question's comment so far, to edit (comments per question).
+            "comment_text": refused_comment[0]
+            if refused_comment
+            else query.feedback
+            if study_obj.comments == Study.Comments.QUESTION
+            else "",
+            "comment_error": refused_comment[1] if refused_comment else "",
         },
+        status=400 if refused_comment else 200,
     )
+
+
+def _compare_answer(
+    request: HttpRequest, participation: Participation, index: int, form: ChoiceForm
+) -> HttpResponse | tuple[str, str]:
+    """Record the answer of a valid form: the response, or (the comment, why it was refused) to show again."""
+    slug = participation.study.slug
+    # Every answer names its match; only the one on screen now takes it (checked in the service's locked
+    # read, which also finds the question). The same answer sent again (a double click) is harmless;
+    # anything else is explained, never applied to the current match.
+    # The box is shown only where the study collects comments; anything else posted is not kept.
+    comment = form.cleaned_data["comment"] if participation.study.comments != Study.Comments.OFF else ""
+    started = timezone.now()
+    try:
+        judgment = judgment_record_on_page(
+            participation=participation,
+            index=index,
+            match_id=form.cleaned_data["match_id"],
+            choice=form.cleaned_data["choice"],
+            comment=comment,
+        )
+    except ApplicationError as error:
+        if error.field == "comment":
+            return comment, error.message
+        if error.status != 409 or "match" not in error.extra:
+            return _refusal_page(request, error, participation)
+        query_for(participation=participation, index=index)  # an unknown question is a 404, as on GET
+        return render(
+            request,
+            "annotation/notice.html",
+            {"message": error.message, "study": participation.study, "title": _("Your answer was not recorded")},
+            status=409,
+        )
+    # Warned once, by the answer that recorded the failed check (not by an earlier one sent again).
+    if warning := check_warning(judgment=judgment, since=started):
+        messages.info(request, warning)
+    # Post/redirect/get: a reload or the back button never re-sends an answer.
+    return redirect("annotation:study", slug=slug)
 
 
 @login_required(login_url="annotation:home")

@@ -238,3 +238,18 @@ def test_a_persona_edit_overtaken_by_a_question_asked_in_another_tab_says_it_was
         response = client.post(reverse("annotation:profile", args=["sleep"]), EDITED)
     assert seen and Query.objects.count() == 1
     _edited_persona_sent_from_a_stale_tab_is_refused_showing_what_is_stored(response)
+
+
+def test_a_question_and_a_profile_filled_to_their_limit_with_line_breaks_are_taken(
+    client, invitation, django_capture_on_commit_callbacks
+):
+    """A browser counts a line break as one character against a box's maxlength, and sends it as CRLF."""
+    _join(client, invitation)
+    use_case = ("Advising patients.\n" * 60)[:1000]
+    saved = client.post(
+        reverse("annotation:profile", args=["sleep"]), {**PERSONA, "use_case": use_case.replace("\n", "\r\n")}
+    )
+    assert saved.status_code == 302 and PersonaProfile.objects.get().use_case == use_case.strip()
+    question = ("Night shifts and sleep?\n" * 50)[:1000]
+    sent, _ = _ask(client, django_capture_on_commit_callbacks, text=question.replace("\n", "\r\n"))
+    assert sent.status_code == 302 and Query.objects.get().text == question.strip()
