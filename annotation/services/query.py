@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import unicodedata
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -88,6 +89,12 @@ def _send_on_commit(query: Query, task: Any, *args: Any) -> None:
     enqueue_on_commit(task, *args, on_sent=sent, on_send_failed=failed)
 
 
+def _visible(text: str) -> bool:
+    """Whether the text has a character one can see: not only whitespace, format characters (zero-width
+    space and joiners, the byte-order mark, the word joiner), controls or unassigned code points."""
+    return any(not char.isspace() and unicodedata.category(char) not in ("Cc", "Cf", "Cn", "Zs") for char in text)
+
+
 @transaction.atomic
 def query_submit(
     *, participation: Participation, text: str, client_token: str, shown_at: datetime | None = None
@@ -124,7 +131,7 @@ def query_submit(
     study_require_open(study=study)
     if participation_ended(participation=participation):
         raise ApplicationError(_("You have already finished this study. Thank you!"), status=409)
-    if not text:
+    if not _visible(text):  # empty, or only invisible characters: nothing to search for
         raise ApplicationError(_("Please write your question."), field="text")
     if len(text) > study.max_query_chars:
         raise ApplicationError(

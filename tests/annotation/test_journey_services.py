@@ -138,7 +138,15 @@ def test_a_new_question_under_a_spent_client_token_is_asked_not_dropped(study, d
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("   ", "Please write your question."), ("x" * 1001, "under 1000 characters")],
+    [
+        ("   ", "Please write your question."),
+        (" \u00a0\u3000 ", "Please write your question."),
+        # Only invisible characters (zero-width space and joiner, byte-order mark, word joiner): no question.
+        ("\u200b", "Please write your question."),
+        ("\ufeff\u2060", "Please write your question."),
+        ("\u200b \u200d", "Please write your question."),
+        ("x" * 1001, "under 1000 characters"),
+    ],
 )
 def test_bad_query_text_is_refused_with_a_field_message(study, text, message):
     participation = join(study)

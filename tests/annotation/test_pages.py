@@ -253,3 +253,13 @@ def test_a_question_and_a_profile_filled_to_their_limit_with_line_breaks_are_tak
     question = ("Night shifts and sleep?\n" * 50)[:1000]
     sent, _ = _ask(client, django_capture_on_commit_callbacks, text=question.replace("\n", "\r\n"))
     assert sent.status_code == 302 and Query.objects.get().text == question.strip()
+
+
+def test_a_question_of_invisible_characters_is_refused_like_an_empty_one(
+    client, invitation, django_capture_on_commit_callbacks
+):
+    _join(client, invitation)
+    _persona(client)
+    refused, _ = _ask(client, django_capture_on_commit_callbacks, text="\u200b\ufeff\u2060")
+    assert refused.status_code == 400 and "Please write your question." in refused.content.decode()
+    assert not Query.objects.exists()
