@@ -26,7 +26,7 @@ from annotation.models import Participation, Query, RetrievedDocument, Study
 from annotation.selectors.generation import generation_progress
 from annotation.selectors.membership import StudyAction, study_allows
 from annotation.selectors.participation import participation_for
-from annotation.selectors.query import query_current, query_for, query_wait_state
+from annotation.selectors.query import query_current, query_for, query_number, query_wait_state
 from annotation.selectors.tournament import match_current_of, match_progress
 from annotation.services.participation import (
     external_ids_from,
@@ -525,6 +525,7 @@ def wait(request: HttpRequest, slug: str, index: int) -> HttpResponse:
             "progress": progress,
             "status_url": reverse("annotation:status", args=[slug, index]),
             "state": state,
+            "number": query_number(query=query),
             "limit": participation.study.queries_per_annotator,
         },
     )
@@ -628,6 +629,7 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
             ],
             "comparison_number": answered + 1,
             "comparison_total": total,
+            "number": query_number(query=query),
             "limit": study_obj.queries_per_annotator,
             "is_final": match.label == "final" and not match.check_expected,  # a check never poses as the final
             "allow_ties": study_obj.allow_ties,

@@ -41,14 +41,14 @@ def _annotator(study) -> Client:
     return client
 
 
-def _ask(client: Client, capture, *, run_worker: bool) -> Query:
+def _ask(client: Client, capture, *, run_worker: bool, index: int = 1) -> Query:
     """Ask a question; with run_worker=False no worker ever picks it up (as with none running)."""
     page = client.get(url("ask")).content.decode()
     token = re.search(r'name="client_token" value="([0-9a-f]+)"', page).group(1)
     shown = re.search(r'name="shown" value="([^"]+)"', page).group(1)
     with capture(execute=run_worker):
         response = client.post(url("ask"), {"text": QUESTION, "client_token": token, "shown": shown})
-    assert response["Location"] == url("wait", 1)
+    assert response["Location"] == url("wait", index)
     return Query.objects.get(client_token=token)
 
 
@@ -85,6 +85,24 @@ def test_with_no_worker_the_waiting_page_offers_a_way_out_past_its_deadline(stud
     assert query.set_aside_at is not None
     assert client.get(url("study"))["Location"] == url("ask")
     assert "Question 1 of 8" in client.get(url("ask")).content.decode()
+
+
+def test_every_page_numbers_questions_the_same_way_after_one_is_set_aside(study, django_capture_on_commit_callbacks):
+    study.queries_per_annotator = 2
+    study.save(update_fields=["queries_per_annotator"])
+    client = _annotator(study)
+    _ask(client, django_capture_on_commit_callbacks, run_worker=False)
+    assert "Question 1 of 2" in client.get(url("wait", 1)).content.decode()
+    client.post(url("discard", 1))  # set aside: it does not count, so the next question is question 1 again
+    for number in (1, 2):
+        assert f"Question {number} of 2" in client.get(url("ask")).content.decode()
+        query = _ask(client, django_capture_on_commit_callbacks, run_worker=False, index=number + 1)
+        assert f"Question {number} of 2" in client.get(url("wait", query.index)).content.decode()
+        with django_capture_on_commit_callbacks(execute=True) as sent:
+            client.post(url("retry", query.index))
+        assert sent and f"Question {number} of 2" in client.get(url("compare", query.index)).content.decode()
+        _rank_current(client)
+    assert client.get(url("study"))["Location"] == url("done")
 
 
 def test_stopping_before_ranking_enough_asks_first_then_records_the_stop_without_a_code(
