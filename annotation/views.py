@@ -25,7 +25,7 @@ from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, PracticeForm,
 from annotation.models import Participation, Query, RetrievedDocument, Study
 from annotation.selectors.generation import generation_progress
 from annotation.selectors.membership import StudyAction, study_allows
-from annotation.selectors.participation import participation_for
+from annotation.selectors.participation import participation_by_invitation, participation_for
 from annotation.selectors.query import query_current, query_for, query_number, query_wait_state
 from annotation.selectors.tournament import match_current_of, match_progress
 from annotation.services.participation import (
@@ -57,8 +57,21 @@ from kernel.exceptions import ApplicationError
 from kernel.rows import rows_by
 
 
-def _error_page(request: HttpRequest, error: ApplicationError, *, study: Study | None = None) -> HttpResponse:
-    return render(request, "annotation/notice.html", {"message": error.message, "study": study}, status=error.status)
+def _error_page(
+    request: HttpRequest, error: ApplicationError, *, study: Study | None = None, own_studies: bool = False
+) -> HttpResponse:
+    """The notice; with `own_studies`, a signed-in annotator's studies are listed to go back to."""
+    participations = (
+        list(Participation.objects.filter(annotator=request.user).select_related("study"))
+        if own_studies and request.user.is_authenticated
+        else []
+    )
+    return render(
+        request,
+        "annotation/notice.html",
+        {"message": error.message, "study": study, "participations": participations},
+        status=error.status,
+    )
 
 
 def _unavailable_page(request: HttpRequest, participation: Participation, *, status: int = 403) -> HttpResponse | None:
@@ -143,7 +156,12 @@ def join(request: HttpRequest, token: str) -> HttpResponse:
     try:
         invitation = invitation_check(token=token, allow_used_up=True)
     except ApplicationError as error:
-        return _error_page(request, error)
+        # An annotator who joined through it comes back to their study, whatever became of the link (expired,
+        # its study paused or closed: the study's pages say so); a link deleted since names no study, so the
+        # notice lists their studies.
+        if (own := participation_by_invitation(annotator=request.user, token=token)) is not None:
+            return redirect("annotation:study", slug=own.study.slug)
+        return _error_page(request, error, own_studies=True)
     study = invitation.study
     if request.user.is_authenticated and Participation.objects.filter(study=study, annotator=request.user).exists():
         return redirect("annotation:study", slug=study.slug)

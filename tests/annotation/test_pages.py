@@ -263,3 +263,26 @@ def test_a_question_of_invisible_characters_is_refused_like_an_empty_one(
     refused, _ = _ask(client, django_capture_on_commit_callbacks, text="\u200b\ufeff\u2060")
     assert refused.status_code == 400 and "Please write your question." in refused.content.decode()
     assert not Query.objects.exists()
+
+
+def test_a_joined_annotator_opening_their_expired_or_deleted_invitation_gets_back_to_their_study(
+    client, invitation, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotation.models import Invitation
+
+    _join(client, invitation)
+    _persona(client)
+    _ask(client, django_capture_on_commit_callbacks)
+    join = reverse("annotation:join", args=[invitation.token])
+    Invitation.objects.filter(pk=invitation.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    assert client.get(join)["Location"] == reverse("annotation:study", args=["sleep"])
+    assert Client().get(join).status_code == 410  # anyone else is still told it has expired
+    Invitation.objects.filter(pk=invitation.pk).delete()
+    gone = client.get(join)
+    assert gone.status_code == 404 and "not valid" in gone.content.decode()
+    assert 'href="/study/sleep/"' in gone.content.decode()  # their study, to go back to
+    assert Query.objects.count() == 1
