@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
+from django.utils.text import normalize_newlines
 from django.utils.translation import gettext_lazy as _
 
 from annotation.models import Judgment, PersonaProfile
 from annotation.services.tournament import COMMENT_MAX_CHARS
+
+
+class MultilineField(forms.CharField):
+    """A text box's input with its line breaks as one character each (LF), before the length is checked. A
+    browser counts a line break as one character against a textarea's maxlength but sends it as CRLF, two: a
+    box filled to its limit with line breaks would arrive over it and be refused."""
+
+    def to_python(self, value: Any) -> str:
+        return normalize_newlines(super().to_python(value) or "")
 
 
 class ConsentForm(forms.Form):
@@ -44,7 +56,7 @@ class PersonaForm(forms.Form):
         widget=forms.RadioSelect,
     )
     research_area = forms.CharField(max_length=200, required=False, label=_("Research or work area"))
-    use_case = forms.CharField(
+    use_case = MultilineField(
         max_length=1000,
         label=_("What will you use the answers for?"),
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -53,7 +65,7 @@ class PersonaForm(forms.Form):
 
 
 class QueryForm(forms.Form):
-    text = forms.CharField(
+    text = MultilineField(
         label=_("Your question"),
         widget=forms.Textarea(attrs={"rows": 4, "autofocus": True}),
         help_text=_("Ask something you genuinely want to know for your work or studies."),
@@ -71,7 +83,7 @@ class ChoiceForm(forms.Form):
     match_id = forms.IntegerField(widget=forms.HiddenInput)
     # The tie is refused by the service where the study does not offer it.
     choice = forms.ChoiceField(choices=Judgment.Choice.choices)
-    comment = forms.CharField(
+    comment = MultilineField(
         max_length=COMMENT_MAX_CHARS,
         required=False,
         label=_("Comment (optional)"),

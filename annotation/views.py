@@ -16,6 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.text import normalize_newlines
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -24,8 +25,8 @@ from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, PracticeForm,
 from annotation.models import Participation, Query, RetrievedDocument, Study
 from annotation.selectors.generation import generation_progress
 from annotation.selectors.membership import StudyAction, study_allows
-from annotation.selectors.participation import participation_for
-from annotation.selectors.query import query_current, query_for, query_wait_state
+from annotation.selectors.participation import participation_by_invitation, participation_for
+from annotation.selectors.query import query_current, query_for, query_number, query_wait_state
 from annotation.selectors.tournament import match_current_of, match_progress
 from annotation.services.participation import (
     external_ids_from,
@@ -48,7 +49,7 @@ from annotation.services.participation import (
     participation_resume_url,
     participation_screen,
 )
-from annotation.services.persona import persona_current, persona_save
+from annotation.services.persona import FIXED, persona_current, persona_save
 from annotation.services.quality import check_warning
 from annotation.services.query import query_discard, query_mark_wait_shown, query_resend, query_submit
 from annotation.services.tournament import NOTHING_TO_ANSWER, bracket_settle, judgment_record_on_page, match_mark_shown
@@ -56,19 +57,64 @@ from kernel.exceptions import ApplicationError
 from kernel.rows import rows_by
 
 
-def _error_page(request: HttpRequest, error: ApplicationError, *, study: Study | None = None) -> HttpResponse:
-    return render(request, "annotation/notice.html", {"message": error.message, "study": study}, status=error.status)
+def _error_page(
+    request: HttpRequest, error: ApplicationError, *, study: Study | None = None, own_studies: bool = False
+) -> HttpResponse:
+    """The notice; with `own_studies`, a signed-in annotator's studies are listed to go back to."""
+    participations = (
+        list(Participation.objects.filter(annotator=request.user).select_related("study"))
+        if own_studies and request.user.is_authenticated
+        else []
+    )
+    return render(
+        request,
+        "annotation/notice.html",
+        {"message": error.message, "study": study, "participations": participations},
+        status=error.status,
+    )
 
 
-def _unavailable(participation: Participation) -> ApplicationError | None:
-    status = participation.study.status
-    if status == Study.Status.OPEN:
+def _unavailable_page(request: HttpRequest, participation: Participation, *, status: int = 403) -> HttpResponse | None:
+    """The page for a joined annotator whose study is paused or closed (None while it is open): what happened,
+    what of theirs is kept, and their reference to give the research team (docs/annotators.md). A participation
+    that has ended goes to its own end page instead, which gives the completion code or the reference."""
+    study_obj = participation.study
+    if study_obj.status == Study.Status.OPEN:
         return None
-    if status == Study.Status.PAUSED:
-        return ApplicationError(
-            _("This study is paused. Please come back later; your answers so far are saved."), status=403
-        )
-    return ApplicationError(_("This study is closed. Thank you for your interest."), status=403)
+    if participation_ended(participation=participation):
+        return redirect("annotation:done", slug=study_obj.slug)
+    paused = study_obj.status == Study.Status.PAUSED
+    return render(
+        request,
+        "annotation/unavailable.html",
+        {
+            "study": study_obj,
+            "participation": participation,
+            "paused": paused,
+            "ranked": participation.queries.filter(status=Query.Status.RANKED).count(),
+            "current": query_current(participation=participation),
+            "resume_url": participation_resume_url(participation=participation) if paused else None,
+        },
+        status=status,
+    )
+
+
+def _refusal_page(request: HttpRequest, error: ApplicationError, participation: Participation) -> HttpResponse:
+    """A service's refusal on a joined annotator's page. Refused because the study was paused or closed (before
+    the request, or while it ran): the page of `_unavailable_page`, never a bare notice that leads back to itself."""
+    if error.status in (403, 409) and (page := _state_page(request, participation, status=error.status)):
+        return page
+    return _error_page(request, error, study=participation.study)
+
+
+def _state_page(request: HttpRequest, participation: Participation, *, status: int) -> HttpResponse | None:
+    """Where a refused request goes when the refusal was the study's state or the participation's end, read
+    again now (either may have changed while the request ran); None when the study is open and it goes on."""
+    participation.study.refresh_from_db(fields=["status"])
+    participation.refresh_from_db(fields=["completed_at", "stopped_at", "screened_out_at"])
+    if participation_ended(participation=participation):
+        return redirect("annotation:done", slug=participation.study.slug)
+    return _unavailable_page(request, participation, status=status)
 
 
 def _posted(request: HttpRequest) -> Any:
@@ -110,7 +156,12 @@ def join(request: HttpRequest, token: str) -> HttpResponse:
     try:
         invitation = invitation_check(token=token, allow_used_up=True)
     except ApplicationError as error:
-        return _error_page(request, error)
+        # An annotator who joined through it comes back to their study, whatever became of the link (expired,
+        # its study paused or closed: the study's pages say so); a link deleted since names no study, so the
+        # notice lists their studies.
+        if (own := participation_by_invitation(annotator=request.user, token=token)) is not None:
+            return redirect("annotation:study", slug=own.study.slug)
+        return _error_page(request, error, own_studies=True)
     study = invitation.study
     if request.user.is_authenticated and Participation.objects.filter(study=study, annotator=request.user).exists():
         return redirect("annotation:study", slug=study.slug)
@@ -222,8 +273,8 @@ def screening(request: HttpRequest, slug: str) -> HttpResponse:
         participation=participation
     ):
         return redirect("annotation:study", slug=slug)
-    if error := _unavailable(participation):
-        return _error_page(request, error, study=participation.study)
+    if page := _unavailable_page(request, participation):
+        return page
     study_obj = participation.study
     form = ScreeningForm(_posted(request), question=study_obj.screening_question, choices=study_obj.screening_choices)
     if request.method == "POST" and form.is_valid():
@@ -280,8 +331,8 @@ def study(request: HttpRequest, slug: str) -> HttpResponse:
     """Send the annotator to wherever they are in the protocol; reloading is always safe."""
     participation = participation_for(annotator=request.user, study_slug=slug)
     ended = participation_ended(participation=participation)
-    if not ended and (error := _unavailable(participation)):
-        return _error_page(request, error, study=participation.study)
+    if not ended and (page := _unavailable_page(request, participation)):
+        return page
     if (
         not ended
         and query_current(participation=participation) is None
@@ -318,8 +369,8 @@ def practice_round(request: HttpRequest, slug: str) -> HttpResponse:
     participation = participation_for(annotator=request.user, study_slug=slug)
     if not _practice_due(request, participation):
         return redirect("annotation:study", slug=slug)
-    if error := _unavailable(participation):
-        return _error_page(request, error, study=participation.study)
+    if page := _unavailable_page(request, participation):
+        return page
     form = PracticeForm(_posted(request))
     chosen = form.cleaned_data["choice"] if request.method == "POST" and form.is_valid() else None
     if chosen is not None:
@@ -344,20 +395,31 @@ def profile(request: HttpRequest, slug: str) -> HttpResponse:
         return redirect("annotation:done", slug=slug)
     if participation_needs_screening(participation=participation):
         return redirect("annotation:screening", slug=slug)
-    if error := _unavailable(participation):
-        return _error_page(request, error, study=participation.study)
+    if page := _unavailable_page(request, participation):
+        return page
     current = persona_current(participation=participation)
     locked = participation.queries.exists()
     form = PersonaForm(_posted(request), initial=current.as_dict() if current else None)
+    # An edit sent from a tab opened before the first question was asked (here or in another tab): not saved,
+    # and the page says so and why, then shows what is stored, never the values that were not saved.
+    not_saved = str(FIXED) if request.method == "POST" and locked else ""
     if request.method == "POST" and not locked and form.is_valid():
         try:
             persona_save(participation=participation, data=form.cleaned_data, shown_at=_shown_at(request))
         except ApplicationError as error:
             if "screening" in error.extra:  # a screening question added since this page was read comes first
                 return redirect("annotation:screening", slug=slug)
-            form.add_error(error.field, error.message)
+            if error.field:
+                form.add_error(error.field, error.message)
+            elif page := _state_page(request, participation, status=error.status):
+                return page
+            else:  # a question asked in another tab while this edit was on its way
+                locked, not_saved = True, error.message
         else:
             return redirect("annotation:study", slug=slug)
+    if locked:
+        stored = persona_current(participation=participation)
+        form = PersonaForm(initial=stored.as_dict() if stored else None)
     return render(
         request,
         "annotation/profile.html",
@@ -365,10 +427,11 @@ def profile(request: HttpRequest, slug: str) -> HttpResponse:
             "study": participation.study,
             "form": form,
             "locked": locked,
+            "not_saved": not_saved,
             "participation": participation,
             "shown": _shown_token(request),
         },
-        status=400 if form.errors else 200,
+        status=409 if not_saved else 400 if form.errors else 200,
     )
 
 
@@ -376,8 +439,8 @@ def profile(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def ask(request: HttpRequest, slug: str) -> HttpResponse:
     participation = participation_for(annotator=request.user, study_slug=slug)
-    if error := _unavailable(participation):
-        return _error_page(request, error, study=participation.study)
+    if page := _unavailable_page(request, participation):
+        return page
     if participation_needs_screening(participation=participation):  # it comes first, on GET and POST alike
         return redirect("annotation:screening", slug=slug)
     study_obj = participation.study
@@ -403,10 +466,11 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
         except ApplicationError as error:
             if "screening" in error.extra:
                 return redirect("annotation:screening", slug=slug)
-            if error.field:
-                form.add_error(error.field, error.message)
-            else:
-                return _error_page(request, error, study=study_obj)
+            if not error.field and (page := _state_page(request, participation, status=error.status)):
+                return page
+            # Anything else (a question still open in another tab, the limit, the text itself) is said on the
+            # form, which keeps the question typed.
+            form.add_error(error.field, error.message)
         else:
             return redirect("annotation:wait", slug=slug, index=query.index)
     return render(
@@ -473,8 +537,8 @@ def wait(request: HttpRequest, slug: str, index: int) -> HttpResponse:
         Query.Status.DISCARDED,
     ):
         return redirect("annotation:study", slug=slug)
-    if error := _unavailable(participation):  # try again and set aside are refused while it is paused
-        return _error_page(request, error, study=participation.study)
+    if page := _unavailable_page(request, participation):  # try again and set aside are refused while paused
+        return page
     query_mark_wait_shown(query=query)
     progress = generation_progress(query=query)
     state = query_wait_state(query=query, progress=progress)
@@ -487,6 +551,7 @@ def wait(request: HttpRequest, slug: str, index: int) -> HttpResponse:
             "progress": progress,
             "status_url": reverse("annotation:status", args=[slug, index]),
             "state": state,
+            "number": query_number(query=query),
             "limit": participation.study.queries_per_annotator,
         },
     )
@@ -519,7 +584,7 @@ def retry(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     try:
         query_resend(query=query)
     except ApplicationError as error:
-        return _error_page(request, error, study=participation.study)
+        return _refusal_page(request, error, participation)
     return redirect("annotation:wait", slug=slug, index=index)
 
 
@@ -531,7 +596,7 @@ def discard(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     try:
         query_discard(query=query)
     except ApplicationError as error:
-        return _error_page(request, error, study=participation.study)
+        return _refusal_page(request, error, participation)
     return redirect("annotation:study", slug=slug)
 
 
@@ -544,47 +609,28 @@ PAGE_DOCUMENT_FIELDS = ("rank", "title", "abstract", "url", "year")
 def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     """One match: two summaries side by side, left / right / neither."""
     participation = participation_for(annotator=request.user, study_slug=slug)
+    # A comment refused (too long) is said on the comparison shown again, the typed comment still in its box:
+    # the choice was not recorded, and the annotator shortens it and chooses again.
+    refused_comment: tuple[str, str] | None = None
     if request.method == "POST":
         form = ChoiceForm(request.POST)
-        if not form.is_valid():
-            message = (
-                str(form.errors["comment"][0]) if "comment" in form.errors else _("Choose left, right or neither.")
+        valid = form.is_valid()
+        if not valid and set(form.errors) != {"comment"}:
+            return _error_page(
+                request, ApplicationError(_("Choose left, right or neither.")), study=participation.study
             )
-            return _error_page(request, ApplicationError(message), study=participation.study)
-        # Every answer names its match; only the one on screen now takes it (checked in the service's locked
-        # read, which also finds the question). The same answer sent again (a double click) is harmless;
-        # anything else is explained, never applied to the current match.
-        # The box is shown only where the study collects comments; anything else posted is not kept.
-        comment = form.cleaned_data["comment"] if participation.study.comments != Study.Comments.OFF else ""
-        started = timezone.now()
-        try:
-            judgment = judgment_record_on_page(
-                participation=participation,
-                index=index,
-                match_id=form.cleaned_data["match_id"],
-                choice=form.cleaned_data["choice"],
-                comment=comment,
-            )
-        except ApplicationError as error:
-            if error.status != 409 or "match" not in error.extra:
-                return _error_page(request, error, study=participation.study)
-            query_for(participation=participation, index=index)  # an unknown question is a 404, as on GET
-            return render(
-                request,
-                "annotation/notice.html",
-                {"message": error.message, "study": participation.study, "title": _("Your answer was not recorded")},
-                status=409,
-            )
-        # Warned once, by the answer that recorded the failed check (not by an earlier one sent again).
-        if warning := check_warning(judgment=judgment, since=started):
-            messages.info(request, warning)
-        # Post/redirect/get: a reload or the back button never re-sends an answer.
-        return redirect("annotation:study", slug=slug)
+        if valid or participation.study.comments == Study.Comments.OFF:  # no box shown: no comment kept
+            answered_or_refused = _compare_answer(request, participation, index, form)
+            if isinstance(answered_or_refused, HttpResponse):
+                return answered_or_refused
+            refused_comment = answered_or_refused
+        else:
+            refused_comment = (normalize_newlines(request.POST.get("comment", "")), str(form.errors["comment"][0]))
     # The current match with its question in one read; the question alone only when there is none.
     match = match_current_of(participation=participation, index=index)
     query = match.bracket.query if match is not None else query_for(participation=participation, index=index)
-    if unavailable := _unavailable(participation):
-        return _error_page(request, unavailable, study=participation.study)
+    if page := _unavailable_page(request, participation):
+        return page
     if participation_ended(participation=participation) or query.status != Query.Status.READY:
         return redirect("annotation:study", slug=slug)  # a question set aside or stopped shows no more matches
     if match is None:
@@ -596,7 +642,7 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
     try:
         match_mark_shown(match=match, participation=participation)
     except ApplicationError as error:  # paused or ended since the checks above
-        return _error_page(request, error, study=participation.study)
+        return _refusal_page(request, error, participation)
     answered, total = match_progress(match=match)
     study_obj = participation.study
     return render(
@@ -615,14 +661,59 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
             ],
             "comparison_number": answered + 1,
             "comparison_total": total,
+            "number": query_number(query=query),
             "limit": study_obj.queries_per_annotator,
             "is_final": match.label == "final" and not match.check_expected,  # a check never poses as the final
             "allow_ties": study_obj.allow_ties,
             "comments": study_obj.comments,
-            # The question's comment so far, to edit (comments per question).
-            "question_comment": query.feedback if study_obj.comments == Study.Comments.QUESTION else "",
+            # The comment refused, as typed; else the question's comment so far, to edit (comments per question).
+            "comment_text": refused_comment[0]
+            if refused_comment
+            else query.feedback
+            if study_obj.comments == Study.Comments.QUESTION
+            else "",
+            "comment_error": refused_comment[1] if refused_comment else "",
         },
+        status=400 if refused_comment else 200,
     )
+
+
+def _compare_answer(
+    request: HttpRequest, participation: Participation, index: int, form: ChoiceForm
+) -> HttpResponse | tuple[str, str]:
+    """Record the answer of a valid form: the response, or (the comment, why it was refused) to show again."""
+    slug = participation.study.slug
+    # Every answer names its match; only the one on screen now takes it (checked in the service's locked
+    # read, which also finds the question). The same answer sent again (a double click) is harmless;
+    # anything else is explained, never applied to the current match.
+    # The box is shown only where the study collects comments; anything else posted is not kept.
+    comment = form.cleaned_data["comment"] if participation.study.comments != Study.Comments.OFF else ""
+    started = timezone.now()
+    try:
+        judgment = judgment_record_on_page(
+            participation=participation,
+            index=index,
+            match_id=form.cleaned_data["match_id"],
+            choice=form.cleaned_data["choice"],
+            comment=comment,
+        )
+    except ApplicationError as error:
+        if error.field == "comment":
+            return comment, error.message
+        if error.status != 409 or "match" not in error.extra:
+            return _refusal_page(request, error, participation)
+        query_for(participation=participation, index=index)  # an unknown question is a 404, as on GET
+        return render(
+            request,
+            "annotation/notice.html",
+            {"message": error.message, "study": participation.study, "title": _("Your answer was not recorded")},
+            status=409,
+        )
+    # Warned once, by the answer that recorded the failed check (not by an earlier one sent again).
+    if warning := check_warning(judgment=judgment, since=started):
+        messages.info(request, warning)
+    # Post/redirect/get: a reload or the back button never re-sends an answer.
+    return redirect("annotation:study", slug=slug)
 
 
 @login_required(login_url="annotation:home")
@@ -634,7 +725,7 @@ def stop(request: HttpRequest, slug: str) -> HttpResponse:
     if participation_ended(participation=participation):
         return redirect("annotation:done", slug=slug)
     if refusal := participation_finish_refusal(participation=participation):
-        return _error_page(request, refusal, study=participation.study)
+        return _refusal_page(request, refusal, participation)
     current = query_current(participation=participation)
     ranked = participation.queries.filter(status=Query.Status.RANKED).count()
     return render(
@@ -657,7 +748,7 @@ def finish(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         participation = participation_finish(participation=participation)
     except ApplicationError as error:
-        return _error_page(request, error, study=participation.study)
+        return _refusal_page(request, error, participation)
     # A crowd study sends the finished annotator straight back to the platform (they just pressed Finish);
     # the done page keeps the code and a button to the same address for a reload or a later visit.
     if participation.completed_at is not None and participation.study.completion_url:

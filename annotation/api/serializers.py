@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.text import normalize_newlines
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -37,7 +38,17 @@ class AcceptInvitationSerializer(serializers.Serializer):
 
 
 # The input and the schema's shape; the responses are built by `persona_body`.
+class MultilineCharField(serializers.CharField):
+    """Text with its line breaks as one character each (LF) before the length is checked, as on the pages
+    (annotation.forms.MultilineField): a CRLF sent by a form-encoding client counts as one line break."""
+
+    def to_internal_value(self, data: Any) -> str:
+        return super().to_internal_value(normalize_newlines(data) if isinstance(data, str) else data)
+
+
 class PersonaSerializer(serializers.ModelSerializer):
+    use_case = MultilineCharField(max_length=PersonaProfile._meta.get_field("use_case").max_length)
+
     class Meta:
         model = PersonaProfile
         fields = ["version", "role", "domain", "expertise", "research_area", "use_case", "created_at"]
@@ -105,7 +116,7 @@ class ScreeningAnswerSerializer(serializers.Serializer):
 
 
 class QueryCreateSerializer(serializers.Serializer):
-    text = serializers.CharField(allow_blank=True, trim_whitespace=True, max_length=20000)
+    text = MultilineCharField(allow_blank=True, trim_whitespace=True, max_length=20000)
     client_token = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
 
 
@@ -341,7 +352,7 @@ def match_body(match: Match) -> dict[str, Any]:
 class ChoiceSerializer(serializers.Serializer):
     # "tie" only where the study allows ties (else 400 on `choice`); `comment` only where it collects comments.
     choice = serializers.ChoiceField(choices=Judgment.Choice.choices)
-    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=COMMENT_MAX_CHARS)
+    comment = MultilineCharField(required=False, allow_blank=True, default="", max_length=COMMENT_MAX_CHARS)
     match = serializers.IntegerField(
         required=False, help_text="The match this answer is for; when given it must be the one in the path."
     )

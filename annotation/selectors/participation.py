@@ -32,6 +32,19 @@ def participation_for(*, annotator: Any, study_slug: str) -> Participation:
     return _participation_read(annotator, _participation_for_sql("slug"), study_slug)
 
 
+def participation_by_invitation(*, annotator: Any, token: str) -> Participation | None:
+    """The signed-in annotator's own participation, with its study, in the study an invitation link belongs
+    to, whatever state the link is in (expired, used up, its study not open); None when not signed in, not
+    joined, or the link is unknown (never issued, or deleted)."""
+    if not annotator.is_authenticated or not token:
+        return None
+    return (
+        Participation.objects.select_related("study")
+        .filter(annotator=annotator, study__invitations__token=token)
+        .first()
+    )
+
+
 def participation_own(*, annotator: Any, participation_id: int) -> Participation:
     """The asking annotator's participation `participation_id` with its study (the API's participation
     routes: the persona, a question, finishing); anyone else's, or none, is a 404. Written out as

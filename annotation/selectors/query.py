@@ -37,6 +37,13 @@ def query_for(*, participation: Participation, index: int) -> Query:
     return query
 
 
+def query_number(*, query: Query) -> int:
+    """The question's number as every page shows it ("Question N of M"): its place among the annotator's
+    questions that count toward the limit, so a question set aside (which does not count) takes no number."""
+    earlier = Query.objects.filter(participation_id=query.participation_id, index__lt=query.index)
+    return earlier.exclude(status=Query.Status.DISCARDED).count() + (query.status != Query.Status.DISCARDED)
+
+
 def query_of_annotator(*, annotator: Any, query_id: int, fields: Sequence[str]) -> Query | None:
     """Question `query_id` if it is the annotator's, with only `fields` loaded (and its key); None otherwise.
     As `Query.objects.only(*fields).filter(pk=..., participation__annotator=...)`, written out: the status

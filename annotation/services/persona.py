@@ -7,6 +7,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from annotation.models import Participation, PersonaProfile
 from annotation.selectors.participation import participation_locked
@@ -14,6 +15,7 @@ from annotation.services.participation import participation_require_active, part
 from kernel.exceptions import ApplicationError
 
 PERSONA_FIELDS = ("role", "domain", "expertise", "research_area", "use_case")
+FIXED = gettext_lazy("Your profile is fixed once you have asked your first question.")
 
 
 def persona_current(*, participation: Participation) -> PersonaProfile | None:
@@ -32,7 +34,7 @@ def persona_save(
     participation_require_active(participation=locked)
     participation_require_screened(participation=locked)
     if participation.queries.exists():
-        raise ApplicationError(_("Your profile is fixed once you have asked your first question."), status=409)
+        raise ApplicationError(str(FIXED), status=409)
     cleaned = {name: (data.get(name) or "").strip() for name in PERSONA_FIELDS}
     for name in ("role", "domain", "expertise", "use_case"):
         if not cleaned[name]:

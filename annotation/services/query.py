@@ -3,8 +3,10 @@ retrying it, and the periodic sweeper that sees every question and candidate to 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
+import unicodedata
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -89,12 +91,21 @@ def _send_on_commit(query: Query, task: Any, *args: Any) -> None:
     enqueue_on_commit(task, *args, on_sent=sent, on_send_failed=failed)
 
 
+def _visible(text: str) -> bool:
+    """Whether the text has a character one can see: not only whitespace, format characters (zero-width
+    space and joiners, the byte-order mark, the word joiner), controls or unassigned code points."""
+    return any(not char.isspace() and unicodedata.category(char) not in ("Cc", "Cf", "Cn", "Zs") for char in text)
+
+
 @transaction.atomic
 def query_submit(
     *, participation: Participation, text: str, client_token: str, shown_at: datetime | None = None
 ) -> Query:
-    """Ask a question; retrieval and generation follow in the background. Resubmitting is harmless.
-    `shown_at` is when the question form was first shown, for the time spent on it."""
+    """Ask a question; retrieval and generation follow in the background. Resubmitting is harmless: the same
+    question sent again under its client token (a double click, a reload) is the one question. A different
+    question under a token already spent (the back button restores a form with its old hidden token, and a new
+    question is typed into it) is asked as a new question, never dropped. `shown_at` is when the question form
+    was first shown, for the time spent on it."""
     # The participation's row alone is locked (one question at a time per annotator, the limit, the client
     # token); FOR UPDATE without `of` would lock the study's row too and queue every annotator's question
     # behind every other's (bench/load.py: 100 asking within a second waited in line, the web server idle).
@@ -109,13 +120,20 @@ def query_submit(
         used=Count("pk", filter=~Q(status=Query.Status.DISCARDED)),
         last_index=Max("index"),
     )
+    text = (text or "").strip()
     if client_token and tally["sent_before"] is not None:
-        return Query.objects.get(pk=tally["sent_before"])
+        earlier = Query.objects.get(pk=tally["sent_before"])
+        if earlier.text == text:
+            return earlier
+        # Spent by another question: this one is new. Its own token is derived from the two, so that this new
+        # question sent again from the same restored form (a double click) is still one question.
+        client_token = hashlib.sha256(f"{client_token}\n{text}".encode()).hexdigest()
+        if (again := participation.queries.filter(client_token=client_token).first()) is not None:
+            return again
     study_require_open(study=study)
     if participation_ended(participation=participation):
         raise ApplicationError(_("You have already finished this study. Thank you!"), status=409)
-    text = (text or "").strip()
-    if not text:
+    if not _visible(text):  # empty, or only invisible characters: nothing to search for
         raise ApplicationError(_("Please write your question."), field="text")
     if len(text) > study.max_query_chars:
         raise ApplicationError(

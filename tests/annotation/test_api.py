@@ -79,6 +79,26 @@ def test_the_current_match_is_refused_while_the_study_is_paused_and_once_the_par
     assert ended.status_code == 409 and "already finished" in ended.json()["message"]
 
 
+def test_a_new_question_under_a_spent_client_token_is_a_new_question(study, django_capture_on_commit_callbacks):
+    client, me = _annotator(study)
+    pid = me["id"]
+    client.put(f"/api/v1/participations/{pid}/persona/", PERSONA, format="json")
+    queries = f"/api/v1/participations/{pid}/queries/"
+    with django_capture_on_commit_callbacks(execute=True):
+        first = client.post(queries, {"text": "sleep and shift work", "client_token": "t1"}, format="json").json()
+    # Asked again with the same text: the same question; with another text while the first is open: refused.
+    resent = client.post(queries, {"text": "sleep and shift work", "client_token": "t1"}, format="json")
+    assert resent.json()["id"] == first["id"]
+    refused = client.post(queries, {"text": "fatigue and shift length", "client_token": "t1"}, format="json")
+    assert refused.status_code == 409 and "finish ranking your current question" in refused.json()["message"]
+    while (match := client.get(f"/api/v1/queries/{first['id']}/current-match/")).status_code == 200:
+        client.post(f"/api/v1/matches/{match.json()['id']}/choice/", {"choice": "left"}, format="json")
+    with django_capture_on_commit_callbacks(execute=True):
+        second = client.post(queries, {"text": "fatigue and shift length", "client_token": "t1"}, format="json")
+    assert second.status_code == 201 and second.json()["id"] != first["id"]
+    assert second.json()["text"] == "fatigue and shift length" and second.json()["index"] == 2
+
+
 def test_malformed_payloads_get_field_messages(study, django_capture_on_commit_callbacks):
     client, me = _annotator(study)
     pid = me["id"]

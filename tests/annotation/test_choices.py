@@ -111,6 +111,16 @@ def test_the_api_takes_a_tie_and_a_comment_only_where_the_study_offers_them(
     assert too_long.status_code == 400 and "comment" in too_long.json()["extra"]["fields"]
 
 
+def test_the_api_counts_a_crlf_line_break_in_a_comment_as_one_character(django_capture_on_commit_callbacks):
+    study = StudyFactory(comments=Study.Comments.MATCH)
+    client, match = _api_annotator(study, django_capture_on_commit_callbacks)
+    at_the_limit = ("Clearer.\n" * 300)[:COMMENT_MAX_CHARS].replace("\n", "\r\n")  # as a form-encoding client sends
+    assert len(at_the_limit.replace("\r\n", "\n")) == COMMENT_MAX_CHARS
+    answered = client.post(f"/api/v1/matches/{match['id']}/choice/", {"choice": "left", "comment": at_the_limit})
+    assert answered.status_code == 200, answered.json()
+    assert Judgment.objects.get().comment == at_the_limit.replace("\r\n", "\n").strip()
+
+
 def test_comments_are_kept_per_match_or_per_question_and_exported(django_capture_on_commit_callbacks):
     per_match = StudyFactory(comments=Study.Comments.MATCH)
     participation, query = _generated(per_match, django_capture_on_commit_callbacks)

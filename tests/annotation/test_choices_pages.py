@@ -61,6 +61,32 @@ def test_ties_comments_instructions_and_the_final_on_the_comparison_page(client,
     assert "Comparison 3 of 3" in final_page  # the progress stays, beside the label
 
 
+def test_a_comment_filled_to_the_limit_with_line_breaks_is_taken_and_a_longer_one_keeps_the_choice_possible(
+    client, django_capture_on_commit_callbacks
+):
+    study = StudyFactory(slug="notes", comments=Study.Comments.MATCH)
+    compare = _start(client, study, django_capture_on_commit_callbacks)
+    assert 'maxlength="2000"' in client.get(compare).content.decode()
+    # What the browser lets into the box (2000 characters, a line break counted as one) it sends with CRLFs.
+    in_the_box = ("I liked the first paragraph.\n" * 69)[:2000]
+    match = _pending(study)
+    sent = client.post(compare, {"match_id": match.pk, "choice": "left", "comment": in_the_box.replace("\n", "\r\n")})
+    assert sent.status_code == 302
+    assert Judgment.objects.get(match=match).comment == in_the_box.strip()  # stored with LF line breaks
+    # Longer than the box allows (a client past the browser's limit): refused on the same comparison, the
+    # comment still in its box, so that nothing typed is lost and the choice can be made again.
+    match = _pending(study)
+    too_long = "Line one.\r\n" + "x" * 2000
+    refused = client.post(compare, {"match_id": match.pk, "choice": "right", "comment": too_long})
+    page = refused.content.decode()
+    assert refused.status_code == 400 and f'name="match_id" value="{match.pk}"' in page
+    assert "Your choice was not recorded: Ensure this value has at most 2000 characters (it has 2010)." in page
+    assert "Line one.\n" + "x" * 2000 + "</textarea>" in page
+    assert not Judgment.objects.filter(match=match).exists()
+    assert client.post(compare, {"match_id": match.pk, "choice": "right", "comment": "Shorter."}).status_code == 302
+    assert Judgment.objects.get(match=match).comment == "Shorter."
+
+
 def test_a_study_without_ties_or_comments_offers_neither(client, django_capture_on_commit_callbacks):
     study = StudyFactory(slug="plain")
     compare = _start(client, study, django_capture_on_commit_callbacks)
@@ -69,8 +95,8 @@ def test_a_study_without_ties_or_comments_offers_neither(client, django_capture_
     match = _pending(study)
     refused = client.post(compare, {"match_id": match.pk, "choice": "tie"})
     assert refused.status_code == 400 and "does not offer" in refused.content.decode()
-    # A comment posted anyway (no box was shown) is not kept; the choice is.
-    client.post(compare, {"match_id": match.pk, "choice": "left", "comment": "sneaky"})
+    # A comment posted anyway (no box was shown), even one past the box's limit, is not kept; the choice is.
+    client.post(compare, {"match_id": match.pk, "choice": "left", "comment": "sneaky" * 400})
     assert Judgment.objects.get(match=match).comment == ""
 
 

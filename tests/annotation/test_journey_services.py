@@ -119,9 +119,34 @@ def test_resubmitted_query_form_creates_one_query(study, django_capture_on_commi
     assert participation.queries.count() == 1
 
 
+def test_a_new_question_under_a_spent_client_token_is_asked_not_dropped(study, django_capture_on_commit_callbacks):
+    """The back button restores the question form with its old hidden token; a new question typed into it is a
+    new question (sent twice from that form, still one), never the earlier one returned in its place."""
+    participation, first = _generated(study, django_capture_on_commit_callbacks, token="tok-1")
+    while (match := match_current(query=first)) is not None:
+        judgment_record(match=match, choice="left", by=participation)
+    with django_capture_on_commit_callbacks(execute=True):
+        second = ask(participation, text="Which shift patterns reduce fatigue?", token="tok-1")
+        again = ask(participation, text="  Which shift patterns reduce fatigue?", token="tok-1")
+        first_again = ask(participation, token="tok-1")
+    assert second.pk != first.pk and again.pk == second.pk and first_again.pk == first.pk
+    assert list(participation.queries.order_by("index").values_list("index", "text")) == [
+        (1, "How does night shift work affect nurses' sleep and patient safety?"),
+        (2, "Which shift patterns reduce fatigue?"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("   ", "Please write your question."), ("x" * 1001, "under 1000 characters")],
+    [
+        ("   ", "Please write your question."),
+        (" \u00a0\u3000 ", "Please write your question."),
+        # Only invisible characters (zero-width space and joiner, byte-order mark, word joiner): no question.
+        ("\u200b", "Please write your question."),
+        ("\ufeff\u2060", "Please write your question."),
+        ("\u200b \u200d", "Please write your question."),
+        ("x" * 1001, "under 1000 characters"),
+    ],
 )
 def test_bad_query_text_is_refused_with_a_field_message(study, text, message):
     participation = join(study)

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation.models import Judgment, Match, Participation, Query, Study
+from annotation.models import Judgment, Match, Participation, PersonaProfile, Query, Study
 from tests.annotation.factories import PERSONA, StudyFactory
 
 pytestmark = pytest.mark.django_db
@@ -98,7 +98,10 @@ def test_reload_and_resubmit_never_duplicate(client, invitation, django_capture_
     _, token = _ask(client, django_capture_on_commit_callbacks)
     # The same form posted twice (double click, back + resubmit) is one question.
     with django_capture_on_commit_callbacks(execute=True):
-        again = client.post(reverse("annotation:ask", args=["sleep"]), {"text": "whatever", "client_token": token})
+        again = client.post(
+            reverse("annotation:ask", args=["sleep"]),
+            {"text": "How does night shift work affect nurses' sleep?", "client_token": token},
+        )
     assert again.status_code == 302 and Query.objects.count() == 1
     compare = reverse("annotation:compare", args=["sleep", 1])
     match = Match.objects.filter(status="pending").order_by("round", "index").first()
@@ -112,6 +115,38 @@ def test_reload_and_resubmit_never_duplicate(client, invitation, django_capture_
     # A stale tab answering differently changes nothing.
     client.post(compare, {"match_id": match.pk, "choice": "right"})
     assert Judgment.objects.get(match=match).choice == "left"
+
+
+def test_a_new_question_typed_into_a_restored_form_is_asked_or_refused_keeping_its_text(
+    client, invitation, django_capture_on_commit_callbacks
+):
+    """The back button restores the question form with its old hidden token, and a new question is typed in."""
+    _join(client, invitation)
+    _persona(client)
+    _, token = _ask(client, django_capture_on_commit_callbacks)
+    ask = reverse("annotation:ask", args=["sleep"])
+    # While the first question is still being compared: refused on the form, the new question still in it.
+    refused = client.post(ask, {"text": "Which shift patterns reduce fatigue?", "client_token": token})
+    page = refused.content.decode()
+    assert refused.status_code == 400 and "Please finish ranking your current question first." in page
+    assert "Which shift patterns reduce fatigue?</textarea>" in page and Query.objects.count() == 1
+    compare = reverse("annotation:compare", args=["sleep", 1])
+    while (shown := client.get(compare)).status_code == 200:
+        match_id = re.search(r'name="match_id" value="(\d+)"', shown.content.decode()).group(1)
+        client.post(compare, {"match_id": match_id, "choice": "left"})
+    # Once it is ranked: asked as question 2, and the same form sent twice is still one question.
+    with django_capture_on_commit_callbacks(execute=True):
+        for _ in range(2):
+            sent = client.post(ask, {"text": "Which shift patterns reduce fatigue?", "client_token": token})
+            assert sent["Location"] == reverse("annotation:wait", args=["sleep", 2])
+    assert list(Query.objects.order_by("index").values_list("index", "text")) == [
+        (1, "How does night shift work affect nurses' sleep?"),
+        (2, "Which shift patterns reduce fatigue?"),
+    ]
+    assert (
+        "Which shift patterns reduce fatigue?"
+        in client.get(reverse("annotation:compare", args=["sleep", 2])).content.decode()
+    )
 
 
 def test_another_annotators_pages_are_not_found(client, invitation, django_capture_on_commit_callbacks):
@@ -157,3 +192,97 @@ def test_csrf_is_enforced(invitation):
     response = strict.post(reverse("annotation:join", args=[invitation.token]), {"consent": "on"})
     assert response.status_code == 403
     assert not Participation.objects.exists()
+
+
+def _edited_persona_sent_from_a_stale_tab_is_refused_showing_what_is_stored(response) -> None:
+    page = response.content.decode()
+    assert response.status_code == 409
+    assert "Your changes were not saved: Your profile is fixed once you have asked your first question." in page
+    assert "practising nurse" in page and "secondary-school teacher" not in page and "history" not in page
+    assert list(PersonaProfile.objects.values_list("role", "domain")) == [("practising nurse", "intensive care")]
+
+
+EDITED = {**PERSONA, "role": "secondary-school teacher", "domain": "history"}
+
+
+def test_a_persona_edit_from_a_tab_opened_before_the_first_question_says_it_was_not_saved(
+    client, invitation, django_capture_on_commit_callbacks
+):
+    _join(client, invitation)
+    _persona(client)
+    assert client.get(reverse("annotation:profile", args=["sleep"])).status_code == 200  # tab A: the form
+    _ask(client, django_capture_on_commit_callbacks)  # tab B asks the first question
+    _edited_persona_sent_from_a_stale_tab_is_refused_showing_what_is_stored(
+        client.post(reverse("annotation:profile", args=["sleep"]), EDITED)
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_persona_edit_overtaken_by_a_question_asked_in_another_tab_says_it_was_not_saved(invitation):
+    from annotation.services.query import query_submit
+    from tests.annotation.test_admin_races import after_statement
+
+    client = Client()
+    _join(client, invitation)
+    _persona(client)
+    participation = Participation.objects.get()
+
+    def ask_elsewhere() -> None:
+        query_submit(participation=participation, text="Night shifts and sleep?", client_token="tab-b")
+
+    # Tab B's question lands after the page checked that none was asked, before the edit is saved.
+    def checked(sql: str) -> bool:
+        return sql.startswith('SELECT %s AS "a" FROM "annotation_query"')
+
+    with after_statement(checked, ask_elsewhere) as seen:
+        response = client.post(reverse("annotation:profile", args=["sleep"]), EDITED)
+    assert seen and Query.objects.count() == 1
+    _edited_persona_sent_from_a_stale_tab_is_refused_showing_what_is_stored(response)
+
+
+def test_a_question_and_a_profile_filled_to_their_limit_with_line_breaks_are_taken(
+    client, invitation, django_capture_on_commit_callbacks
+):
+    """A browser counts a line break as one character against a box's maxlength, and sends it as CRLF."""
+    _join(client, invitation)
+    use_case = ("Advising patients.\n" * 60)[:1000]
+    saved = client.post(
+        reverse("annotation:profile", args=["sleep"]), {**PERSONA, "use_case": use_case.replace("\n", "\r\n")}
+    )
+    assert saved.status_code == 302 and PersonaProfile.objects.get().use_case == use_case.strip()
+    question = ("Night shifts and sleep?\n" * 50)[:1000]
+    sent, _ = _ask(client, django_capture_on_commit_callbacks, text=question.replace("\n", "\r\n"))
+    assert sent.status_code == 302 and Query.objects.get().text == question.strip()
+
+
+def test_a_question_of_invisible_characters_is_refused_like_an_empty_one(
+    client, invitation, django_capture_on_commit_callbacks
+):
+    _join(client, invitation)
+    _persona(client)
+    refused, _ = _ask(client, django_capture_on_commit_callbacks, text="\u200b\ufeff\u2060")
+    assert refused.status_code == 400 and "Please write your question." in refused.content.decode()
+    assert not Query.objects.exists()
+
+
+def test_a_joined_annotator_opening_their_expired_or_deleted_invitation_gets_back_to_their_study(
+    client, invitation, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotation.models import Invitation
+
+    _join(client, invitation)
+    _persona(client)
+    _ask(client, django_capture_on_commit_callbacks)
+    join = reverse("annotation:join", args=[invitation.token])
+    Invitation.objects.filter(pk=invitation.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    assert client.get(join)["Location"] == reverse("annotation:study", args=["sleep"])
+    assert Client().get(join).status_code == 410  # anyone else is still told it has expired
+    Invitation.objects.filter(pk=invitation.pk).delete()
+    gone = client.get(join)
+    assert gone.status_code == 404 and "not valid" in gone.content.decode()
+    assert 'href="/study/sleep/"' in gone.content.decode()  # their study, to go back to
+    assert Query.objects.count() == 1

@@ -87,11 +87,12 @@ def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_o
 
     # Waiting page, first shown: session, user, participation with study, query, first-shown update (time on
     # the waiting page, added), candidate progress (which also says whether one failed: the separate
-    # failed-candidate query is gone, so the count is unchanged).
-    with django_assert_num_queries(7):
+    # failed-candidate query is gone, so the count is unchanged), the question's number (its place among the
+    # questions that count: one set aside takes none, added).
+    with django_assert_num_queries(8):
         assert client.get(wait).status_code == 200
     # Reloaded: the same without the first-shown update.
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(7):
         assert client.get(wait).status_code == 200
     # Its status poll: session, user, participation with study, query, candidate progress (one fewer than
     # before: failure and the deadline's message come from the progress rows).
@@ -105,11 +106,11 @@ def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_o
 
     # Match page, first shown: session, user, participation with study, current match with its query and
     # both candidates (one read: the query was a statement of its own before), first-shown update, bracket
-    # progress, documents.
-    with django_assert_num_queries(8):
+    # progress, documents, the question's number (as on the waiting page, added).
+    with django_assert_num_queries(9):
         assert client.get(compare).status_code == 200
     # Match page reloaded: the same without the first-shown update.
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(8):
         assert client.get(compare).status_code == 200
     # Choice, round one, sibling pending: session, user, participation with study; judgment_record_on_page
     # (sp): one locked read of the bracket's matches (attention checks included) with bracket, query,

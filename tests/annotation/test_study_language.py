@@ -117,7 +117,8 @@ def test_a_german_study_speaks_german_on_every_kind_of_page_and_the_next_request
     Study.objects.filter(pk=german.pk).update(status=Study.Status.PAUSED)
     paused = client.get(reverse("annotation:ask", args=["schlaf"]))
     assert paused.status_code == 403
-    assert "Diese Studie ist pausiert. Bitte kommen Sie später wieder" in paused.content.decode()
+    assert "<h1>Diese Studie ist pausiert</h1>" in paused.content.decode()
+    assert "Bitte kommen Sie später wieder" in paused.content.decode()
 
     # Same thread, next requests: an English study's page and the start page are English.
     other = _joined(english)

@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 
 from annotation.models import Judgment, Match, Participation, Query
 from annotation.services.participation import invitation_create_bulk
+from annotation.services.study import study_set_status
 from tests.annotation.factories import PERSONA, StudyFactory
 
 pytestmark = pytest.mark.django_db
@@ -40,14 +41,14 @@ def _annotator(study) -> Client:
     return client
 
 
-def _ask(client: Client, capture, *, run_worker: bool) -> Query:
+def _ask(client: Client, capture, *, run_worker: bool, index: int = 1) -> Query:
     """Ask a question; with run_worker=False no worker ever picks it up (as with none running)."""
     page = client.get(url("ask")).content.decode()
     token = re.search(r'name="client_token" value="([0-9a-f]+)"', page).group(1)
     shown = re.search(r'name="shown" value="([^"]+)"', page).group(1)
     with capture(execute=run_worker):
         response = client.post(url("ask"), {"text": QUESTION, "client_token": token, "shown": shown})
-    assert response["Location"] == url("wait", 1)
+    assert response["Location"] == url("wait", index)
     return Query.objects.get(client_token=token)
 
 
@@ -84,6 +85,24 @@ def test_with_no_worker_the_waiting_page_offers_a_way_out_past_its_deadline(stud
     assert query.set_aside_at is not None
     assert client.get(url("study"))["Location"] == url("ask")
     assert "Question 1 of 8" in client.get(url("ask")).content.decode()
+
+
+def test_every_page_numbers_questions_the_same_way_after_one_is_set_aside(study, django_capture_on_commit_callbacks):
+    study.queries_per_annotator = 2
+    study.save(update_fields=["queries_per_annotator"])
+    client = _annotator(study)
+    _ask(client, django_capture_on_commit_callbacks, run_worker=False)
+    assert "Question 1 of 2" in client.get(url("wait", 1)).content.decode()
+    client.post(url("discard", 1))  # set aside: it does not count, so the next question is question 1 again
+    for number in (1, 2):
+        assert f"Question {number} of 2" in client.get(url("ask")).content.decode()
+        query = _ask(client, django_capture_on_commit_callbacks, run_worker=False, index=number + 1)
+        assert f"Question {number} of 2" in client.get(url("wait", query.index)).content.decode()
+        with django_capture_on_commit_callbacks(execute=True) as sent:
+            client.post(url("retry", query.index))
+        assert sent and f"Question {number} of 2" in client.get(url("compare", query.index)).content.decode()
+        _rank_current(client)
+    assert client.get(url("study"))["Location"] == url("done")
 
 
 def test_stopping_before_ranking_enough_asks_first_then_records_the_stop_without_a_code(
@@ -163,6 +182,55 @@ def test_stopping_from_the_comparison_page_keeps_the_answers_given(study, django
     query.refresh_from_db()
     assert (query.status, query.set_aside_reason) == (Query.Status.DISCARDED, "stopped")
     assert Judgment.objects.get().match_id == match_id
+
+
+@pytest.mark.parametrize("state", ["closed", "paused"])
+def test_a_study_closed_or_paused_mid_question_says_so_with_the_reference_on_every_page(
+    study, state, django_capture_on_commit_callbacks
+):
+    study.min_ranked_questions = 2
+    study.save(update_fields=["min_ranked_questions"])
+    client = _annotator(study)
+    _ask(client, django_capture_on_commit_callbacks, run_worker=True)
+    _rank_current(client)
+    page = client.get(url("ask")).content.decode()
+    token = re.search(r'name="client_token" value="([0-9a-f]+)"', page).group(1)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(url("ask"), {"text": "Shift length and fatigue?", "client_token": token})
+    page = client.get(url("compare", 2)).content.decode()
+    match_id = int(re.search(r'name="match_id" value="(\d+)"', page).group(1))
+    study_set_status(study=study, status=state)  # the researcher, while the annotator reads the comparison
+
+    participation = Participation.objects.get()
+    answered = client.post(url("compare", 2), {"match_id": match_id, "choice": "left"})
+    pages = [answered, client.get(url("compare", 2)), client.get(url("study")), client.get(url("ask"))]
+    pages += [client.get(url("stop")), client.post(url("finish"))]
+    for response in pages:
+        text = response.content.decode()
+        assert response.status_code in (403, 409) and f"This study is {state}" in text
+        assert participation.code in text  # the reference to give the research team
+        assert "you compared the summaries of 1 question." in text
+        assert "Shift length and fatigue?" in text  # the question they were on, and what became of it
+        if state == "closed":
+            assert "no completion code can be issued" in text and "was not finished" in text
+            assert 'href="/study/sleep/' not in text  # no link that only leads back to this page
+        else:
+            assert "is kept, with the comparisons you answered" in text and 'href="/study/sleep/"' in text
+    assert not Judgment.objects.filter(match_id=match_id).exists()
+    participation.refresh_from_db()
+    assert (participation.completed_at, participation.stopped_at, participation.completion_code) == (None, None, "")
+
+
+def test_a_finished_annotator_of_a_closed_study_keeps_their_completion_code(study, django_capture_on_commit_callbacks):
+    client = _annotator(study)
+    _ask(client, django_capture_on_commit_callbacks, run_worker=True)
+    _rank_current(client)
+    client.post(url("finish"))
+    study_set_status(study=study, status="closed")
+    code = Participation.objects.get().completion_code
+    assert client.get(url("ask"))["Location"] == url("done")
+    assert client.get(url("compare", 1))["Location"] == url("done")
+    assert code and code in client.get(url("done")).content.decode()
 
 
 def test_a_stale_tab_is_told_the_match_was_already_answered_and_how(study, django_capture_on_commit_callbacks):
