@@ -661,7 +661,7 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
             ],
             "comparison_number": answered + 1,
             "comparison_total": total,
-            "number": query_number(query=query),
+            "number": query.number,  # type: ignore[attr-defined]  # read with the match (match_current_of)
             "limit": study_obj.queries_per_annotator,
             "is_final": match.label == "final" and not match.check_expected,  # a check never poses as the final
             "allow_ties": study_obj.allow_ties,

@@ -115,8 +115,14 @@ def _page_match_sql() -> str:
     """`match_current_of`'s read as one plain statement, written once (as `_current_match_sql`)."""
     q = connection.ops.quote_name
     # Names come from the models, the values are bound parameters.
+    # Last, the question's number as the pages show it (`query_number`: the annotator's questions up to this
+    # one that count, a question set aside taking none), so the page spends no statement of its own on it.
+    number = (
+        f"(SELECT COUNT(*) FROM {q(Query._meta.db_table)} n WHERE n.participation_id = qu.participation_id"  # noqa: S608
+        f" AND n.{q('index')} <= qu.{q('index')} AND n.status <> %s)"
+    )
     return (
-        f"SELECT {select_list(PAGE_COLUMNS)} FROM {q(Match._meta.db_table)} m "  # noqa: S608
+        f"SELECT {select_list(PAGE_COLUMNS)}, {number} FROM {q(Match._meta.db_table)} m "  # noqa: S608
         f"JOIN {q(Bracket._meta.db_table)} b ON b.id = m.bracket_id "
         f"JOIN {q(Query._meta.db_table)} qu ON qu.id = b.query_id "
         f"LEFT JOIN {q(Candidate._meta.db_table)} l ON l.id = m.left_id "
@@ -128,15 +134,20 @@ def _page_match_sql() -> str:
 
 def match_current_of(*, participation: Participation, index: int) -> Match | None:
     """`match_current` of the participation's question number `index` (the comparison page), read with its
-    bracket and question (`match.bracket.query`, with `participation` as its participation) in one statement.
+    bracket and question (`match.bracket.query`, with `participation` as its participation) in one statement,
+    with the question's number as the pages show it (`query.number`, as `query_number` counts).
     None when the question has no pending match or does not exist: the caller reads the question then to tell
     which. tests/annotation/test_current_match_sql.py holds it to its ORM equivalent."""
     with connection.cursor() as cursor:
-        cursor.execute(_page_match_sql(), [participation.pk, index, Match.Status.PENDING.value])
+        cursor.execute(
+            _page_match_sql(),
+            [Query.Status.DISCARDED.value, participation.pk, index, Match.Status.PENDING.value],
+        )
         row = cursor.fetchone()
     if row is None:
         return None
     match, bracket, query, left, right = instances_from_row(row, PAGE_COLUMNS)
+    query.number = row[-1]
     return _match_assembled(match, bracket, query, participation, left, right)
 
 

@@ -106,11 +106,11 @@ def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_o
 
     # Match page, first shown: session, user, participation with study, current match with its query and
     # both candidates (one read: the query was a statement of its own before), first-shown update, bracket
-    # progress, documents, the question's number (as on the waiting page, added).
-    with django_assert_num_queries(9):
+    # progress, documents (the question's number, as on the waiting page, comes with the match).
+    with django_assert_num_queries(8):
         assert client.get(compare).status_code == 200
     # Match page reloaded: the same without the first-shown update.
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(7):
         assert client.get(compare).status_code == 200
     # Choice, round one, sibling pending: session, user, participation with study; judgment_record_on_page
     # (sp): one locked read of the bracket's matches (attention checks included) with bracket, query,
