@@ -117,6 +117,10 @@ def test_every_annotator_page_is_accessible(browser: Browser, live_server: Any, 
     Study.objects.filter(pk=study.pk).update(status=Study.Status.PAUSED)
     page.goto("/study/sleep/ask/")
     check_all(pages, page, "paused notice")
+    Study.objects.filter(pk=study.pk).update(status=Study.Status.CLOSED)
+    page.goto("/study/sleep/ask/")
+    expect(page.get_by_text(participation.code).first).to_be_visible()  # the reference, on the closed page too
+    check_all(pages, page, "closed notice")
     Study.objects.filter(pk=study.pk).update(status=Study.Status.OPEN)
     page.goto("/study/sleep/stop/")
     check_all(pages, page, "stop confirmation")
