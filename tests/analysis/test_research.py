@@ -283,3 +283,34 @@ def test_a_research_job_makes_way_for_annotator_work_on_its_host_within_its_boun
     with django_capture_on_commit_callbacks(execute=True):
         services.research_job_start(study=played_study, kind="export", options={"format": "csv"})
     assert "paused" not in caplog.text
+
+
+def test_a_stress_job_leaves_a_researchers_preview_out(researcher_client, django_capture_on_commit_callbacks):
+    """A preview is not data: the stress job reads no preview summary (a study with nothing else has no summaries
+    to test), as the scoring runs, so a preview restarted while it runs cannot change what it measured."""
+    from django.contrib.auth import get_user_model
+
+    from annotation.models import StudyMembership
+    from annotation.services.participation import participation_preview_start
+    from annotation.services.persona import persona_save
+    from annotation.services.query import query_submit
+    from tests.analysis.conftest import QUESTIONS
+    from tests.annotation.factories import PERSONA, StudyFactory
+
+    user = get_user_model().objects.get(username="researcher")
+    study = StudyFactory(slug="previewed", title="Previewed only")
+    StudyMembership.objects.create(study=study, user=user, role="researcher")
+    preview = participation_preview_start(study=study, by=user)
+    persona_save(participation=preview, data=PERSONA)
+    with django_capture_on_commit_callbacks(execute=True):
+        query_submit(participation=preview, text=QUESTIONS[0], client_token="")
+    assert preview.queries.get().candidates.filter(status="done").count() == 4
+    with django_capture_on_commit_callbacks(execute=True):
+        created = researcher_client.post(
+            f"/api/v1/research/studies/{study.slug}/jobs/",
+            {"kind": "stress", "options": {"tests": ["distractor"], "metrics": ["rouge1"], "limit": 10}},
+            content_type="application/json",
+        )
+    assert created.status_code == 201, created.content
+    job = researcher_client.get(f"/api/v1/research/jobs/{created.json()['id']}/").json()
+    assert job["status"] == "failed" and "no generated summaries yet" in job["error"], job

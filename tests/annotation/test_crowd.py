@@ -723,3 +723,43 @@ def test_the_admin_shows_the_open_link_to_paste_and_each_participants_resume_lin
     assert f"/study/{study.slug}/preview/" in listed
     detail = admin.get(f"/admin/annotation/participation/{participation.pk}/change/").content.decode()
     assert f"/resume/{participation.resume_token}/" in detail and "admin-view" in detail
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(120)
+def test_two_devices_answering_the_screening_question_at_once_record_one_answer():
+    """The phone says Yes and the laptop says No at the same moment (POST .../screening/ twice): one answer is
+    recorded and its device told so; the other gets the 409, and the participation is screened out exactly
+    when the recorded answer is the refused one, never a mixture of the two."""
+    study = crowd_study(**SCREENING, screening_accepted=["Yes"])
+    for round_number in range(6):
+        invitation = invitation_create_bulk(study=study, count=1)[0]
+        accepted = APIClient().post(f"/api/v1/invitations/{invitation.token}/accept/", {"consent": True}, format="json")
+        body = accepted.json()
+        url = f"/api/v1/participations/{body['id']}/screening/"
+        barrier = threading.Barrier(2)
+        answers: dict[str, object] = {}
+
+        def answer(choice: str, token: str = body["token"], url: str = url, barrier=barrier, answers=answers) -> None:
+            api = APIClient()
+            api.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+            try:
+                barrier.wait()
+                answers[choice] = api.post(url, {"answer": choice}, format="json")
+            except BaseException as error:  # noqa: BLE001 - reported by the main thread
+                answers[choice] = error
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=answer, args=(choice,)) for choice in ("Yes", "No")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        statuses = {choice: getattr(r, "status_code", r) for choice, r in answers.items()}
+        assert sorted(statuses.values(), key=str) == [200, 409], (round_number, statuses)
+        recorded = next(choice for choice, status in statuses.items() if status == 200)
+        participation = Participation.objects.get(pk=body["id"])
+        assert participation.screening_answer == recorded, round_number
+        assert (participation.screened_out_at is not None) == (recorded == "No"), round_number
+        assert answers[recorded].json()["screening_answer"] == recorded  # type: ignore[union-attr]
