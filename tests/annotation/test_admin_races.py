@@ -180,3 +180,19 @@ def test_a_study_page_names_members_changed_since_it_was_opened_and_saves_when_n
     refused = client.post(_change_url(study), _form_data(study, title="Again") | {"loaded_state": token})
     assert "Someone else changed this study since you opened this page: the members." in refused.content.decode()
     assert Study.objects.get(pk=study.pk).title == "Renamed"
+
+
+def test_a_study_page_whose_record_of_what_it_loaded_is_garbage_saves_nothing_then_saves_from_the_refusal() -> None:
+    admin = get_user_model().objects.create_superuser("root", password="pw")
+    study = StudyFactory(status=Study.Status.OPEN)
+    client = Client(raise_request_exception=False)
+    client.force_login(admin)
+    form = _form_data(study, title="Typo fixed") | {"loaded_state": "not-a-signed-state"}
+    refused = client.post(_change_url(study), form)
+    page = refused.content.decode()
+    assert refused.status_code == 200, page[-3000:]
+    assert "the page&#x27;s record of what it loaded is unreadable" in page
+    assert Study.objects.get(pk=study.pk).title == study.title
+    saved = client.post(_change_url(study), form | {"loaded_state": _loaded_state(page)})
+    assert saved.status_code == 302, saved.content.decode()[-3000:]
+    assert Study.objects.get(pk=study.pk).title == "Typo fixed"
