@@ -51,7 +51,7 @@ from annotation.services.membership import (
     study_create_owned,
     study_update_as,
 )
-from annotation.services.participation import invitation_create_bulk
+from annotation.services.participation import invitation_check_max_uses, invitation_create_bulk
 from annotation.services.quality import participation_exclude, participation_include
 from annotation.services.query import query_retry_failed
 from annotation.services.study import (
@@ -664,15 +664,12 @@ class InvitationForm(forms.ModelForm):
 
     def clean_max_uses(self) -> int:
         max_uses = self.cleaned_data["max_uses"]
-        if max_uses is not None and max_uses < 1:
-            raise forms.ValidationError("An invitation must allow at least one use.")
-        if max_uses is not None and max_uses > DB_INT_MAX:
-            raise forms.ValidationError(f"An invitation allows at most {DB_INT_MAX} uses.")
-        used = Invitation.objects.filter(pk=self.instance.pk).values_list("uses", flat=True).first() or 0
-        if max_uses is not None and max_uses < used:
-            raise forms.ValidationError(
-                f"{used} annotator(s) have already joined with this invitation: allow at least {used} uses."
-            )
+        if max_uses is not None:
+            used = Invitation.objects.filter(pk=self.instance.pk).values_list("uses", flat=True).first() or 0
+            try:
+                invitation_check_max_uses(max_uses=max_uses, used=used)
+            except ApplicationError as error:
+                raise forms.ValidationError(error.message) from None
         return max_uses
 
 

@@ -38,16 +38,26 @@ def invitation_create_bulk(
 ) -> list[Invitation]:
     if not 1 <= count <= 1000:
         raise ApplicationError("Create between 1 and 1000 invitations at a time.", field="count")
-    if max_uses < 1:
-        raise ApplicationError("An invitation must allow at least one use.", field="max_uses")
-    if max_uses > DB_INT_MAX:  # the column's integer: past it PostgreSQL refuses the row (a 500 before)
-        raise ApplicationError(f"An invitation allows at most {DB_INT_MAX} uses.", field="max_uses")
+    invitation_check_max_uses(max_uses=max_uses)
     return [
         Invitation.objects.create(
             study=study, token=secrets.token_urlsafe(24), max_uses=max_uses, expires_at=expires_at, note=note
         )
         for _ in range(count)
     ]
+
+
+def invitation_check_max_uses(*, max_uses: int, used: int = 0) -> None:
+    """An invitation's limit: at least one use, and at least the annotators who already joined with it."""
+    if max_uses < 1:
+        raise ApplicationError("An invitation must allow at least one use.", field="max_uses")
+    if max_uses > DB_INT_MAX:  # the column's integer: past it PostgreSQL refuses the row (a 500 before)
+        raise ApplicationError(f"An invitation allows at most {DB_INT_MAX} uses.", field="max_uses")
+    if max_uses < used:
+        raise ApplicationError(
+            f"{used} annotator(s) have already joined with this invitation: allow at least {used} uses.",
+            field="max_uses",
+        )
 
 
 USED_UP = gettext_lazy("This invitation has already been used. Please ask the research team for a new link.")
