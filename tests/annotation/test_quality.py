@@ -472,3 +472,45 @@ def test_a_reason_the_database_cannot_store_is_a_message_not_a_500(members):
         participation_exclude(participation=participation, reason="copy\x00paste", by=users["owner"])
     assert error.value.field == "reason"
     assert Participation.objects.get(pk=participation.pk).excluded_at is None
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(120)
+def test_two_devices_polling_a_stranded_question_at_once_settle_it_once(django_capture_on_commit_callbacks):
+    """A phone and a laptop ask for the current match of a question whose pending check vanished, at the same
+    moment: each settles it under the bracket's lock, so one ranks it and the other finds it ranked; neither is
+    a 500 or waits on the other for ever, and the answers given are kept."""
+    import threading
+
+    from django.db import connection
+
+    capture = django_capture_on_commit_callbacks
+    study = StudyFactory(check_share=1.0, slug="stranded-race")
+    decoy_query = _ask(join(study), capture)
+    participation = join(study)
+    query = _ask(participation, capture)
+    _answer_all_but_the_check(participation, query)
+    decoy_query.delete()
+    barrier = threading.Barrier(2)
+    statuses: list[object] = []
+
+    def poll() -> None:
+        api = APIClient()
+        api.force_authenticate(participation.annotator)
+        try:
+            barrier.wait()
+            statuses.append(api.get(f"/api/v1/queries/{query.pk}/current-match/").status_code)
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            statuses.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=poll) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert statuses == [204, 204], statuses
+    query.refresh_from_db()
+    assert query.status == Query.Status.RANKED
+    assert Judgment.objects.filter(match__bracket__query=query).count() == 3
