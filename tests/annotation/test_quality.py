@@ -281,6 +281,18 @@ def _answer_all_but_the_check(participation, query) -> Match:
     return check
 
 
+def _stranded(capture, *, slug: str) -> tuple[Participation, Query]:
+    """A question, in a study of its own (so that its check's decoy is surely the question deleted), whose one
+    pending match, the check, vanished with its decoy's question."""
+    study = StudyFactory(check_share=1.0, slug=slug)
+    decoy_query = _ask(join(study), capture)
+    participation = join(study)
+    query = _ask(participation, capture)
+    _answer_all_but_the_check(participation, query)
+    decoy_query.delete()
+    return participation, query
+
+
 def test_a_question_whose_pending_check_vanished_ends_ranked_not_in_a_redirect_loop(
     client: Client, django_capture_on_commit_callbacks
 ):
@@ -304,12 +316,7 @@ def test_a_question_whose_pending_check_vanished_ends_ranked_not_in_a_redirect_l
     assert Judgment.objects.filter(match__bracket__query=query).count() == 3  # the answers given are kept
     # The API, in a study of its own (so that the check's decoy is surely the question deleted): no match to
     # show, and the question says it is ranked (it stayed "ready", with 204 for ever).
-    api_study = StudyFactory(check_share=1.0, slug="stranded-api")
-    decoy_query = _ask(join(api_study), capture)
-    api_participation = join(api_study)
-    api_query = _ask(api_participation, capture)
-    _answer_all_but_the_check(api_participation, api_query)
-    decoy_query.delete()
+    api_participation, api_query = _stranded(capture, slug="stranded-api")
     api = APIClient()
     api.force_authenticate(api_participation.annotator)
     assert api.get(f"/api/v1/queries/{api_query.pk}/current-match/").status_code == 204
@@ -484,13 +491,7 @@ def test_two_devices_polling_a_stranded_question_at_once_settle_it_once(django_c
 
     from django.db import connection
 
-    capture = django_capture_on_commit_callbacks
-    study = StudyFactory(check_share=1.0, slug="stranded-race")
-    decoy_query = _ask(join(study), capture)
-    participation = join(study)
-    query = _ask(participation, capture)
-    _answer_all_but_the_check(participation, query)
-    decoy_query.delete()
+    participation, query = _stranded(django_capture_on_commit_callbacks, slug="stranded-race")
     barrier = threading.Barrier(2)
     statuses: list[object] = []
 
