@@ -76,14 +76,16 @@ def _error_page(
 
 def _unavailable_page(request: HttpRequest, participation: Participation, *, status: int = 403) -> HttpResponse | None:
     """The page for a joined annotator whose study is paused or closed (None while it is open): what happened,
-    what of theirs is kept, and their reference to give the research team (docs/annotators.md). A participation
-    that has ended goes to its own end page instead, which gives the completion code or the reference."""
+    what of theirs is kept, their reference to give the research team, and, when they had earned the completion
+    code, the way to finish and get it (docs/annotators.md). A participation that has ended goes to its own end
+    page instead, which gives the completion code or the reference."""
     study_obj = participation.study
     if study_obj.status == Study.Status.OPEN:
         return None
     if participation_ended(participation=participation):
         return redirect("annotation:done", slug=study_obj.slug)
     paused = study_obj.status == Study.Status.PAUSED
+    ranked = participation.queries.filter(status=Query.Status.RANKED).count()
     return render(
         request,
         "annotation/unavailable.html",
@@ -91,7 +93,9 @@ def _unavailable_page(request: HttpRequest, participation: Participation, *, sta
             "study": study_obj,
             "participation": participation,
             "paused": paused,
-            "ranked": participation.queries.filter(status=Query.Status.RANKED).count(),
+            "ranked": ranked,
+            # Earned before the pause or the close: the code is still theirs to take (participation_finish).
+            "earned": ranked >= study_obj.min_ranked_questions,
             "current": query_current(participation=participation),
             "resume_url": participation_resume_url(participation=participation) if paused else None,
         },
@@ -720,7 +724,8 @@ def _compare_answer(
 def stop(request: HttpRequest, slug: str) -> HttpResponse:
     """The confirmation step before stopping the study early (works without JavaScript): it says what
     stopping records (with too few questions ranked: no completion code, and the reference to give the
-    research team), then posts to `finish`. A paused or closed study says why it cannot be finished now."""
+    research team), then posts to `finish`. A paused or closed study says why it cannot be finished now, unless
+    the code was earned before: that can always be taken."""
     participation = participation_for(annotator=request.user, study_slug=slug)
     if participation_ended(participation=participation):
         return redirect("annotation:done", slug=slug)

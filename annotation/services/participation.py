@@ -479,10 +479,15 @@ def participation_require_active(*, participation: Participation) -> None:
 
 
 def participation_finish_refusal(*, participation: Participation) -> ApplicationError | None:
-    """Why the session cannot end now, or None. A paused or closed study issues no completion code and
-    records no stop: the annotator's answers stay saved, and they may come back while it is paused."""
+    """Why the session cannot end now, or None. An annotator who has earned the completion code (the study's
+    minimum of ranked questions) may always finish and get it, whatever the study's state: pausing or closing a
+    study stops new work, not the code for work already done. Without it, a paused or closed study issues no
+    code and records no stop: the answers stay saved, and the annotator may come back while it is paused."""
     status = participation.study.status
     if status == Study.Status.OPEN:
+        return None
+    ranked = participation.queries.filter(status=Query.Status.RANKED).count()
+    if ranked >= participation.study.min_ranked_questions:
         return None
     if status == Study.Status.PAUSED:
         return ApplicationError(
@@ -515,7 +520,9 @@ def participation_finish(*, participation: Participation) -> Participation:
     participation up by its `code`). Either way a question still open (being searched or written, failed,
     or part-ranked) becomes `discarded` with `set_aside_reason="stopped"` and `set_aside_at`; its judgments
     stay stored but it is not `ranked`, so analyses that use ranked questions leave it out. A paused or
-    closed study refuses (409, `participation_finish_refusal`) and changes nothing."""
+    closed study lets only an annotator who has earned the code finish; anyone else is refused (409,
+    `participation_finish_refusal`) and nothing changes. No question is ranked while the study is paused or
+    closed (answers are refused), so the count the refusal reads holds under the participation's lock."""
     participation = participation_locked(participation_id=participation.pk)
     if participation_ended(participation=participation):
         return participation

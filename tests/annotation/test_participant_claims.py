@@ -1,5 +1,5 @@
 """What a participant can claim: a completion code only when earned (the study's minimum of ranked
-questions, an open study), and the study-state rules of the pages held by the API too; the invitation
+questions; earned before a study was paused or closed, it can still be taken), and the study-state rules of the pages held by the API too; the invitation
 accept API cannot be used for login CSRF."""
 
 from __future__ import annotations
@@ -67,22 +67,32 @@ def test_the_api_code_is_earned_by_ranking_the_minimum(study, django_capture_on_
     assert again["completion_code"] == finished["completion_code"]  # idempotent
 
 
-@pytest.mark.parametrize("state", [Study.Status.PAUSED, Study.Status.CLOSED])
-def test_a_paused_or_closed_study_issues_no_code_and_records_no_stop(study, state, django_capture_on_commit_callbacks):
-    client, pid = _api_annotator(study)
-    client.put(f"/api/v1/participations/{pid}/persona/", PERSONA, format="json")
-    with django_capture_on_commit_callbacks(execute=True):
+def _rank_one_question(client: APIClient, pid: int, capture) -> None:  # noqa: ANN001 - the fixture's type
+    with capture(execute=True):
         qid = client.post(f"/api/v1/participations/{pid}/queries/", {"text": QUESTION}, format="json").json()["id"]
     while (match := client.get(f"/api/v1/queries/{qid}/current-match/")).status_code == 200:
         client.post(f"/api/v1/matches/{match.json()['id']}/choice/", {"choice": "left"}, format="json")
+    assert Query.objects.get(pk=qid).status == Query.Status.RANKED
+
+
+@pytest.mark.parametrize("state", [Study.Status.PAUSED, Study.Status.CLOSED])
+def test_a_paused_or_closed_study_issues_no_unearned_code_and_records_no_stop(
+    study, state, django_capture_on_commit_callbacks
+):
+    Study.objects.filter(pk=study.pk).update(min_ranked_questions=2)
+    client, pid = _api_annotator(study)
+    client.put(f"/api/v1/participations/{pid}/persona/", PERSONA, format="json")
+    _rank_one_question(client, pid, django_capture_on_commit_callbacks)  # one of the two the code needs
     _set_status(study, state)
     refused = client.post(f"/api/v1/participations/{pid}/finish/")
     assert refused.status_code == 409 and f"This study is {state}" in refused.json()["message"]
     participation = Participation.objects.get(pk=pid)
     assert (participation.completion_code, participation.completed_at, participation.stopped_at) == ("", None, None)
-    # The pages say the same, on the stop page and on the finish post.
+    # The pages say the same, on the study's page, the stop page and the finish post.
     browser = Client()
     browser.force_login(participation.annotator)
+    page = browser.get(reverse("annotation:study", args=["claims"])).content.decode()
+    assert "no completion code can be issued" in page and "Finish and get my completion code" not in page
     stop = browser.get(reverse("annotation:stop", args=["claims"]))
     assert stop.status_code == 409 and f"This study is {state}" in stop.content.decode()
     posted = browser.post(reverse("annotation:finish", args=["claims"]))
@@ -90,7 +100,62 @@ def test_a_paused_or_closed_study_issues_no_code_and_records_no_stop(study, stat
     if state == Study.Status.CLOSED:
         assert participation.code in posted.content.decode()  # the reference to ask for compensation with
     participation.refresh_from_db()
-    assert participation.completion_code == ""
+    assert (participation.completion_code, participation.completed_at, participation.stopped_at) == ("", None, None)
+
+
+@pytest.mark.parametrize("state", [Study.Status.PAUSED, Study.Status.CLOSED])
+def test_a_code_earned_before_the_study_was_paused_or_closed_can_still_be_taken(
+    study, state, django_capture_on_commit_callbacks
+):
+    """Pausing or closing stops new work, not the code for work done: a crowd worker who had ranked the
+    minimum is paid on the platform only with the code (docs/annotators.md)."""
+    client, pid = _api_annotator(study)
+    client.put(f"/api/v1/participations/{pid}/persona/", PERSONA, format="json")
+    _rank_one_question(client, pid, django_capture_on_commit_callbacks)
+    _set_status(study, state)
+    # The API: the code, once; the same again.
+    finished = client.post(f"/api/v1/participations/{pid}/finish/")
+    assert finished.status_code == 200 and len(finished.json()["completion_code"]) == 10
+    assert client.post(f"/api/v1/participations/{pid}/finish/").json() == finished.json()
+    # The pages: another annotator who had earned it too finds the way from the study's page.
+    browser = Client()
+    token = invitation_create_bulk(study=study, count=1)[0].token
+    _set_status(study, Study.Status.OPEN)
+    browser.post(reverse("annotation:join", args=[token]), {"consent": "on"})
+    participation = Participation.objects.exclude(pk=pid).get(study=study)
+    api = APIClient()
+    api.force_authenticate(participation.annotator)
+    api.put(f"/api/v1/participations/{participation.pk}/persona/", PERSONA, format="json")
+    _rank_one_question(api, participation.pk, django_capture_on_commit_callbacks)
+    _set_status(study, state)
+    page = browser.get(reverse("annotation:study", args=["claims"]))
+    assert page.status_code == 403 and "Finish and get my completion code" in page.content.decode()
+    assert "no completion code can be issued" not in page.content.decode()
+    stop = browser.get(reverse("annotation:stop", args=["claims"]))
+    assert stop.status_code == 200 and "Yes, stop and get my code" in stop.content.decode()
+    done = browser.post(reverse("annotation:finish", args=["claims"]), follow=True).content.decode()
+    participation.refresh_from_db()
+    assert len(participation.completion_code) == 10 and participation.completion_code in done
+
+
+def test_a_crowd_worker_of_a_closed_study_goes_back_to_the_platform_with_the_earned_code(
+    study, django_capture_on_commit_callbacks
+):
+    Study.objects.filter(pk=study.pk).update(
+        completion_url="https://app.prolific.com/submissions/complete?cc=C1A2B3", crowd_completion_code="C1A2B3"
+    )
+    browser = Client()
+    browser.post(
+        reverse("annotation:join", args=[invitation_create_bulk(study=study, count=1)[0].token]), {"consent": "on"}
+    )
+    participation = Participation.objects.get(study=study)
+    api = APIClient()
+    api.force_authenticate(participation.annotator)
+    api.put(f"/api/v1/participations/{participation.pk}/persona/", PERSONA, format="json")
+    _rank_one_question(api, participation.pk, django_capture_on_commit_callbacks)
+    _set_status(study, Study.Status.CLOSED)
+    finished = browser.post(reverse("annotation:finish", args=["claims"]))
+    assert finished.status_code == 302 and finished["Location"].startswith("https://app.prolific.com/")
 
 
 def test_progress_tells_completed_from_stopped(study, django_capture_on_commit_callbacks):
