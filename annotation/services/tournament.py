@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
+from django.utils.text import normalize_newlines
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -336,7 +337,9 @@ def _judgment_record(
 ) -> Judgment:
     if choice not in Judgment.Choice.values:
         raise ApplicationError(_("Choose left, right, neither or (where offered) both equally good."), field="choice")
-    comment = comment.strip()
+    # A line break is one character whoever calls: a browser sends CRLF, and a comment at the limit must not
+    # be refused (or stored) by how its lines end. The page's form and the API's field normalise too.
+    comment = normalize_newlines(comment).strip()
     if len(comment) > COMMENT_MAX_CHARS:
         raise ApplicationError(
             _("A comment can be at most %(limit)d characters (this one has %(length)d).")

@@ -146,6 +146,16 @@ def test_comments_are_kept_per_match_or_per_question_and_exported(django_capture
     assert error.value.field == "comment" and error.value.status == 400
 
 
+def test_the_service_counts_a_line_break_as_one_character_whoever_calls_it(django_capture_on_commit_callbacks):
+    """Plain Python (a script, a management command) reaches judgment_record without the form's or the API
+    field's normalising: a comment at the limit with CRLF line breaks is taken, stored with LF."""
+    participation, query = _generated(StudyFactory(comments=Study.Comments.MATCH), django_capture_on_commit_callbacks)
+    at_the_limit = ("Clearer.\n" * 300)[:COMMENT_MAX_CHARS]
+    match = match_current(query=query)
+    judgment = judgment_record(match=match, choice="left", by=participation, comment=at_the_limit.replace("\n", "\r\n"))
+    assert Judgment.objects.get(pk=judgment.pk).comment == at_the_limit.strip()
+
+
 def _standin_study(base_url: str, policy: str) -> Study:
     """Four systems on the stand-in model server: two models, each with and without the persona."""
     return StudyFactory(
