@@ -68,6 +68,9 @@ from kernel.storable import DB_INT_MAX
 
 logger = logging.getLogger(__name__)
 
+# A change to any of these changes who is screened from now on, not who was (participation_needs_screening).
+SCREENING_FIELDS = {"screening_question", "screening_choices", "screening_accepted"}
+
 STUDY_FILTER = admin.RelatedOnlyFieldListFilter  # lists only the studies whose rows the user may see
 
 
@@ -568,6 +571,29 @@ class StudyAdmin(StudyScopedAdmin):
                 membership_set(study=study, user=user, role=role)
             for membership in removals:
                 membership_remove(membership=membership)
+        # Compared as stored (the form's changed_data also flags a JSON list sent back as it was).
+        if change and any(form.initial.get(name) != getattr(study, name) for name in SCREENING_FIELDS):
+            self._warn_screening_not_retroactive(request, study)
+
+    def _warn_screening_not_retroactive(self, request: HttpRequest, study: Study) -> None:
+        """A screening question added or changed while annotators are at work is asked only of those not yet
+        past it (participation_needs_screening): say so, with how many it will not reach, on the page that
+        made the change rather than only in docs/crowd.md."""
+        past = (
+            study.participations.exclude(source=Participation.Source.PREVIEW)
+            .filter(completed_at__isnull=True, stopped_at__isnull=True, screened_out_at__isnull=True)
+            .filter(personas__isnull=False)
+            .distinct()
+            .count()
+        )
+        if past and study.screening_question:
+            self.message_user(
+                request,
+                f"The screening question is asked before the persona form, so the {past} annotator(s) already past "
+                "it and still at work will not be asked it, and answers already given are not reconsidered. Filter "
+                "on an empty screening answer if your analysis must hold only screened annotators (docs/crowd.md).",
+                messages.WARNING,
+            )
 
     def construct_change_message(self, request: HttpRequest, form: Any, formsets: list, add: bool) -> list:  # type: ignore[override]
         # The formsets were not saved by Django (the service wrote the systems), so they have no diff to report.

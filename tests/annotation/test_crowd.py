@@ -229,6 +229,34 @@ def test_a_screening_question_added_midway_is_asked_only_of_those_not_yet_past_i
     assert Participation.objects.get(external_id="just-arrived").screen_out_reason == "screening"
 
 
+def test_the_admin_warns_that_a_screening_question_added_midway_does_not_reach_those_already_past_it():
+    from tests.annotation.test_admin_races import _loaded_state
+    from tests.annotation.test_study_rules import _change_url, _form_data
+
+    study = crowd_study()
+    at_work, _ = arrive(study, "at-work")
+    consent(at_work, study, "at-work")
+    at_work.post(f"/study/{study.slug}/profile/", PERSONA)  # past the point the question is asked at
+    before, _ = arrive(study, "just-arrived")
+    consent(before, study, "just-arrived")  # not yet: they will be asked
+    admin = Client()
+    admin.force_login(get_user_model().objects.create_superuser("root", "r@example.org", "pw"))
+    fields = {"screening_choices": json.dumps(SCREENING["screening_choices"]), "screening_accepted": '["Yes"]'}
+    form = _form_data(study, screening_question=SCREENING["screening_question"]) | fields
+    page = admin.get(_change_url(study)).content.decode()
+    saved = admin.post(_change_url(study), form | {"loaded_state": _loaded_state(page)}, follow=True)
+    shown = [str(m) for m in saved.context["messages"]]
+    assert any("the 1 annotator(s) already past it and still at work will not be asked it" in m for m in shown)
+    assert Study.objects.get(pk=study.pk).screening_question == SCREENING["screening_question"]
+    # A later save that leaves the question alone says nothing of it.
+    study.refresh_from_db()
+    page = admin.get(_change_url(study)).content.decode()
+    form = _form_data(study, title="Renamed", screening_question=study.screening_question) | fields
+    saved = admin.post(_change_url(study), form | {"loaded_state": _loaded_state(page)}, follow=True)
+    shown = [str(m) for m in saved.context["messages"]]
+    assert shown and not any("screening" in m for m in shown), shown
+
+
 def test_the_screening_question_cannot_be_skipped_through_the_api():
     study = crowd_study(**SCREENING, screening_accepted=["Yes"])
     study_update(study=study, queries_per_annotator=2)
