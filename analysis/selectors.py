@@ -239,12 +239,17 @@ def exclusion_reasons(*, study: Study, exclude: str | Sequence[str] | None) -> t
 
 
 def annotator_flags(*, study: Study) -> dict[str, Any]:
-    """Each participation's quality flags by its code, as ``analysis.stats.exclusion.AnnotatorFlags``."""
+    """Each analysed participation's quality flags by its code, as ``analysis.stats.exclusion.AnnotatorFlags``.
+    A preview or a participation screened out before annotating is never data, so the rule never "leaves it
+    out" either: with a flag here it would be counted among the excluded participations (a researcher's
+    preview clicked through is speed-flagged) and listed among the excluded codes."""
     from analysis.stats.exclusion import AnnotatorFlags  # the statistics package loads pandas: on demand only
 
+    analysed = set(analysed_participations(study=study).values_list("code", flat=True))
     return {
         q.code: AnnotatorFlags(checks=q.checks_flagged, speed=q.speed_flagged, manual=q.excluded)
         for q in participation_quality(study=study)
+        if q.code in analysed
     }
 
 

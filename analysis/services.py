@@ -150,18 +150,25 @@ def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
             raise ApplicationError("include_texts must be true or false.", field="include_texts")
     elif kind == ResearchJob.Kind.REPORT:
         resamples = options.setdefault("n_resamples", DEFAULT_RESAMPLES)
-        if not isinstance(resamples, int) or not 1 <= resamples <= 100_000:
+        if not _whole(resamples) or not 1 <= resamples <= 100_000:
             raise ApplicationError("Resamples must be a whole number between 1 and 100000.", field="n_resamples")
         # Analysis settings (AnalysisConfig fields, as in `analyze --config`); their values are checked by
         # AnalysisConfig in the worker (the statistics package stays out of the web process), a wrong one
         # failing the job with its message.
-        if not isinstance(options.get("config", {}), dict):
+        config = options.get("config", {})
+        if not isinstance(config, dict):
             raise ApplicationError("config must be an object of analysis settings.", field="config")
+        if twice := sorted({"seed", "n_resamples"} & set(config)):
+            raise ApplicationError(
+                f"Give {' and '.join(twice)} as an option of the job, not in config.", field="config"
+            )
     elif kind == ResearchJob.Kind.STRESS:
         # scoring.stress brings numpy and the openai client into the web process; load it only here.
         from scoring.stress import TESTS
 
         tests = options.get("tests") or []
+        if not _texts(tests):
+            raise ApplicationError(f"tests must be a list of names among: {', '.join(TESTS)}.", field="tests")
         unknown = sorted(set(tests) - set(TESTS))
         if not tests or unknown:
             raise ApplicationError(
@@ -177,14 +184,36 @@ def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
                 "Choose among the other tests.",
                 field="tests",
             )
-        if not options.get("metrics"):
+        metrics = options.get("metrics")
+        if not metrics:
             raise ApplicationError("Choose at least one metric.", field="metrics")
+        if not _texts(metrics):
+            raise ApplicationError("metrics must be a list of metric names.", field="metrics")
+        # The stress runner's names: the suite's metrics, or "offline" / "all" (docs/stress-tests.md).
+        from scoring.core.api import metric_specs  # the metric suite loads on first use
+
+        try:
+            metric_specs([m for m in metrics if m not in ("offline", "all")])
+        except ValueError as error:
+            raise ApplicationError(f"{str(error).capitalize()}.", field="metrics") from error
+        limit = options.get("limit")
+        if limit is not None and (not _whole(limit) or limit < 1):
+            raise ApplicationError("The number of summaries must be a whole number, at least 1.", field="limit")
     else:
         raise ApplicationError(f"Unknown job kind {kind!r}.", field="kind")
     seed = options.setdefault("seed", DEFAULT_SEED)
-    if not isinstance(seed, int):
-        raise ApplicationError("The seed must be a whole number.", field="seed")
+    if not _whole(seed) or seed < 0:
+        raise ApplicationError("The seed must be a non-negative whole number.", field="seed")
     return options
+
+
+def _whole(value: Any) -> bool:
+    """A JSON whole number (``true`` is not one, though Python counts it as the integer 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 @transaction.atomic
@@ -360,7 +389,8 @@ def analysis_config_for(frame: Any, *, seed: int, n_resamples: int, extra: dict[
     # directions come from the metric registry inside analyze(), the same lookup as the file-based path.
     from analysis.stats.config import AnalysisConfig
 
-    return AnalysisConfig(seed=seed, n_resamples=n_resamples, **(extra or {}))
+    # from_dict names an unknown setting (a typo), where the constructor's TypeError named Python's internals.
+    return AnalysisConfig.from_dict({**(extra or {}), "seed": seed, "n_resamples": n_resamples})
 
 
 def _run_report(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[str, Any]:

@@ -108,20 +108,26 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         match__bracket__query__participation__in=participations, match__check_expected=""
     )
     seconds = [s for s in judgments.values_list("seconds_on_page", flat=True) if s is not None]
+    preview_ids = set(study.participations.filter(source=Participation.Source.PREVIEW).values_list("pk", flat=True))
 
     context = {
         "study": study,
         "n_participants": participations.count(),
         "n_completed": participations.filter(completed_at__isnull=False).count(),
-        "n_screened_out": study.participations.filter(screened_out_at__isnull=False).count(),
+        "n_screened_out": study.participations.exclude(source=Participation.Source.PREVIEW)
+        .filter(screened_out_at__isnull=False)
+        .count(),
         "n_queries_ranked": Query.objects.filter(participation__in=participations, status=Query.Status.RANKED).count(),
         "n_comparisons": judgments.count(),
         "n_neither": judgments.filter(choice="neither").count(),
         "median_seconds": _seconds(median(seconds)) if seconds else None,
+        # A preview's summaries are not the study's: "A preview never reaches ... the counts above".
         "n_candidates": Candidate.objects.filter(
-            query__participation__study=study, status=Candidate.Status.DONE
+            query__participation__in=participations, status=Candidate.Status.DONE
         ).count(),
-        "n_failed": Candidate.objects.filter(query__participation__study=study, status=Candidate.Status.FAILED).count(),
+        "n_failed": Candidate.objects.filter(
+            query__participation__in=participations, status=Candidate.Status.FAILED
+        ).count(),
         "jobs": study.research_jobs.all()[:20],
         "scoring_runs": ScoringRun.objects.filter(study=study)[:10],
         "offline_metrics": _offline_metrics(),
@@ -131,7 +137,7 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         ).first(),
         "error": request.GET.get("error", ""),
         "can_analyse": study_allows(user=request.user, study=study, action=StudyAction.ANALYSE),
-        "quality": participation_quality(study=study),
+        "quality": [q for q in participation_quality(study=study) if q.participation_id not in preview_ids],
         "exclusion_default": exclusion_default(study=study),
         "exclusion_choices": EXCLUSION_CHOICES,
         "open_link": open_link(study),

@@ -180,3 +180,53 @@ def test_the_research_job_form_and_api_take_the_rule_and_keep_it_with_the_job():
     )
     assert refused.status_code == 400 and "fast" in refused.content.decode()
     assert ResearchJob.objects.count() == 3
+
+
+@pytestmark_db
+def test_a_preview_or_a_participation_screened_out_before_annotating_is_never_counted_as_excluded(
+    tmp_path, django_capture_on_commit_callbacks
+):
+    """The report states what the rule left out of the data: a researcher's preview that clicked through (speed
+    flag) or that they excluded on the dashboard, and a participation that declined consent and was excluded,
+    were never data, so they are not "left out" of it either (before: 2 participations left out, 0 comparisons,
+    their codes listed among the excluded annotators)."""
+    from django.contrib.auth.models import Group
+
+    from annotation.models import Judgment, Participation, StudyMembership
+    from annotation.services.participation import participation_preview_start, participation_screen_out
+    from annotation.services.persona import persona_save
+    from tests.annotation.factories import PERSONA
+
+    study = StudyFactory(slug="previewed-excl", speed_threshold_seconds=30)
+    annotator = join(study)
+    _ranked(annotator, django_capture_on_commit_callbacks, "How does night shift work affect nurses' sleep?")
+    Judgment.objects.filter(match__bracket__query__participation=annotator).update(seconds_on_page=60)
+    researcher = get_user_model().objects.create_user(username="previewer", is_superuser=True)
+    researcher.groups.add(Group.objects.get_or_create(name="researchers")[0])
+    StudyMembership.objects.create(study=study, user=researcher, role="researcher")
+    preview = participation_preview_start(study=study, by=researcher)
+    persona_save(participation=preview, data=PERSONA)
+    _ranked(preview, django_capture_on_commit_callbacks, "Shift work and medication errors in nursing")
+    Judgment.objects.filter(match__bracket__query__participation=preview).update(seconds_on_page=2)
+    declined = join(study, persona=False)
+    participation_screen_out(participation=declined, reason=Participation.ScreenOut.DECLINED_CONSENT)
+    participation_exclude(participation=declined, reason="declined", by=researcher)
+    preview.refresh_from_db()
+    participation_exclude(participation=preview, reason="my own preview", by=researcher)
+
+    nothing_left_out = {
+        "rule": "speed,manual",
+        "participations": {"checks": 0, "speed": 0, "manual": 0},
+        "comparisons": {"checks": 0, "speed": 0, "manual": 0},
+        "total_participations": 0,
+        "total_comparisons": 0,
+        "kept_comparisons": 3,
+        "excluded_annotators": [],
+    }
+    call_command("analyze", study=study.slug, out=tmp_path, resamples=20)
+    assert json.loads((tmp_path / "report.json").read_text())["exclusion"] == nothing_left_out
+    assert json.loads((tmp_path / "comparisons.manifest.json").read_text())["exclusion"] == nothing_left_out
+    api = Client()
+    api.force_login(researcher)
+    body = api.get(f"/api/v1/research/studies/{study.slug}/comparisons/").json()
+    assert body["exclusion"] == nothing_left_out and {r["annotator"] for r in body["rows"]} == {annotator.code}

@@ -95,3 +95,46 @@ def test_the_api_refuses_a_rewrite_test_as_the_page_does(played_study, researche
     message = refused.json()["extra"]["fields"]["tests"][0]
     assert "negated" in message and "language model" in message
     assert not ResearchJob.objects.filter(kind="stress").exists(), "nothing was queued"
+
+
+def test_a_researchers_preview_is_in_none_of_the_dashboards_counts(
+    researcher_client, django_capture_on_commit_callbacks
+):
+    """The dashboard says "A preview never reaches the analysis, the exports or the counts above": a study whose
+    only answers are a researcher's preview and a colleague's preview screened out by the screening question shows no summaries, no one screened out and no participant in its quality table
+    (before: 4 summaries generated, 1 screened out, and the previews' codes listed as participants)."""
+    from django.contrib.auth import get_user_model
+
+    from annotation.models import Participation
+    from annotation.selectors.tournament import match_current
+    from annotation.services.participation import participation_preview_start, participation_screen
+    from annotation.services.persona import persona_save
+    from annotation.services.query import query_submit
+    from annotation.services.tournament import judgment_record
+    from tests.annotation.factories import PERSONA, StudyFactory
+
+    study = StudyFactory(
+        slug="preview-counts", screening_question="Do you work shifts?", screening_choices=["Yes", "No"],
+        screening_accepted=["Yes"],
+    )  # fmt: skip
+    user = get_user_model().objects.get(username="researcher")
+    colleague = get_user_model().objects.create_user("colleague")
+    for member in (user, colleague):
+        study.memberships.create(user=member, role="researcher")
+    screened = participation_preview_start(study=study, by=colleague)
+    participation_screen(participation=screened, answer="No")
+    preview = participation_preview_start(study=study, by=user)
+    participation_screen(participation=preview, answer="Yes")
+    persona_save(participation=preview, data=PERSONA)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = query_submit(participation=preview, text="Shift work and sleep in nurses", client_token="")
+    while (match := match_current(query=query)) is not None:
+        judgment_record(match=match, choice="left", by=preview)
+    assert Participation.objects.filter(study=study, source="preview", screened_out_at__isnull=False).count() == 1
+    assert query.candidates.filter(status="done").count() == 4
+
+    html = _dashboard(researcher_client, study)
+    stats = re.sub(r"\s+", " ", unescape(re.search(r'<dl class="stats">.*?</dl>', html, re.S).group(0)))
+    assert "<dt>Summaries generated</dt><dd>0</dd>" in stats
+    assert "<dt>Participants</dt><dd>0 (0 finished)</dd>" in stats  # no "screened out"
+    assert preview.code not in html and screened.code not in html and "No participants yet." in html

@@ -97,6 +97,53 @@ def test_bad_job_options_are_refused_on_the_page(played_study, researcher_client
     assert not ResearchJob.objects.exists()
 
 
+STRESS = {"tests": ["distractor"], "metrics": ["rouge1"]}
+
+
+@pytest.mark.parametrize(
+    ("kind", "options", "field"),
+    [
+        ("stress", {**STRESS, "tests": [1]}, "tests"),  # a 500 before (joining the unknown names)
+        ("stress", {**STRESS, "tests": [["distractor"]]}, "tests"),  # a 500 before (unhashable)
+        ("stress", {**STRESS, "metrics": ["rouge9"]}, "metrics"),
+        ("stress", {**STRESS, "metrics": "rouge1"}, "metrics"),  # read letter by letter: "unknown metric 'r'"
+        ("stress", {**STRESS, "metrics": [3]}, "metrics"),
+        ("stress", {**STRESS, "limit": -3}, "limit"),  # "Negative indexing is not supported."
+        ("stress", {**STRESS, "limit": "ten"}, "limit"),
+        ("stress", {**STRESS, "limit": True}, "limit"),
+        ("report", {"n_resamples": True}, "n_resamples"),  # a JSON true is no count
+        ("report", {"seed": -1}, "seed"),
+        ("report", {"seed": False}, "seed"),
+        ("report", {"config": {"seed": 3}}, "config"),  # "got multiple values for keyword argument 'seed'"
+        ("report", {"config": {"n_resamples": 10}}, "config"),
+        ("export", {"seed": True}, "seed"),
+    ],
+)
+def test_research_job_options_the_job_could_not_run_with_are_a_400_naming_the_field(
+    played_study, researcher_client, kind, options, field
+):
+    """What the job would fail on in the worker (or the server on the spot) is refused when the job is asked
+    for: 400 with a field message, no job queued. Before, each was a 201 and a job failed with a Python error
+    ("TypeError: '<' not supported between instances of 'str' and 'int'"), or a 500 for the first two."""
+    response = researcher_client.post(
+        f"/api/v1/research/studies/{played_study.slug}/jobs/",
+        {"kind": kind, "options": options},
+        content_type="application/json",
+    )
+    assert response.status_code == 400, response.content
+    assert field in response.json()["extra"]["fields"], response.json()
+    assert not ResearchJob.objects.exists()
+
+
+def test_a_report_job_with_an_unknown_setting_fails_naming_it(played_study, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        job = services.research_job_start(study=played_study, kind="report", options={"config": {"infrence": "x"}})
+    job.refresh_from_db()
+    assert job.status == ResearchJob.Status.FAILED
+    # Before: "TypeError: AnalysisConfig.__init__() got an unexpected keyword argument 'infrence'".
+    assert "unknown analysis settings: infrence" in job.error and "TypeError" not in job.error
+
+
 def test_annotators_never_see_statistics(played_study, client):
     join(played_study, user=None)
     participation = played_study.participations.first()
