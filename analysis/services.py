@@ -216,10 +216,24 @@ def _texts(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
-@transaction.atomic
 def research_job_start(
     *, study: Study, kind: str, options: dict[str, Any] | None = None, by: Any = None
 ) -> ResearchJob:
+    """Queue a research job; the same job asked for again while it is queued or running is that job
+    (`research_job_request`)."""
+    job, _ = research_job_request(study=study, kind=kind, options=options, by=by)
+    return job
+
+
+@transaction.atomic
+def research_job_request(
+    *, study: Study, kind: str, options: dict[str, Any] | None = None, by: Any = None
+) -> tuple[ResearchJob, bool]:
+    """(the job, whether it was created). A job the same person asked for with the same options (after the
+    defaults and the exclusion rule are resolved), still queued or running, is returned instead of a second
+    one: a double click, a form sent again or a script's retry after a timeout costs one run. The study's row
+    is locked while this looks, so two requests at the same moment make one job (no annotator statement locks
+    it). A finished or failed job is not reused: asking again runs it again."""
     options = _validate(kind, options or {})
     if kind in (ResearchJob.Kind.EXPORT, ResearchJob.Kind.REPORT):
         # The rule is resolved now (the study's default when none is asked for) and kept with the job.
@@ -227,17 +241,25 @@ def research_job_start(
         if exclude is not None and not isinstance(exclude, str | list):
             raise ApplicationError("exclude must be a comma-separated text or a list of reasons.", field="exclude")
         options["exclude"] = list(exclusion_reasons(study=study, exclude=exclude))
+    creator = by if by is not None and getattr(by, "is_authenticated", False) else None
+    Study.objects.select_for_update().filter(pk=study.pk).values_list("pk").first()
+    active = study.research_jobs.filter(
+        kind=kind, created_by=creator, status__in=[ResearchJob.Status.QUEUED, ResearchJob.Status.RUNNING]
+    ).order_by("created_at")
+    # Compared here, not in SQL: jsonb equality holds on PostgreSQL, SQLite compares the JSON text.
+    if same := next((job for job in active if job.options == options), None):
+        return same, False
     job = ResearchJob.objects.create(
         study=study,
         kind=kind,
         options=options,
-        created_by=by if by is not None and getattr(by, "is_authenticated", False) else None,
+        created_by=creator,
         queued_at=timezone.now(),
     )
     from analysis.tasks import run_research_job  # a cycle: analysis.tasks imports this module
 
     enqueue_on_commit(run_research_job, job.pk)
-    return job
+    return job, True
 
 
 def _progress(job: ResearchJob, percent: int, stage: str, pause: Callable[[], None] | None = None) -> None:

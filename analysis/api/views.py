@@ -78,16 +78,17 @@ class JobsApi(APIView):
         study = _scoped(lambda: research_study(user=request.user, slug=slug))
         return Response([job_json(job) for job in study.research_jobs.all()[:100]])
 
-    @extend_schema(request=JobCreateSerializer, responses={201: dict})
+    @extend_schema(request=JobCreateSerializer, responses={201: dict, 200: dict})
     def post(self, request: Request, slug: str) -> Response:
         study = _scoped(lambda: research_study(user=request.user, slug=slug, action=StudyAction.ANALYSE))
         body = JobCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        job = services.research_job_start(
+        job, created = services.research_job_request(
             study=study, kind=body.validated_data["kind"], options=body.validated_data["options"], by=request.user
         )
         job.refresh_from_db()
-        return Response(job_json(job), status=status.HTTP_201_CREATED)
+        # The same job asked for again while it is queued or running: that job, 200 (a retry costs no run).
+        return Response(job_json(job), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 class JobApi(APIView):

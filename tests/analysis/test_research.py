@@ -361,3 +361,75 @@ def test_a_stress_job_leaves_a_researchers_preview_out(researcher_client, django
     assert created.status_code == 201, created.content
     job = researcher_client.get(f"/api/v1/research/jobs/{created.json()['id']}/").json()
     assert job["status"] == "failed" and "no generated summaries yet" in job["error"], job
+
+
+def _token_client(client: Client) -> Client:
+    """The researcher's API client: the same user, with an API token (as a script calls the API)."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    user = client.get("/research/").wsgi_request.user
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    return api
+
+
+def test_the_same_job_asked_for_again_while_it_waits_is_that_job(researcher_client, played_study):
+    """A double click, a form sent again or a script's retry after a timeout costs one run: while the first is
+    queued (no worker has taken it here: its message is sent only after the test's transaction) the same
+    request answers 200 with it; other options, or the same once it has finished, make a new job."""
+    api = _token_client(researcher_client)
+    url = f"/api/v1/research/studies/{played_study.slug}/jobs/"
+    export = {"kind": "export", "options": {"format": "csv"}}
+    first = api.post(url, export, format="json")
+    again = api.post(url, export, format="json")
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json()["id"] == first.json()["id"]
+    # The research page's button, pressed twice, adds none either.
+    researcher_client.post(f"/research/studies/{played_study.slug}/jobs/", {"kind": "export", "format": "csv"})
+    assert list(ResearchJob.objects.filter(study=played_study).values_list("pk", flat=True)) == [first.json()["id"]]
+    other = api.post(url, {"kind": "export", "options": {"format": "jsonl"}}, format="json")
+    assert other.status_code == 201 and other.json()["id"] != first.json()["id"]
+    ResearchJob.objects.filter(pk=first.json()["id"]).update(status=ResearchJob.Status.DONE)
+    rerun = api.post(url, export, format="json")
+    assert rerun.status_code == 201 and rerun.json()["id"] not in (first.json()["id"], other.json()["id"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_requests_for_the_same_job_at_the_same_moment_make_one(researcher_client, played_study, monkeypatch):
+    """A script's retry racing its first request (two threads through the API, each its own connection): the
+    study's row is locked while one looks for the same job, so the other finds it. Without the lock both saw
+    none and two jobs ran. The job is left queued (no eager run), as a busy worker would leave it."""
+    import threading
+
+    from django.db import connection
+
+    from config.celery import app
+
+    monkeypatch.setitem(app.conf, "task_always_eager", False)
+    api = _token_client(researcher_client)
+    url = f"/api/v1/research/studies/{played_study.slug}/jobs/"
+    for round_number in range(5):
+        body = {"kind": "report", "options": {"n_resamples": 100 + round_number}}
+        barrier = threading.Barrier(2)
+        answers: list[object] = []
+
+        def ask(body=body, barrier=barrier, answers=answers) -> None:  # type: ignore[no-untyped-def]
+            try:
+                barrier.wait()
+                answers.append(api.post(url, body, format="json"))
+            except BaseException as error:  # noqa: BLE001 - reported by the main thread
+                answers.append(error)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=ask) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        statuses = sorted(getattr(a, "status_code", a) for a in answers)
+        assert statuses == [200, 201], (round_number, statuses)
+        assert len({a.json()["id"] for a in answers}) == 1  # type: ignore[union-attr]
+        (job,) = ResearchJob.objects.filter(options__n_resamples=100 + round_number)
+        assert job.status == ResearchJob.Status.QUEUED, round_number
