@@ -304,6 +304,23 @@ def research_job_mark_failed(*, job_id: int, reason: str) -> None:
     )
 
 
+def research_job_cancel(*, job: ResearchJob, by: Any) -> ResearchJob:
+    """The way out of a job that waits (no worker serves the research queue) or runs longer than wanted: it
+    fails now with who cancelled it. A worker that takes it later finds it finished (research_job_claim), and
+    one already running it writes nothing more over it (its updates need the job running). A finished job is
+    left as it is, so cancelling twice, or after the end, changes nothing."""
+    name = getattr(by, "get_username", lambda: "")() or "someone"
+    ResearchJob.objects.filter(pk=job.pk, status__in=[ResearchJob.Status.QUEUED, ResearchJob.Status.RUNNING]).update(
+        status=ResearchJob.Status.FAILED,
+        error=f"Cancelled by {name}.",
+        stage="cancelled",
+        finished_at=timezone.now(),
+        lease_expires_at=None,
+    )
+    job.refresh_from_db()
+    return job
+
+
 def research_job_run(*, job_id: int, redelivered: bool = False) -> ResearchJob:
     """Run a job to completion; a failure is stored with its reason and never leaves files half-listed.
     A job that was running when its worker died starts again from scratch, in a new scratch folder; its files

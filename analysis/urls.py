@@ -16,6 +16,7 @@ urlpatterns = [
         name="participation-exclusion",
     ),
     path("jobs/<int:job_id>/status/", views.job_status, name="job-status"),
+    path("jobs/<int:job_id>/cancel/", views.job_cancel, name="job-cancel"),
     path("jobs/<int:job_id>/files/<path:name>", views.job_file, name="job-file"),
     path("scoring/<int:run_id>/status/", views.scoring_status, name="scoring-status"),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from functools import wraps
 from io import BytesIO
 from pathlib import Path
@@ -18,6 +19,7 @@ from django.db.models import Count, Q
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.authtoken.models import Token
@@ -92,6 +94,10 @@ def study_list(request: HttpRequest) -> HttpResponse:
     return render(request, "analysis/study_list.html", {"studies": studies})
 
 
+# A queued job that no worker has taken after this long is explained on the dashboard (a worker takes one in
+# seconds; the sweeper sends it again after services.REQUEUE_QUEUED_AFTER).
+QUEUED_NOTE_AFTER = timedelta(minutes=2)
+
 EXCLUSION_CHOICES = (
     ("checks", "failed attention checks"),
     ("speed", "speed flag"),
@@ -129,6 +135,9 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
             query__participation__in=participations, status=Candidate.Status.FAILED
         ).count(),
         "jobs": study.research_jobs.all()[:20],
+        # A job queued longer than a worker takes to pick one up says why it waits and how to stop it.
+        "waiting_since": timezone.now() - QUEUED_NOTE_AFTER,
+        "requeue_minutes": int(services.REQUEUE_QUEUED_AFTER.total_seconds() // 60),
         "scoring_runs": ScoringRun.objects.filter(study=study)[:10],
         "offline_metrics": _offline_metrics(),
         "stress_tests": _stress_tests(),
@@ -204,6 +213,15 @@ def _int(value: str, field: str) -> int:
         return int(value)
     except (TypeError, ValueError):
         raise ApplicationError(f"{field.replace('_', ' ').capitalize()} must be a whole number.", field=field) from None
+
+
+@researcher_required
+@require_POST
+def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The dashboard's Cancel on a queued or running job (services.research_job_cancel)."""
+    job = research_job(user=request.user, job_id=job_id, action=StudyAction.ANALYSE)
+    services.research_job_cancel(job=job, by=request.user)
+    return redirect("analysis:study", slug=job.study.slug)
 
 
 @researcher_required

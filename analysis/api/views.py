@@ -99,6 +99,18 @@ class JobApi(APIView):
         return Response(job_json(_scoped(lambda: research_job(user=request.user, job_id=job_id))))
 
 
+class JobCancelApi(APIView):
+    """Cancel a queued or running job (researchers who may analyse its study): the job, failed with who
+    cancelled it; a finished one unchanged (idempotent)."""
+
+    permission_classes = [IsResearcher]
+
+    @extend_schema(request=None, responses={200: dict})
+    def post(self, request: Request, job_id: int) -> Response:
+        job = _scoped(lambda: research_job(user=request.user, job_id=job_id, action=StudyAction.ANALYSE))
+        return Response(job_json(services.research_job_cancel(job=job, by=request.user)))
+
+
 class ScoringRunsApi(APIView):
     permission_classes = [IsResearcher]
 

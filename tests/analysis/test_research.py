@@ -433,3 +433,42 @@ def test_two_requests_for_the_same_job_at_the_same_moment_make_one(researcher_cl
         assert len({a.json()["id"] for a in answers}) == 1  # type: ignore[union-attr]
         (job,) = ResearchJob.objects.filter(options__n_resamples=100 + round_number)
         assert job.status == ResearchJob.Status.QUEUED, round_number
+
+
+def test_a_job_no_worker_takes_says_why_it_waits_and_can_be_cancelled(researcher_client, played_study):
+    """Nothing serves the research queue: the job waits (its message is sent only after the test's transaction,
+    and no worker runs here). The dashboard says why after a while and offers Cancel; cancelled, the job has
+    ended with who cancelled it, and a worker that takes its message later changes nothing."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    dashboard = f"/research/studies/{played_study.slug}/"
+    researcher_client.post(f"/research/studies/{played_study.slug}/jobs/", {"kind": "export", "format": "csv"})
+    job = ResearchJob.objects.get(study=played_study)
+    page = researcher_client.get(dashboard).content.decode()
+    assert "No worker has taken it" not in page  # a minute is how long a busy worker may take
+    assert f'action="/research/jobs/{job.pk}/cancel/"' in page
+    ResearchJob.objects.filter(pk=job.pk).update(queued_at=timezone.now() - timedelta(minutes=5))
+    page = researcher_client.get(dashboard).content.decode()
+    assert "No worker has taken it since" in page and "a worker must serve the research queue" in page
+    assert researcher_client.post(f"/research/jobs/{job.pk}/cancel/").status_code == 302
+    job.refresh_from_db()
+    assert (job.status, job.error) == (ResearchJob.Status.FAILED, "Cancelled by researcher.")
+    page = researcher_client.get(dashboard).content.decode()
+    assert "Cancelled by researcher." in page and f'action="/research/jobs/{job.pk}/cancel/"' not in page
+    # The message arrives at last: the worker finds the job ended and writes nothing.
+    services.research_job_run(job_id=job.pk)
+    job.refresh_from_db()
+    assert (job.status, job.error, job.files) == (ResearchJob.Status.FAILED, "Cancelled by researcher.", [])
+    # The API: a running job is cancelled the same way; again, or once ended, it is answered unchanged.
+    api = _token_client(researcher_client)
+    running = services.research_job_start(study=played_study, kind="export", options={"format": "jsonl"})
+    ResearchJob.objects.filter(pk=running.pk).update(status=ResearchJob.Status.RUNNING, attempts=1)
+    first = api.post(f"/api/v1/research/jobs/{running.pk}/cancel/")
+    assert first.status_code == 200 and first.json()["status"] == "failed"
+    assert api.post(f"/api/v1/research/jobs/{running.pk}/cancel/").json() == first.json()
+    # Its worker, still running, neither renews nor finishes it.
+    services.research_job_lease_renew(job_id=running.pk, attempt=1)
+    running.refresh_from_db()
+    assert running.status == ResearchJob.Status.FAILED and running.lease_expires_at is None

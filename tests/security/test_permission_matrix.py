@@ -161,6 +161,8 @@ API: list[Row] = [
         R_API_ANALYSE(201),
     ),
     ("GET", "/api/v1/research/jobs/{job_id}/", "/api/v1/research/jobs/{job}/", None, R_API_SEE),
+    # Cancel: the fixture's job has finished, so an allowed cancel answers it unchanged.
+    ("POST", "/api/v1/research/jobs/{job_id}/cancel/", "/api/v1/research/jobs/{job}/cancel/", None, R_API_ANALYSE(200)),
     (
         "GET",
         "/api/v1/research/jobs/{job_id}/files/{name}",
@@ -221,6 +223,7 @@ PAGES: list[Row] = [
         R_PAGE_ANALYSE(302),
     ),
     ("GET", "/research/jobs/<int:job_id>/status/", "/research/jobs/{job}/status/", None, R_PAGE_SEE),
+    ("POST", "/research/jobs/<int:job_id>/cancel/", "/research/jobs/{job}/cancel/", None, R_PAGE_ANALYSE(302)),
     (
         "GET",
         "/research/jobs/<int:job_id>/files/<path:name>",
