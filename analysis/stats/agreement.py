@@ -24,7 +24,14 @@ from analysis.stats.alpha import alpha_from_cluster_coincidences, alpha_from_coi
 from analysis.stats.bootstrap import ClusterResampler
 from analysis.stats.errors import AnalysisError
 from analysis.stats.metric_info import UNASSIGNED_FAMILY, MetricInfo
-from analysis.stats.table import LEFT_PREFIX, RIGHT_PREFIX, PreparedTable, first_appearances, metric_names
+from analysis.stats.table import (
+    LEFT_PREFIX,
+    RIGHT_PREFIX,
+    PreparedTable,
+    first_appearances,
+    metric_names,
+    recorded_without_asking,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -72,7 +79,12 @@ def metric_votes(
 
 
 def human_votes(t: PreparedTable) -> FloatArray:
-    return np.where(t.left_won, VOTE_LEFT, np.where(t.right_won, VOTE_RIGHT, VOTE_NEITHER)).astype(np.float64)
+    """The annotators' choices as vote codes; NaN (no vote) for a choice the platform recorded without asking
+    (an automatic tie between identical summaries): every metric also calls identical texts "neither", so
+    counting those ties as the annotator's would raise every metric's agreement with nobody's judgment."""
+    votes = np.where(t.left_won, VOTE_LEFT, np.where(t.right_won, VOTE_RIGHT, VOTE_NEITHER)).astype(np.float64)
+    votes[recorded_without_asking(t)] = np.nan
+    return votes
 
 
 _CODES = np.asarray([VOTE_LEFT, VOTE_RIGHT, VOTE_NEITHER])
@@ -348,7 +360,7 @@ def metric_agreement(
         votes = metric_votes(left, right, threshold=thr, higher_is_better=hib)
         if facts is not None and facts.metric in POSITION_PAIR:
             votes_of[name] = votes  # kept only for the judge's position consistency (one column per metric)
-        coded = np.isfinite(votes)
+        coded = np.isfinite(votes) & np.isfinite(human)
         n = int(coded.sum())
         if resampler is not None:
             estimate = alpha_from_cluster_coincidences(
@@ -436,10 +448,11 @@ def alpha_threshold_sweep(
     sd = pooled_sd(t, metric) if sd is None else sd
     # The differences and the human codes once; per threshold only the votes change (3 x 3 coincidences).
     diff = left - right if higher_is_better else right - left
-    ok = np.isfinite(diff)
+    human_all = human_votes(t)
+    ok = np.isfinite(diff) & np.isfinite(human_all)
     magnitude = np.abs(diff[ok])
     side = np.where(diff[ok] > 0, int(VOTE_LEFT), int(VOTE_RIGHT))
-    human = human_votes(t)[ok].astype(np.int64)
+    human = human_all[ok].astype(np.int64)
     # Per (side, human) group, the sorted magnitudes: how many become "neither" at a threshold is one
     # binary search, so each threshold costs O(log n) instead of a pass over the comparisons.
     groups = side * 3 + human

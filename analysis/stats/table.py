@@ -105,6 +105,7 @@ def stage_name(round_number: int, total_rounds: int) -> str:
     return FINAL_STAGE if round_number == total_rounds else f"round{round_number}"
 
 
+AUTOMATIC_COLUMN = "tie_automatic"
 PLACEMENT_COLUMN = "placement_recorded"
 """Optional bool column: False where the left/right placement the annotator saw was not recorded (the
 paper's legacy export). Position-bias statistics use only rows where it is true (or the column is absent)."""
@@ -249,6 +250,18 @@ def prepare_table(table: pd.DataFrame) -> PreparedTable:
         tie=np.asarray(choice == "tie", dtype=np.bool_),
     )
     return prepared
+
+
+def recorded_without_asking(t: PreparedTable) -> BoolArray:
+    """Rows whose choice the platform recorded without asking the annotator (``tie_automatic``: a tie between
+    identical summaries under the study's identical policy "tie"); none when the table has no such column."""
+    if AUTOMATIC_COLUMN not in t.frame.columns:
+        return np.zeros(t.n_rows, dtype=np.bool_)
+    values = t.frame[AUTOMATIC_COLUMN]
+    if pd.api.types.is_bool_dtype(values.dtype) and not values.hasnans:
+        return np.asarray(values.to_numpy(dtype=np.bool_), dtype=np.bool_)
+    as_text = values.astype("string").str.strip().str.lower()
+    return np.asarray(as_text.isin(["true", "1", "1.0"]).fillna(False).to_numpy(dtype=bool), dtype=np.bool_)
 
 
 def placement_recorded(t: PreparedTable) -> BoolArray:

@@ -189,3 +189,26 @@ def test_threshold_sweep_alpha_is_the_package_value_at_each_threshold():
         )
         expected = krippendorff.alpha(reliability_data=[votes, human], level_of_measurement="nominal")
         assert s.alpha == pytest.approx(expected)
+
+
+def test_a_tie_the_platform_recorded_without_asking_is_no_ones_vote():
+    """Identical summaries under the identical policy "tie" are recorded as ties without asking
+    (`tie_automatic`); every metric calls identical texts "neither" too. Counted as the annotator's choice,
+    those rows raised every metric's agreement with no human judgment behind it: alpha, its unit count and the
+    threshold sweep are those of the asked comparisons alone (the krippendorff package on those rows)."""
+    base = _agreement_table()
+    identical = [row(f"a{i % 3}", "tie", query_id=f"same{i}", left__random=0.5, right__random=0.5) for i in range(6)]
+    mixed = table([*base.to_dict("records"), *[r | {"tie_automatic": True} for r in identical]])
+    mixed["tie_automatic"] = mixed["tie_automatic"].fillna(False).astype(bool)
+    t = prepare_table(mixed)
+    result = metric_agreement(t, metrics=["random"])
+    asked = prepare_table(base)
+    votes = metric_votes(asked.frame["left__random"], asked.frame["right__random"])
+    expected = krippendorff.alpha(reliability_data=[votes, human_votes(asked)], level_of_measurement="nominal")
+    assert result.get("random").n_units == len(base)
+    assert result.get("random").alpha == pytest.approx(expected)
+    (swept,) = alpha_threshold_sweep(t, "random", [0.0])
+    assert swept.alpha == pytest.approx(expected)
+    # The same rows asked of the annotator (a tie they chose) are their votes: agreement counts them.
+    chosen = prepare_table(table([*base.to_dict("records"), *identical]))
+    assert metric_agreement(chosen, metrics=["random"]).get("random").n_units == len(base) + 6
