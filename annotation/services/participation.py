@@ -198,13 +198,17 @@ def open_link_check(*, study: Study) -> None:
 
 
 def study_participants_counted(*, study: Study) -> int:
-    """Participations that count toward the cap and progress: neither previews nor screened out before
-    annotating (one the check policy stopped took part, and counts)."""
+    """Participations that hold one of the study's places (the cap): neither previews, nor screened out before
+    annotating (one the check policy stopped took part, and counts), nor stopped without a completion code.
+    Whoever stopped without a code is not paid for a place and gives it back, as a recruiting platform does
+    when a participant returns their submission and sends someone else in their place: counted, that
+    newcomer found the study full, and the places paid for were never all filled."""
     before = (Participation.ScreenOut.DECLINED_CONSENT, Participation.ScreenOut.SCREENING)
     return (
         Participation.objects.filter(study=study)
         .exclude(screen_out_reason__in=before)
         .exclude(source=Participation.Source.PREVIEW)
+        .exclude(stopped_at__isnull=False, completed_at__isnull=True)
         .count()
     )
 

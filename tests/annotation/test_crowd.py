@@ -132,6 +132,28 @@ def test_a_full_or_expired_open_link_refuses_new_participants_with_a_page():
     assert Participation.objects.filter(study=study).count() == 1
 
 
+def test_a_participant_who_stops_without_a_code_gives_their_place_back(django_capture_on_commit_callbacks):
+    """Prolific reopens a returned place and sends someone else: with the place still counted, the newcomer
+    found the study full and the places paid for were never all filled. Who earned the code keeps theirs."""
+    study = crowd_study(participant_cap=2)
+    quitter, _ = arrive(study, "quitter")
+    consent(quitter, study, "quitter")
+    worker, _ = arrive(study, "worker")
+    consent(worker, study, "worker")
+    worker.post(f"/study/{study.slug}/profile/", PERSONA)
+    play(Participation.objects.get(external_id="worker"), django_capture_on_commit_callbacks)
+    assert arrive(study, "newcomer")[1].status_code == 403  # both places taken
+    quitter.post(f"/study/{study.slug}/finish/")  # stops with nothing ranked: no code
+    assert Participation.objects.get(external_id="quitter").stopped_at is not None
+    newcomer, page = arrive(study, "newcomer")
+    assert page.status_code == 200 and consent(newcomer, study, "newcomer").status_code == 302
+    # The one who earned the code holds the place after finishing: the study is full again.
+    assert worker.post(f"/study/{study.slug}/finish/").url == COMPLETE
+    assert arrive(study, "late")[1].status_code == 403
+    # The quitter, back through the link with their id, is at their end page, not refused as "full".
+    assert arrive(study, "quitter")[1].status_code == 302
+
+
 def test_declining_consent_screens_out_and_returns_to_the_platform():
     study = crowd_study()
     client, _ = arrive(study, "decliner")
