@@ -72,6 +72,12 @@ class Study(models.Model):
     participant_cap = models.PositiveIntegerField(
         null=True, blank=True, help_text="New participations are refused once this many have joined (empty: no cap)."
     )
+    place_timeout_minutes = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Minutes after joining after which a participant who has not finished no longer holds one of the "
+        "cap's places (the recruiting platform's maximum time allowed; empty: a place is held until the end).",
+    )
     open_link_expires_at = models.DateTimeField(
         null=True, blank=True, help_text="The open link refuses new participations after this time (empty: never)."
     )
@@ -181,6 +187,10 @@ class Study(models.Model):
             models.CheckConstraint(condition=Q(check_max_failures__gte=1), name="study_check_failures_at_least_one"),
             models.CheckConstraint(
                 condition=Q(participant_cap__isnull=True) | Q(participant_cap__gte=1), name="study_cap_at_least_one"
+            ),
+            models.CheckConstraint(
+                condition=Q(place_timeout_minutes__isnull=True) | Q(place_timeout_minutes__gte=1),
+                name="study_place_timeout_at_least_one",
             ),
             models.UniqueConstraint(
                 fields=["open_link_token"], condition=~Q(open_link_token=""), name="unique_open_link_token"

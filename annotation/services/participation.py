@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -202,15 +202,22 @@ def study_participants_counted(*, study: Study) -> int:
     annotating (one the check policy stopped took part, and counts), nor stopped without a completion code.
     Whoever stopped without a code is not paid for a place and gives it back, as a recruiting platform does
     when a participant returns their submission and sends someone else in their place: counted, that
-    newcomer found the study full, and the places paid for were never all filled."""
+    newcomer found the study full, and the places paid for were never all filled. With the study's
+    `place_timeout_minutes` (the platform's maximum time allowed), so does whoever has not finished that long
+    after joining."""
     before = (Participation.ScreenOut.DECLINED_CONSENT, Participation.ScreenOut.SCREENING)
-    return (
+    holding = (
         Participation.objects.filter(study=study)
         .exclude(screen_out_reason__in=before)
         .exclude(source=Participation.Source.PREVIEW)
         .exclude(stopped_at__isnull=False, completed_at__isnull=True)
-        .count()
     )
+    if study.place_timeout_minutes is not None:
+        # Past the platform's time allowed without finishing: the platform has timed them out and filled the
+        # place again. They may still come back and finish; the cap then lets a few more in, never fewer.
+        since = timezone.now() - timedelta(minutes=study.place_timeout_minutes)
+        holding = holding.exclude(completed_at__isnull=True, created_at__lt=since)
+    return holding.count()
 
 
 def open_link_require_room(*, study: Study) -> None:

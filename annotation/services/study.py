@@ -54,6 +54,7 @@ STUDY_FIELDS = (
     # crowd recruitment (docs/crowd.md)
     "open_link_enabled",
     "participant_cap",
+    "place_timeout_minutes",
     "open_link_expires_at",
     "external_id_param",
     "completion_url",
@@ -67,9 +68,12 @@ STUDY_FIELDS = (
     "identical_policy",
     "practice_round",
 )
+# A place held past this is not a time limit anyone sets: 30 days.
+PLACE_TIMEOUT_MAX_MINUTES = 30 * 24 * 60
 CROWD_DEFAULTS: dict[str, Any] = {
     "open_link_enabled": False,
     "participant_cap": None,
+    "place_timeout_minutes": None,
     "open_link_expires_at": None,
     "external_id_param": "",
     "completion_url": "",
@@ -427,6 +431,14 @@ def _validate_crowd(fields: Mapping[str, Any], study: Study | None) -> None:
     if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or not 1 <= cap <= DB_INT_MAX):
         raise ApplicationError(
             "The participant cap must be a whole number of at least 1 (or empty).", field="participant_cap"
+        )
+    timeout = values["place_timeout_minutes"]
+    if timeout is not None and (
+        not isinstance(timeout, int) or isinstance(timeout, bool) or not 1 <= timeout <= PLACE_TIMEOUT_MAX_MINUTES
+    ):
+        raise ApplicationError(
+            f"The place timeout must be a whole number of minutes from 1 to {PLACE_TIMEOUT_MAX_MINUTES} (or empty).",
+            field="place_timeout_minutes",
         )
     expires = values["open_link_expires_at"]
     if expires is not None:

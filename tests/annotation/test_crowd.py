@@ -154,6 +154,37 @@ def test_a_participant_who_stops_without_a_code_gives_their_place_back(django_ca
     assert arrive(study, "quitter")[1].status_code == 302
 
 
+def test_a_participant_past_the_platforms_time_allowed_no_longer_holds_a_place(django_capture_on_commit_callbacks):
+    """Prolific times out a submission after its "maximum time allowed" and sends someone else: the study's
+    `place_timeout_minutes`, set to the same, frees the place of whoever joined that long ago and has not
+    finished. A finished participant keeps theirs whenever they joined; the one timed out can still finish."""
+    study = crowd_study(participant_cap=2, place_timeout_minutes=60)
+    gone, _ = arrive(study, "gone")
+    consent(gone, study, "gone")
+    done, _ = arrive(study, "done")
+    consent(done, study, "done")
+    done.post(f"/study/{study.slug}/profile/", PERSONA)
+    play(Participation.objects.get(external_id="done"), django_capture_on_commit_callbacks)
+    assert done.post(f"/study/{study.slug}/finish/").url == COMPLETE
+    assert arrive(study, "newcomer")[1].status_code == 403
+    long_ago = timezone.now() - timedelta(minutes=61)
+    Participation.objects.filter(study=study).update(created_at=long_ago)  # both joined over an hour ago
+    newcomer, page = arrive(study, "newcomer")
+    assert page.status_code == 200 and consent(newcomer, study, "newcomer").status_code == 302
+    assert arrive(study, "late")[1].status_code == 403  # the finished one and the newcomer hold the two
+    # The timed-out participant comes back and carries on where they were.
+    back, page = arrive(study, "gone", client=gone)
+    assert page.status_code == 302 and back.get(page.url).url == f"/study/{study.slug}/profile/"
+    # The setting's bounds, through the API (the admin's form shares the service's rule).
+    api = owner_api()
+    for bad in (0, -5, "an hour", True, 50_000):
+        refused = api.patch(f"/api/v1/admin/studies/{study.slug}/", {"place_timeout_minutes": bad}, format="json")
+        assert refused.status_code == 400 and "place_timeout_minutes" in refused.json()["extra"]["fields"], bad
+    cleared = api.patch(f"/api/v1/admin/studies/{study.slug}/", {"place_timeout_minutes": None}, format="json")
+    assert cleared.status_code == 200
+    assert arrive(study, "late")[1].status_code == 403  # without it, the timed-out place is held again
+
+
 def test_declining_consent_screens_out_and_returns_to_the_platform():
     study = crowd_study()
     client, _ = arrive(study, "decliner")
