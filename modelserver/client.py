@@ -167,7 +167,7 @@ class ChatClient:
         key = cache_key(self.config, messages) if cache is not None else ""
         if use_cache and cache is not None:
             hit = cache.read(key)
-            if hit is not None:
+            if hit is not None and hit.text.strip():
                 return hit
 
         attempts = max(0, self.config.max_retries) + 1
@@ -192,7 +192,9 @@ class ChatClient:
                 )
                 self._sleep(delay)
                 continue
-            if cache is not None:
+            # An empty reply is no answer: kept, it would be every retry's answer too (the task's, a
+            # researcher's, a rerun's), so that retrying could never reach the model again.
+            if cache is not None and result.text.strip():
                 cache.write(key, result)
             return result
         assert last is not None
