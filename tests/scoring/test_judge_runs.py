@@ -261,3 +261,29 @@ def test_score_study_says_how_many_values_a_missing_judge_left_empty(played_stud
     assert lines[0] == f"Scored {candidates} of {candidates} candidates with geval_overall, rouge1."
     # Every judge value is empty (no judge configured), every ROUGE value is there.
     assert lines[1].startswith(f"{candidates} values could not be computed (e.g. ") and "judge" in lines[1]
+
+
+@pytest.mark.django_db(transaction=True)  # --now runs the chunks as its commit's callbacks, before it prints
+def test_score_study_says_how_many_pairwise_votes_a_failing_judge_left_empty(played_study):  # noqa: F811
+    out = io.StringIO()
+    with openai_standin(lambda body: "I cannot compare these summaries.") as server:
+        call_command(
+            "score_study",
+            "--study",
+            played_study.slug,
+            "--pairwise",
+            "--now",
+            "--judge-model",
+            "standin-model",
+            "--judge-base-url",
+            server.base_url,
+            stdout=out,
+        )
+    matches = Judgment.objects.filter(match__bracket__query__participation__study=played_study).count()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"Scored {matches} of {matches} matches with pairwise judge."
+    # The judge answered, but never with A, B or Neither: no vote was usable, and the command says so.
+    assert PairwiseVote.objects.filter(choice="").count() == 2 * matches
+    assert (
+        lines[1].startswith(f"{2 * matches} of {2 * matches} votes have no answer (e.g. ") and "unparseable" in lines[1]
+    )
