@@ -202,6 +202,7 @@ class ChatClient:
             f"{last.reason} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})",
             transient=True,
             status=last.status,
+            retry_after=last.retry_after,  # for a caller that retries later (the generation task)
         )
 
     # -- one HTTP call ------------------------------------------------------------------

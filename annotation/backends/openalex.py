@@ -332,7 +332,10 @@ class OpenAlexRetrieval:
                     delay = self._backoff(attempt, retry_after)
                     logger.warning("%s; retry %d/%d in %.2fs", last_reason, attempt + 1, attempts - 1, delay)
                     self._sleep(delay)
-        raise BackendError(f"{last_reason} (gave up after {attempts} attempts)", transient=True)
+        # The last 429's Retry-After goes to the retrieval task, whose next attempt waits for it.
+        raise BackendError(
+            f"{last_reason} (gave up after {attempts} attempts)", transient=True, retry_after=retry_after
+        )
 
     def _permanent_reason(self, response: httpx.Response, url: str) -> str:
         message = ""

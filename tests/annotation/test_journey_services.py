@@ -294,3 +294,30 @@ def test_an_empty_reply_is_not_cached_so_the_retry_writes_the_summary(
     assert server.completions == 3
     query.refresh_from_db()
     assert query.status == Query.Status.READY
+
+
+def test_a_model_server_asking_to_wait_is_retried_after_its_retry_after(django_capture_on_commit_callbacks):
+    # A rate-limited server says when to come back (429, Retry-After: 40). The task's own backoff (at most
+    # 5, 10 and 20 s) would spend every attempt inside that minute and fail a summary the server would write.
+    with openai_standin(script=["429:40"] * 3) as server:
+        study = StudyFactory(
+            systems=[
+                {"label": "extractive", "model_name": "extractive-centroid", "condition": "persona"},
+                {
+                    "label": "served",
+                    "model_name": "standin-model",
+                    "condition": "generic",
+                    "generation_backend": "openai",
+                    "backend_settings": {"base_url": server.base_url, "use_cache": False},
+                },
+            ]
+        )
+        participation, query = _generated(study, django_capture_on_commit_callbacks)
+        served = query.candidates.get(system__label="served")
+        assert served.status == Candidate.Status.QUEUED and "429" in served.failure_reason
+        # The next attempt, as the worker runs it: rate-limited again, it asks to be retried no sooner.
+        with django_capture_on_commit_callbacks(execute=True), pytest.raises(Retry) as retry:
+            generate_candidate.apply(args=[served.pk], throw=False)
+    assert 40 <= retry.value.when <= 60
+    served.refresh_from_db()
+    assert served.status == Candidate.Status.QUEUED and served.attempts < MAX_ATTEMPTS
