@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import re
+import shutil
 from typing import Any
 
 import krippendorff
@@ -287,3 +288,51 @@ def test_score_study_says_how_many_pairwise_votes_a_failing_judge_left_empty(pla
     assert (
         lines[1].startswith(f"{2 * matches} of {2 * matches} votes have no answer (e.g. ") and "unparseable" in lines[1]
     )
+
+
+def test_a_rerun_whose_judge_fails_keeps_the_scores_it_had(played_study, django_capture_on_commit_callbacks, tmp_path):  # noqa: F811
+    # A researcher adds ROUGE to a study already rated by judge A; this time the run lands on a worker
+    # whose judge cache is empty, and the judge's server, restarted with another template, no longer
+    # answers with a rating. The ratings judge A gave before are still the study's.
+    broken = {"on": False}
+
+    def judge(body: dict[str, Any]) -> str:
+        return "I would rather not rate this summary." if broken["on"] else rate_by_length(body)
+
+    with openai_standin(judge) as server:
+        settings = {"model": "standin-model", "base_url": server.base_url, "name": "judge-a"}
+        with django_capture_on_commit_callbacks(execute=True):
+            scoring_run_start(study=played_study, metrics=["geval_fluency"], judge=settings)
+        rated = dict(CandidateScore.objects.filter(metric="geval_fluency").values_list("candidate_id", "value"))
+        assert rated and None not in rated.values()
+        broken["on"] = True
+        shutil.rmtree(tmp_path / "judge-cache")
+        with django_capture_on_commit_callbacks(execute=True):
+            run = scoring_run_start(study=played_study, metrics=["geval_fluency", "rouge1"], judge=settings)
+    run.refresh_from_db()
+    assert run.status == ScoringRun.Status.DONE, run.error
+    assert dict(CandidateScore.objects.filter(metric="geval_fluency").values_list("candidate_id", "value")) == rated
+    assert CandidateScore.objects.filter(metric="rouge1", value__isnull=False).count() == len(rated)
+
+
+def test_a_pairwise_rerun_whose_judge_fails_keeps_the_votes_it_had(
+    played_study,  # noqa: F811
+    django_capture_on_commit_callbacks,
+    tmp_path,
+):
+    broken = {"on": False}
+
+    def judge(body: dict[str, Any]) -> str:
+        return "Both are fine, really." if broken["on"] else prefer_longer(body)
+
+    with openai_standin(judge) as server:
+        settings = {"model": "standin-model", "base_url": server.base_url, "name": "judge-a"}
+        with django_capture_on_commit_callbacks(execute=True):
+            pairwise_run_start(study=played_study, judge=settings)
+        votes = set(PairwiseVote.objects.values_list("match_id", "order", "choice"))
+        assert len(votes) == 2 * Judgment.objects.count() and "" not in {choice for *_, choice in votes}
+        broken["on"] = True
+        shutil.rmtree(tmp_path / "judge-cache")
+        with django_capture_on_commit_callbacks(execute=True):
+            pairwise_run_start(study=played_study, judge=settings)
+    assert set(PairwiseVote.objects.values_list("match_id", "order", "choice")) == votes
