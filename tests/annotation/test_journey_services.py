@@ -321,3 +321,38 @@ def test_a_model_server_asking_to_wait_is_retried_after_its_retry_after(django_c
     assert 40 <= retry.value.when <= 60
     served.refresh_from_db()
     assert served.status == Candidate.Status.QUEUED and served.attempts < MAX_ATTEMPTS
+
+
+@pytest.mark.parametrize(
+    ("reply", "stored"),
+    [
+        ("Night shifts\u0000 harm sleep [1].", "Night shifts harm sleep [1]."),
+        ("Night shifts \ud800harm sleep [1].", "Night shifts \ufffdharm sleep [1]."),
+    ],
+    ids=["nul", "lone-surrogate"],
+)
+def test_a_reply_with_a_character_no_database_can_store_is_stored_without_it(
+    django_capture_on_commit_callbacks, reply, stored
+):
+    # JSON can carry \u0000 and a lone \ud800; PostgreSQL's text and jsonb cannot. The summary failed in the
+    # database ("Unexpected error (DataError ...)"), and the cached reply failed every retry the same way.
+    with openai_standin(lambda body: reply) as server:
+        study = StudyFactory(
+            systems=[
+                {"label": "extractive", "model_name": "extractive-centroid", "condition": "persona"},
+                {
+                    "label": "served",
+                    "model_name": "standin-model",
+                    "condition": "generic",
+                    "generation_backend": "openai",
+                    "backend_settings": {"base_url": server.base_url, "use_cache": False},
+                },
+            ]
+        )
+        participation, query = _generated(study, django_capture_on_commit_callbacks)
+    served = query.candidates.get(system__label="served")
+    assert served.status == Candidate.Status.DONE, served.failure_reason
+    assert served.text == stored
+    assert served.raw_response["choices"][0]["message"]["content"] == stored
+    query.refresh_from_db()
+    assert query.status == Query.Status.READY
