@@ -133,38 +133,6 @@ def test_dashboard_and_research_api(played_study, researcher_client, django_capt
     assert bad.status_code == 400 and "tests" in bad.json()["extra"]["fields"]
 
 
-@pytest.mark.parametrize(
-    ("options", "field"),
-    [
-        ({"tests": 5, "metrics": ["rouge1"]}, "tests"),
-        ({"tests": [["distractor"]], "metrics": ["rouge1"]}, "tests"),
-        ({"tests": ["distractor"], "metrics": ["nope"]}, "metrics"),
-        ({"tests": ["distractor"], "metrics": "rouge1"}, "metrics"),
-        ({"tests": ["distractor"], "metrics": [5]}, "metrics"),
-        ({"tests": ["distractor"], "metrics": ["rouge1"], "limit": -3}, "limit"),
-        ({"tests": ["distractor"], "metrics": ["rouge1"], "limit": "ten"}, "limit"),
-    ],
-    ids=[
-        "tests-number",
-        "tests-nested",
-        "unknown-metric",
-        "metrics-text",
-        "metric-number",
-        "limit-negative",
-        "limit-text",
-    ],
-)
-def test_a_stress_job_that_cannot_run_is_refused_naming_the_field(played_study, researcher_client, options, field):
-    # Each was a 500 (tests) or a job queued only to fail in the worker with the runner's words.
-    answer = researcher_client.post(
-        f"/api/v1/research/studies/{played_study.slug}/jobs/",
-        {"kind": "stress", "options": options},
-        content_type="application/json",
-    )
-    assert answer.status_code == 400 and field in answer.json()["extra"]["fields"]
-    assert not ResearchJob.objects.exists()
-
-
 def test_analyze_command_study_and_file_modes(played_study, tmp_path):
     call_command("analyze", "--study", played_study.slug, "--out", str(tmp_path / "db"), "--resamples", "100")
     report = json.loads((tmp_path / "db" / "report.json").read_text())
