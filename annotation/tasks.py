@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 GENERATION_SOFT_TIME_LIMIT_S: int = settings.GENERATION_SOFT_TIME_LIMIT_S
 RETRIEVAL_SOFT_TIME_LIMIT_S: int = settings.RETRIEVAL_SOFT_TIME_LIMIT_S
 BACKOFF_BASE_S = 5.0  # before attempt n+1: uniform(0, 5 * 2**(n-1)) s, full jitter, so 5, 10, 20 s at most
+# A service's Retry-After is waited for up to this long (well under the sweeper's REQUEUE_QUEUED_AFTER).
+RETRY_AFTER_CAP_S = 120.0
 
 
 def unexpected_reason(exc: BaseException) -> str:
@@ -76,7 +78,7 @@ def retrieve_query(self, query_id: int) -> None:  # type: ignore[no-untyped-def]
     except (BackendError, SoftTimeLimitExceeded) as error:
         reason = _transient_reason(error, RETRIEVAL_SOFT_TIME_LIMIT_S)
         if reason is not None and self.request.retries < self.max_retries:
-            countdown = backoff(self.request.retries)
+            countdown = backoff(self.request.retries, error)
             # The lease covers the wait, so the sweeper does not take a scheduled retry for a dead worker.
             query_lease_renew(query_id=query_id, seconds=countdown + settings.BACKGROUND_LEASE_S)
             raise self.retry(countdown=countdown) from error
@@ -108,7 +110,7 @@ def generate_candidate(self, candidate_id: int) -> None:  # type: ignore[no-unty
             candidate_mark_failed(candidate_id=candidate_id, reason=unexpected_reason(error))
             return
         if candidate_retry_later(candidate_id=candidate_id, reason=reason):
-            raise self.retry(countdown=backoff(self.request.retries)) from error
+            raise self.retry(countdown=backoff(self.request.retries, error)) from error
 
 
 @shared_task(soft_time_limit=60, time_limit=90)
@@ -125,6 +127,12 @@ def _transient_reason(error: BaseException, soft_limit_s: int) -> str | None:
     return None
 
 
-def backoff(retries: int) -> float:
-    """Exponential backoff with full jitter: at most 5, 10, 20 s before attempts 2, 3, 4."""
-    return random.uniform(0, BACKOFF_BASE_S * 2**retries)
+def backoff(retries: int, error: BaseException | None = None) -> float:
+    """Exponential backoff with full jitter: at most 5, 10, 20 s before attempts 2, 3, 4; never sooner than
+    the service's Retry-After (up to RETRY_AFTER_CAP_S), or every attempt of a rate-limited call would be
+    spent inside the window the server asked to be left alone in."""
+    delay = random.uniform(0, BACKOFF_BASE_S * 2**retries)
+    retry_after = getattr(error, "retry_after", None)
+    if isinstance(retry_after, int | float) and retry_after > 0:
+        delay = max(delay, min(float(retry_after), RETRY_AFTER_CAP_S) + random.uniform(0, 1))
+    return delay

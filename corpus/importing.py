@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,7 +228,7 @@ def read_records(
                     continue
                 raise CorpusFileError(str(exc)) from None
             yield fmt, number, record
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a .gz damaged inside, not only cut short
         raise CorpusFileError(f"{path}: cannot read ({exc})") from None
     finally:
         stream.close()

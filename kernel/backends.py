@@ -51,12 +51,14 @@ class Generation:
 
 
 class BackendError(Exception):
-    """A backend failed; `transient` says whether retrying may succeed."""
+    """A backend failed; `transient` says whether retrying may succeed, `retry_after` (seconds) when the
+    service asked to be called again no sooner (a 429's Retry-After)."""
 
-    def __init__(self, reason: str, *, transient: bool) -> None:
+    def __init__(self, reason: str, *, transient: bool, retry_after: float | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.transient = transient
+        self.retry_after = retry_after
 
 
 class RetrievalBackend(Protocol):

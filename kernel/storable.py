@@ -13,7 +13,15 @@ import math
 import re
 from typing import Any
 
-__all__ = ["DB_BIGINT_MAX", "DB_INT_MAX", "MAX_JSON_DEPTH", "json_problem", "unstorable_text"]
+__all__ = [
+    "DB_BIGINT_MAX",
+    "DB_INT_MAX",
+    "MAX_JSON_DEPTH",
+    "json_problem",
+    "storable_json",
+    "storable_text",
+    "unstorable_text",
+]
 
 # The largest value of PostgreSQL's `integer` (Django's IntegerField and PositiveIntegerField).
 DB_INT_MAX = 2**31 - 1
@@ -59,3 +67,25 @@ def json_problem(value: Any, *, where: str = "", max_depth: int = MAX_JSON_DEPTH
         elif isinstance(item, (list, tuple)):
             stack.extend((f"{label}[{index}]", child, depth + 1) for index, child in enumerate(item))
     return None
+
+
+def storable_text(text: str) -> str:
+    """``text`` as PostgreSQL can store it: NUL characters dropped, lone surrogates replaced by U+FFFD.
+
+    For text the platform did not ask anyone to type (a model's reply), where refusing it would only
+    fail the work that produced it; input a person sends is refused instead (:func:`unstorable_text`).
+    """
+    if _UNSTORABLE.search(text) is None:
+        return text
+    return _UNSTORABLE.sub(lambda found: "" if found.group() == "\x00" else "\ufffd", text)
+
+
+def storable_json(value: Any) -> Any:
+    """A parsed JSON value with :func:`storable_text` applied to every string and key."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        return {storable_text(str(key)): storable_json(child) for key, child in value.items()}
+    if isinstance(value, list):
+        return [storable_json(child) for child in value]
+    return value

@@ -17,6 +17,7 @@ import functools
 import json
 import logging
 import random
+import re
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -26,6 +27,7 @@ from typing import Any
 
 import openai
 
+from kernel.storable import storable_json
 from modelserver.cache import ResultCache, cache_for, cache_key
 from modelserver.config import ChatConfig, ChatResult, LLMError
 from modelserver.limits import Limiter, LimitTimeout, default_limiter
@@ -33,6 +35,9 @@ from modelserver.limits import Limiter, LimitTimeout, default_limiter
 __all__ = ["BACKOFF_CAP_S", "ChatClient", "preload", "tls_context"]
 
 logger = logging.getLogger(__name__)
+
+# JSON escapes of what PostgreSQL cannot store: NUL, and the surrogates (a pair is checked again once decoded).
+_UNSTORABLE_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
 
 # Statuses a retry can fix: request timeout, conflict/lock, too early, rate limit, server side.
 _TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
@@ -167,7 +172,7 @@ class ChatClient:
         key = cache_key(self.config, messages) if cache is not None else ""
         if use_cache and cache is not None:
             hit = cache.read(key)
-            if hit is not None:
+            if hit is not None and hit.text.strip():
                 return hit
 
         attempts = max(0, self.config.max_retries) + 1
@@ -192,7 +197,9 @@ class ChatClient:
                 )
                 self._sleep(delay)
                 continue
-            if cache is not None:
+            # An empty reply is no answer: kept, it would be every retry's answer too (the task's, a
+            # researcher's, a rerun's), so that retrying could never reach the model again.
+            if cache is not None and result.text.strip():
                 cache.write(key, result)
             return result
         assert last is not None
@@ -200,6 +207,7 @@ class ChatClient:
             f"{last.reason} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})",
             transient=True,
             status=last.status,
+            retry_after=last.retry_after,  # for a caller that retries later (the generation task)
         )
 
     # -- one HTTP call ------------------------------------------------------------------
@@ -297,6 +305,11 @@ class ChatClient:
             raise LLMError(
                 f"unexpected response from {where}: a JSON {type(raw).__name__}, not an object", transient=False
             )
+        if _UNSTORABLE_ESCAPE.search(body_text):
+            # A NUL or a lone surrogate (JSON's \u0000, \ud800) in a reply: no database column can hold it,
+            # so storing the summary, the raw answer or a judge's quoted reply would fail the work (and the
+            # cached reply would fail every retry). Dropped or replaced by U+FFFD here, once for every caller.
+            raw = storable_json(raw)
         choices = raw.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise LLMError(

@@ -298,6 +298,21 @@ def _score_candidates(run: ScoringRun, candidate_ids: list[int], score_rows: Any
                     reason="" if isinstance(value, int | float) else str(errors.get(metric, "not computed")),
                 )
                 rows[(score.candidate_id, metric, *sorted(key.items()))] = score
+        failed = [score for score in rows.values() if score.value is None]
+        if failed:
+            # A value stored before under the same identity (metric version, judge, prompt) is kept: that this
+            # run could not compute it (a judge down or answering garbage) does not make the old value wrong,
+            # and overwriting it would lose what the study's analysis already reads.
+            identity = ("candidate_id", "metric", "judge_model", "judge_server", "prompt_version", "version")
+            stored = set(
+                CandidateScore.objects.filter(
+                    candidate_id__in={score.candidate_id for score in failed},
+                    metric__in={score.metric for score in failed},
+                    value__isnull=False,
+                ).values_list(*identity)
+            )
+            keep = {id(score) for score in failed if tuple(getattr(score, f) for f in identity) in stored}
+            rows = {k: score for k, score in rows.items() if id(score) not in keep}
         CandidateScore.objects.bulk_create(
             list(rows.values()),
             update_conflicts=True,
@@ -351,14 +366,21 @@ def _judge_matches(run: ScoringRun, match_ids: list[int]) -> Any:
     def store() -> int:
         for match_id, orders in answers:
             for order, (choice, reply, reason) in orders.items():
-                PairwiseVote.objects.update_or_create(
-                    match_id=match_id,
-                    judge_model=judge["model"],
-                    judge_server=judge["server"],
-                    prompt_version=PROMPT_VERSIONS["pairwise"],
-                    order=order,
-                    defaults={"choice": choice, "reply": reply[:4000], "reason": reason[:4000]},
-                )
+                key = {
+                    "match_id": match_id,
+                    "judge_model": judge["model"],
+                    "judge_server": judge["server"],
+                    "prompt_version": PROMPT_VERSIONS["pairwise"],
+                    "order": order,
+                }
+                answer = {"choice": choice, "reply": reply[:4000], "reason": reason[:4000]}
+                if choice:
+                    PairwiseVote.objects.update_or_create(**key, defaults=answer)
+                else:
+                    # No usable answer this time: an answer this judge gave before is kept (as for scores).
+                    vote, created = PairwiseVote.objects.get_or_create(**key, defaults=answer)
+                    if not created and not vote.choice:
+                        PairwiseVote.objects.filter(pk=vote.pk).update(**answer, computed_at=timezone.now())
         return len(answers)
 
     return store

@@ -191,7 +191,9 @@ class OpenAIChatGeneration:
         try:
             result = client.complete(self.messages_for(request), use_cache=use_cache)
         except LLMError as error:
-            raise BackendError(f"{config.model}: {error.reason}", transient=error.transient) from error
+            raise BackendError(
+                f"{config.model}: {error.reason}", transient=error.transient, retry_after=error.retry_after
+            ) from error
         return Generation(
             text=result.text.strip(),
             raw_response=result.raw,

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.core.cache import caches
 
 from kernel.backends import BackendError, Document
+from kernel.storable import storable_json
 from kernel.text import content_words, fold_whitespace
 from kernel.years import YearError, year_range
 
@@ -316,7 +317,9 @@ class OpenAlexRetrieval:
                             last_reason = f"OpenAlex sent malformed JSON ({url})"
                         else:
                             if isinstance(payload, dict):
-                                return payload
+                                # A scraped title or abstract may carry \u0000 or a lone surrogate, which the
+                                # question's stored sources cannot hold (as in the model server's replies).
+                                return storable_json(payload) if "\\u" in response.text else payload
                             raise BackendError(f"OpenAlex sent an unexpected answer ({url})", transient=False)
                     elif status == 429 or status >= 500:
                         last_reason = f"OpenAlex answered {status} ({url})"
@@ -332,7 +335,10 @@ class OpenAlexRetrieval:
                     delay = self._backoff(attempt, retry_after)
                     logger.warning("%s; retry %d/%d in %.2fs", last_reason, attempt + 1, attempts - 1, delay)
                     self._sleep(delay)
-        raise BackendError(f"{last_reason} (gave up after {attempts} attempts)", transient=True)
+        # The last 429's Retry-After goes to the retrieval task, whose next attempt waits for it.
+        raise BackendError(
+            f"{last_reason} (gave up after {attempts} attempts)", transient=True, retry_after=retry_after
+        )
 
     def _permanent_reason(self, response: httpx.Response, url: str) -> str:
         message = ""

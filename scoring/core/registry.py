@@ -408,7 +408,7 @@ def _judge_specs() -> list[MetricSpec]:
 @functools.cache
 def groups() -> tuple[MetricGroup, ...]:
     """All metric implementations, in display order."""
-    rouge_v = f"rouge-score {_version('rouge-score')}, Porter stemmer"
+    rouge_v = f"rouge-score {_version('rouge-score')}, Porter stemmer, Unicode tokens"
     sacre_v = f"sacrebleu {_version('sacrebleu')}"
     meteor_v = f"nltk {_version('nltk')} meteor_score, {lexical.METEOR_VARIANT}"
     meteor_note = (

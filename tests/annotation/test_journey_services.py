@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
+from celery.exceptions import Retry
 
 from annotation.models import Candidate, Judgment, Match, Query, Study
 from annotation.selectors.generation import candidates_failed
 from annotation.selectors.tournament import match_current
-from annotation.services.generation import candidate_retry
+from annotation.services.generation import MAX_ATTEMPTS, candidate_retry
 from annotation.services.participation import invitation_accept, invitation_create_bulk
 from annotation.services.persona import persona_save
 from annotation.services.query import query_submit
 from annotation.services.study import study_set_status
 from annotation.services.tournament import judgment_record
+from annotation.tasks import generate_candidate
 from kernel.exceptions import ApplicationError
 from tests.annotation.factories import StudyFactory, join, study_with_a_failing_system
 from tests.support.openai_standin import openai_standin
@@ -252,3 +256,103 @@ def test_failed_generation_is_stored_and_can_be_retried(django_capture_on_commit
     query.refresh_from_db()
     assert query.status == Query.Status.READY
     assert query.bracket.matches.get().label == "final"
+
+
+def test_an_empty_reply_is_not_cached_so_the_retry_writes_the_summary(
+    django_capture_on_commit_callbacks, settings, tmp_path
+):
+    # The model server answers one empty completion (content "", as vLLM does when a reply is all
+    # reasoning or the server hiccups), then summaries. With the LLM cache on, the empty answer must
+    # not be kept: every retry of the task, and the researcher's retry, would read it back.
+    settings.LLM_CACHE_DIR = str(tmp_path / "llm")
+    replies = iter(["", "  \n"])
+    with openai_standin(lambda body: next(replies, "A fresh summary of the abstracts [1].")) as server:
+        study = StudyFactory(
+            systems=[
+                {"label": "extractive", "model_name": "extractive-centroid", "condition": "persona"},
+                {
+                    "label": "served",
+                    "model_name": "standin-model",
+                    "condition": "generic",
+                    "generation_backend": "openai",
+                    "backend_settings": {"base_url": server.base_url},
+                },
+            ]
+        )
+        participation, query = _generated(study, django_capture_on_commit_callbacks)
+        served = query.candidates.get(system__label="served")
+        # The task's retries, delivered as a worker would (an eager test run does not re-run them).
+        for _ in range(MAX_ATTEMPTS):
+            served.refresh_from_db()
+            if served.status != Candidate.Status.QUEUED:
+                break
+            with django_capture_on_commit_callbacks(execute=True), contextlib.suppress(Retry):
+                generate_candidate.apply(args=[served.pk], throw=False)
+    served.refresh_from_db()
+    assert served.status == Candidate.Status.DONE, served.failure_reason
+    assert served.text == "A fresh summary of the abstracts [1]."
+    assert server.completions == 3
+    query.refresh_from_db()
+    assert query.status == Query.Status.READY
+
+
+def test_a_model_server_asking_to_wait_is_retried_after_its_retry_after(django_capture_on_commit_callbacks):
+    # A rate-limited server says when to come back (429, Retry-After: 40). The task's own backoff (at most
+    # 5, 10 and 20 s) would spend every attempt inside that minute and fail a summary the server would write.
+    with openai_standin(script=["429:40"] * 3) as server:
+        study = StudyFactory(
+            systems=[
+                {"label": "extractive", "model_name": "extractive-centroid", "condition": "persona"},
+                {
+                    "label": "served",
+                    "model_name": "standin-model",
+                    "condition": "generic",
+                    "generation_backend": "openai",
+                    "backend_settings": {"base_url": server.base_url, "use_cache": False},
+                },
+            ]
+        )
+        participation, query = _generated(study, django_capture_on_commit_callbacks)
+        served = query.candidates.get(system__label="served")
+        assert served.status == Candidate.Status.QUEUED and "429" in served.failure_reason
+        # The next attempt, as the worker runs it: rate-limited again, it asks to be retried no sooner.
+        with django_capture_on_commit_callbacks(execute=True), pytest.raises(Retry) as retry:
+            generate_candidate.apply(args=[served.pk], throw=False)
+    assert 40 <= retry.value.when <= 60
+    served.refresh_from_db()
+    assert served.status == Candidate.Status.QUEUED and served.attempts < MAX_ATTEMPTS
+
+
+@pytest.mark.parametrize(
+    ("reply", "stored"),
+    [
+        ("Night shifts\u0000 harm sleep [1].", "Night shifts harm sleep [1]."),
+        ("Night shifts \ud800harm sleep [1].", "Night shifts \ufffdharm sleep [1]."),
+    ],
+    ids=["nul", "lone-surrogate"],
+)
+def test_a_reply_with_a_character_no_database_can_store_is_stored_without_it(
+    django_capture_on_commit_callbacks, reply, stored
+):
+    # JSON can carry \u0000 and a lone \ud800; PostgreSQL's text and jsonb cannot. The summary failed in the
+    # database ("Unexpected error (DataError ...)"), and the cached reply failed every retry the same way.
+    with openai_standin(lambda body: reply) as server:
+        study = StudyFactory(
+            systems=[
+                {"label": "extractive", "model_name": "extractive-centroid", "condition": "persona"},
+                {
+                    "label": "served",
+                    "model_name": "standin-model",
+                    "condition": "generic",
+                    "generation_backend": "openai",
+                    "backend_settings": {"base_url": server.base_url, "use_cache": False},
+                },
+            ]
+        )
+        participation, query = _generated(study, django_capture_on_commit_callbacks)
+    served = query.candidates.get(system__label="served")
+    assert served.status == Candidate.Status.DONE, served.failure_reason
+    assert served.text == stored
+    assert served.raw_response["choices"][0]["message"]["content"] == stored
+    query.refresh_from_db()
+    assert query.status == Query.Status.READY

@@ -118,6 +118,12 @@ def test_missing_files_directories_and_broken_gzip_are_named(tmp_path):
     truncated.write_bytes(gzip.compress((GOOD * 200).encode())[:-20])
     with pytest.raises(CommandError, match=r"cut.jsonl.gz: cannot read"):
         run_import(str(truncated))
+    # Damaged inside (a bad disk block, a download spliced from two): zlib's own error, not an OSError.
+    damaged = bytearray(gzip.compress((GOOD * 200).encode()))
+    damaged[40:48] = b"\xff" * 8
+    (tmp_path / "damaged.jsonl.gz").write_bytes(bytes(damaged))
+    with pytest.raises(CommandError, match=r"damaged.jsonl.gz: cannot read \(Error -3 while decompressing"):
+        run_import(str(tmp_path / "damaged.jsonl.gz"))
     assert not CorpusDocument.objects.exists()
 
 

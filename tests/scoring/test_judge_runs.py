@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import re
+import shutil
 from typing import Any
 
 import krippendorff
@@ -261,3 +262,77 @@ def test_score_study_says_how_many_values_a_missing_judge_left_empty(played_stud
     assert lines[0] == f"Scored {candidates} of {candidates} candidates with geval_overall, rouge1."
     # Every judge value is empty (no judge configured), every ROUGE value is there.
     assert lines[1].startswith(f"{candidates} values could not be computed (e.g. ") and "judge" in lines[1]
+
+
+@pytest.mark.django_db(transaction=True)  # --now runs the chunks as its commit's callbacks, before it prints
+def test_score_study_says_how_many_pairwise_votes_a_failing_judge_left_empty(played_study):  # noqa: F811
+    out = io.StringIO()
+    with openai_standin(lambda body: "I cannot compare these summaries.") as server:
+        call_command(
+            "score_study",
+            "--study",
+            played_study.slug,
+            "--pairwise",
+            "--now",
+            "--judge-model",
+            "standin-model",
+            "--judge-base-url",
+            server.base_url,
+            stdout=out,
+        )
+    matches = Judgment.objects.filter(match__bracket__query__participation__study=played_study).count()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"Scored {matches} of {matches} matches with pairwise judge."
+    # The judge answered, but never with A, B or Neither: no vote was usable, and the command says so.
+    assert PairwiseVote.objects.filter(choice="").count() == 2 * matches
+    assert (
+        lines[1].startswith(f"{2 * matches} of {2 * matches} votes have no answer (e.g. ") and "unparseable" in lines[1]
+    )
+
+
+def test_a_rerun_whose_judge_fails_keeps_the_scores_it_had(played_study, django_capture_on_commit_callbacks, tmp_path):  # noqa: F811
+    # A researcher adds ROUGE to a study already rated by judge A; this time the run lands on a worker
+    # whose judge cache is empty, and the judge's server, restarted with another template, no longer
+    # answers with a rating. The ratings judge A gave before are still the study's.
+    broken = {"on": False}
+
+    def judge(body: dict[str, Any]) -> str:
+        return "I would rather not rate this summary." if broken["on"] else rate_by_length(body)
+
+    with openai_standin(judge) as server:
+        settings = {"model": "standin-model", "base_url": server.base_url, "name": "judge-a"}
+        with django_capture_on_commit_callbacks(execute=True):
+            scoring_run_start(study=played_study, metrics=["geval_fluency"], judge=settings)
+        rated = dict(CandidateScore.objects.filter(metric="geval_fluency").values_list("candidate_id", "value"))
+        assert rated and None not in rated.values()
+        broken["on"] = True
+        shutil.rmtree(tmp_path / "judge-cache")
+        with django_capture_on_commit_callbacks(execute=True):
+            run = scoring_run_start(study=played_study, metrics=["geval_fluency", "rouge1"], judge=settings)
+    run.refresh_from_db()
+    assert run.status == ScoringRun.Status.DONE, run.error
+    assert dict(CandidateScore.objects.filter(metric="geval_fluency").values_list("candidate_id", "value")) == rated
+    assert CandidateScore.objects.filter(metric="rouge1", value__isnull=False).count() == len(rated)
+
+
+def test_a_pairwise_rerun_whose_judge_fails_keeps_the_votes_it_had(
+    played_study,  # noqa: F811
+    django_capture_on_commit_callbacks,
+    tmp_path,
+):
+    broken = {"on": False}
+
+    def judge(body: dict[str, Any]) -> str:
+        return "Both are fine, really." if broken["on"] else prefer_longer(body)
+
+    with openai_standin(judge) as server:
+        settings = {"model": "standin-model", "base_url": server.base_url, "name": "judge-a"}
+        with django_capture_on_commit_callbacks(execute=True):
+            pairwise_run_start(study=played_study, judge=settings)
+        votes = set(PairwiseVote.objects.values_list("match_id", "order", "choice"))
+        assert len(votes) == 2 * Judgment.objects.count() and "" not in {choice for *_, choice in votes}
+        broken["on"] = True
+        shutil.rmtree(tmp_path / "judge-cache")
+        with django_capture_on_commit_callbacks(execute=True):
+            pairwise_run_start(study=played_study, judge=settings)
+    assert set(PairwiseVote.objects.values_list("match_id", "order", "choice")) == votes

@@ -29,6 +29,25 @@ def test_rouge_bleu_chrf_match_the_libraries(scitldr_rows: list[dict]) -> None:
     assert len({round(o["rouge1"], 6) for o in scored}) > 10
 
 
+@pytest.mark.parametrize(
+    ("summary", "reference", "expected"),
+    [
+        # The same words in Cyrillic and in Greek: a perfect match (rouge-score's own tokens: none, 0.0).
+        ("Врачи проверяют упражнения", "Врачи проверяют упражнения", 1.0),
+        ("Οι γιατροί ελέγχουν τις ασκήσεις", "Οι γιατροί ελέγχουν τις ασκήσεις", 1.0),
+        # Size and greetings share no word (rouge-score's tokens: "gr e" on both sides, 1.0).
+        ("Größe", "Grüße", 0.0),
+        # One word of two in common, "Übungen" (rouge-score's tokens: "ber bungen" in "bungen berpr ft", 0.8).
+        ("Über Übungen", "Übungen überprüft", 0.5),
+    ],
+    ids=["russian", "greek", "german-no-common-word", "german-one-common-word"],
+)
+def test_rouge_reads_words_of_every_script(summary: str, reference: str, expected: float) -> None:
+    scored = score_rows([{"id": "x", "summary": summary, "reference": reference}], ["rouge1", "rougeL"])[0]
+    assert scored["rouge1"] == pytest.approx(expected)
+    assert scored["rougeL"] == pytest.approx(expected)
+
+
 def test_meteor_without_wordnet_uses_exact_and_stem_matches_only() -> None:
     if lexical.wordnet_available():
         pytest.skip("WordNet is installed here, so the synonym stage is on")

@@ -1,7 +1,8 @@
 """What the stand-in servers share: a threaded HTTP server on 127.0.0.1 and a fault script.
 
 A fault script is a list of faults played one per request, in order, before normal answers:
-"429", "500", "502", "503", "400", "401", "403", "404" (that status with a JSON error body),
+"429", "500", "502", "503", "400", "401", "403", "404" (that status with a JSON error body; "429:N"
+says Retry-After: N seconds, "429" Retry-After: 0),
 "timeout" (hold the request until the client gives up), "malformed" (200 with a cut-off JSON
 body), "drop" (close the connection without answering).
 """
@@ -9,6 +10,7 @@ body), "drop" (close the connection without answering).
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 from collections.abc import Iterable, Iterator
@@ -24,7 +26,7 @@ class FaultScript:
 
     def __init__(self, faults: Iterable[str] | None) -> None:
         self._faults = [str(f) for f in (faults or [])]
-        unknown = [f for f in self._faults if f not in KNOWN_FAULTS]
+        unknown = [f for f in self._faults if f not in KNOWN_FAULTS and not re.fullmatch(r"429:\d+", f)]
         if unknown:
             raise ValueError(f"unknown faults {unknown}; known: {sorted(KNOWN_FAULTS)}")
         self._lock = threading.Lock()
@@ -94,8 +96,10 @@ class StandInHandler(BaseHTTPRequestHandler):
         if fault == "malformed":
             self.send_body(200, b'{"id": "chatcmpl-cut", "object": "chat.completion", "choices": [{"ind')
             return
-        status = int(fault)
-        headers = {"Retry-After": "0"} if status == 429 else None
+        # "429" asks to come back at once; "429:40" says Retry-After: 40.
+        code, _, wait = fault.partition(":")
+        status = int(code)
+        headers = {"Retry-After": wait or "0"} if status == 429 else None
         self.send_json(status, error_body, headers=headers)
 
     def read_body(self) -> bytes:

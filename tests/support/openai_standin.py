@@ -126,7 +126,7 @@ def openai_standin(
                 state.headers.append({k.lower(): v for k, v in self.headers.items()})
             fault = state.script.next()
             if fault is not None:
-                kind, message = _ERRORS.get(fault, ("server_error", "fault"))
+                kind, message = _ERRORS.get(fault.partition(":")[0], ("server_error", "fault"))
                 self.play_fault(fault, _error(kind, message))
                 return
             if api_key is not None and self.headers.get("Authorization") != f"Bearer {api_key}":

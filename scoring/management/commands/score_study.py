@@ -11,7 +11,8 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.models import Study
 from kernel.exceptions import ApplicationError
 from scoring import services
-from scoring.models import CandidateScore, ScoringRun
+from scoring.core.judges import PROMPT_VERSIONS
+from scoring.models import CandidateScore, PairwiseVote, ScoringRun
 
 
 def _judge(options: dict[str, Any]) -> dict[str, str] | None:
@@ -88,13 +89,31 @@ class Command(BaseCommand):
                     f"with {', '.join(metrics)}."
                 )
             )
-            if not options["pairwise"]:
+            if options["pairwise"]:
+                self._say_unanswered(run)
+            else:
                 self._say_missing(run)
         else:
             self.stdout.write(
                 f"Queued scoring run {run.pk}: {run.total} {'matches' if options['pairwise'] else 'candidates'} in "
                 "chunks; progress on the research page."
             )
+
+    def _say_unanswered(self, run: ScoringRun) -> None:
+        """How many of the pairwise run's votes have no usable answer (stored with a reason), and the first
+        reason: a judge that is down or never answers A, B or Neither otherwise reads as a finished run."""
+        judge = run.options.get("judge") or {}
+        votes = PairwiseVote.objects.filter(
+            match_id__in=[match_id for chunk in run.chunks for match_id in chunk],
+            judge_model=judge.get("model", ""),
+            judge_server=judge.get("server", ""),
+            prompt_version=PROMPT_VERSIONS["pairwise"],
+        )
+        empty = votes.filter(choice="")
+        count = empty.count()
+        if count:
+            reason = empty.exclude(reason="").values_list("reason", flat=True).first() or "no reason recorded"
+            self.stdout.write(self.style.WARNING(f"{count} of {votes.count()} votes have no answer (e.g. {reason})."))
 
     def _say_missing(self, run: ScoringRun) -> None:
         """How many of the run's values could not be computed (stored empty, with a reason), and the first

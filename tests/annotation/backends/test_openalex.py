@@ -10,7 +10,14 @@ from django.core.cache import cache
 
 from annotation.backends.openalex import OpenAlexRetrieval, rebuild_abstract
 from kernel.backends import BackendError
-from tests.support.openalex_standin import HAND_INDEX, HAND_INDEX_ABSTRACT, inverted_index, openalex_standin
+from kernel.storable import unstorable_text
+from tests.support.openalex_standin import (
+    HAND_INDEX,
+    HAND_INDEX_ABSTRACT,
+    inverted_index,
+    make_work,
+    openalex_standin,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -182,3 +189,23 @@ def test_no_results_tries_content_words_once() -> None:
         searches = [r["search"] for r in server.requests]
     assert docs == []
     assert searches == ["What helps nurses at handover?", "helps OR nurses OR handover"]
+
+
+def test_a_work_with_characters_no_database_can_store_comes_back_storable() -> None:
+    # OpenAlex's JSON may carry \u0000 or a lone \ud800 in a scraped title or abstract; the question's sources
+    # are stored in PostgreSQL, which refuses both: the question's retrieval failed in the database.
+    work = make_work(
+        7001,
+        "Night shifts\ud800 and nurses' sleep",
+        "Nurses on night\u0000 shifts sleep less.",
+        year=2021,
+        venue="Sleep\u0000 Health",
+        authors=["Ana\u0000 Ruiz"],
+        is_oa=True,
+    )
+    with openalex_standin([work]) as server:
+        (doc,) = backend(server.base_url).search("night shifts nurses sleep", k=1)
+    assert doc.title == "Night shifts\ufffd and nurses' sleep"
+    assert doc.abstract == "Nurses on night shifts sleep less."
+    assert (doc.venue, doc.authors) == ("Sleep Health", ("Ana Ruiz",))
+    assert not any(unstorable_text(text) for text in (doc.title, doc.abstract, doc.venue, *doc.authors))

@@ -91,6 +91,18 @@ def test_failed_rewrite_is_recorded_not_fatal(tmp_path):
     assert variant.text is None and "400" in variant.note["error"]
 
 
+def test_an_empty_rewrite_is_asked_again_on_the_rerun(tmp_path):
+    # The server answers nothing for the first round; the rerun, with the same cache, gets the rewrites.
+    empty = {"on": True}
+    with openai_standin(lambda body: "" if empty["on"] else echo(body)) as server:
+        _, first = llm_perturbation("paraphrased", ROW_OBJS, _client(server, tmp_path), similarity=TFIDF)
+        empty["on"] = False
+        _, second = llm_perturbation("paraphrased", ROW_OBJS, _client(server, tmp_path), similarity=TFIDF)
+        assert server.completions == 2 * len(ROW_OBJS)
+    assert [r.error for r in first] == ["the model returned an empty rewrite"] * len(ROW_OBJS)
+    assert [r.text for r in second] == [row.summary.replace("learn", "acquire") for row in ROW_OBJS]
+
+
 def test_run_stress_with_llm_tests_against_the_standin(tmp_path):
     rows = [dict(r) for r in ROWS[:4]]
     rows[0]["persona"] = "Journalist at a science desk"
