@@ -20,7 +20,7 @@ from config.environment import Env
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = BASE_DIR / "var"
 
-env = Env()  # django-environ, strict about booleans and list items (config/environment.py)
+env = Env()  # django-environ, strict about booleans, numbers, JSON, URLs and list items (config/environment.py)
 env_file = env.str("ENV_FILE", default=str(BASE_DIR / ".env"))
 if Path(env_file).is_file():
     env.read_env(env_file)
@@ -277,6 +277,14 @@ CELERY_TASK_ROUTES = env.json(
         "analysis.tasks.sweep_research_storage": {"queue": RESEARCH_QUEUE},
     },
 )
+if not (
+    isinstance(CELERY_TASK_ROUTES, dict)
+    and all(isinstance(r, dict) and isinstance(r.get("queue"), str) and r["queue"] for r in CELERY_TASK_ROUTES.values())
+):
+    raise ImproperlyConfigured(
+        'CELERY_TASK_ROUTES must be a JSON object {"task name": {"queue": "name"}, ...}, not '
+        f"{env.str('CELERY_TASK_ROUTES')!r}"
+    )
 # Every queue a route names: a worker started without -Q (bin/demo, CELERY_QUEUES unset) consumes them all.
 # On RabbitMQ 3.12+ x-consumer-timeout lets a task hold its message this long (see "amqp" above); the
 # other transports ignore queue arguments, so every process declares the queues alike.
@@ -440,6 +448,9 @@ OPENALEX_CACHE_ALIAS = env.str("OPENALEX_CACHE_ALIAS", default="default")
 LEGACY_IMPORT_MAX_MEMBER_BYTES = env.int("LEGACY_IMPORT_MAX_MEMBER_BYTES", default=64 * 1024 * 1024)
 LEGACY_IMPORT_MAX_TOTAL_BYTES = env.int("LEGACY_IMPORT_MAX_TOTAL_BYTES", default=256 * 1024 * 1024)
 
+LOG_LEVEL = env.str("LOG_LEVEL", default="").strip().upper() or "INFO"
+if LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+    raise ImproperlyConfigured(f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not {LOG_LEVEL!r}")
 # Invitation tokens never reach a log (kernel/logging.py): Django's request and server loggers, and the
 # console handler every other record goes through, replace a token in a URL by [redacted].
 LOGGING = {
@@ -447,7 +458,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "filters": {"redact_tokens": {"()": "kernel.logging.RedactTokensFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact_tokens"]}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "django.request": {"filters": ["redact_tokens"]},
