@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -191,3 +192,19 @@ def test_gunicorn_refuses_a_worker_count_that_is_not_a_number_and_takes_an_empty
     for name in ("GUNICORN_WORKERS", "GUNICORN_THREADS", "GUNICORN_TIMEOUT", "GUNICORN_BIND"):
         done = gunicorn_check(**{name: ""})  # as `GUNICORN_WORKERS=` in an env file
         assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_test_settings_read_no_env_file_that_the_checkout_holds(tmp_path: Path) -> None:
+    # A checkout with docker compose's .env (cp platform/env.example .env): the settings package, copied so that
+    # its .env is this test's and not the shared checkout's.
+    shutil.copytree(REPO / "config", tmp_path / "config", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "platform" / "env.example", tmp_path / ".env")
+    probe = (
+        "from django.conf import settings; print(settings.CACHES['default']['BACKEND'], settings.RESEARCH_YIELD_URL)"
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    cache, yield_url = done.stdout.split()
+    assert cache == "django.core.cache.backends.locmem.LocMemCache"  # not the .env's redis://redis:6379/1
+    assert "redis:6379" not in yield_url
