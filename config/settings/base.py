@@ -335,7 +335,15 @@ if not 0 < BACKGROUND_HEARTBEAT_S < BACKGROUND_LEASE_S:
         "and the sweeper sends the work again."
     )
 SWEEP_INTERVAL_S = env.float("SWEEP_INTERVAL_S", default=10.0)
+if SWEEP_INTERVAL_S <= 0:
+    # Celery beat sends a task whose interval is 0 on every tick: some 600 sweeps a second to the broker.
+    raise ImproperlyConfigured(f"SWEEP_INTERVAL_S must be above 0 (seconds between sweeps), not {SWEEP_INTERVAL_S:g}")
 SWEEPER_LATE_AFTER_S = env.float("SWEEPER_LATE_AFTER_S", default=120.0)
+if SWEEPER_LATE_AFTER_S <= SWEEP_INTERVAL_S:
+    raise ImproperlyConfigured(
+        f"SWEEPER_LATE_AFTER_S ({SWEEPER_LATE_AFTER_S:g}) must be above SWEEP_INTERVAL_S ({SWEEP_INTERVAL_S:g}): "
+        "the admin's banner would say the sweepers stopped between any two sweeps."
+    )
 # The waiting page's deadline: past it the annotator is told, in plain words, what is happening and may
 # try again, set the question aside or stop the study (annotation/selectors/query.py says why 120 s).
 ANNOTATION_WAIT_DEADLINE_S = env.int("ANNOTATION_WAIT_DEADLINE_S", default=120)

@@ -118,6 +118,15 @@ def test_a_heartbeat_no_more_frequent_than_the_lease_is_refused() -> None:
     assert "BACKGROUND_HEARTBEAT_S (10) must be above 0 and under BACKGROUND_LEASE_S (5)" in message
 
 
+def test_a_sweep_interval_of_zero_and_a_late_banner_sooner_than_a_sweep_are_refused() -> None:
+    # With 0, celery beat sent the sweepers on every tick: some 600 messages a second to the broker.
+    assert "SWEEP_INTERVAL_S must be above 0 (seconds between sweeps), not 0" in refused(SWEEP_INTERVAL_S="0")
+    assert "SWEEP_INTERVAL_S must be above 0" in refused(SWEEP_INTERVAL_S="-10")
+    message = refused(SWEEPER_LATE_AFTER_S="5")
+    assert "SWEEPER_LATE_AFTER_S (5) must be above SWEEP_INTERVAL_S (10)" in message
+    assert settings_of(["SWEEP_INTERVAL_S"], SWEEP_INTERVAL_S="2.5") == {"SWEEP_INTERVAL_S": 2.5}
+
+
 def test_a_cache_alias_that_caches_does_not_define_is_refused_naming_the_setting() -> None:
     assert "OPENALEX_CACHE_ALIAS names the cache 'shared'" in refused(OPENALEX_CACHE_ALIAS="shared")
     assert "LLM_CACHE_ALIAS names the cache 'llm'" in refused(LLM_CACHE="cache", LLM_CACHE_ALIAS="llm")
