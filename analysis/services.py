@@ -96,17 +96,12 @@ def research_storage_sweep() -> dict[str, int]:
     except FileNotFoundError:
         return {"research_files_deleted": 0}
     ids = {int(f.removeprefix("job-")) for f in folders if f.startswith("job-") and f[4:].isdigit()}
-    kept = {
-        pk: files
-        for pk, status, files in ResearchJob.objects.filter(pk__in=ids).values_list("pk", "status", "files")
-        # A queued or running job may be uploading right now; its files are settled when it finishes.
-        if status != ResearchJob.Status.FAILED
-    }
-    active = set(
-        ResearchJob.objects.filter(
-            pk__in=ids, status__in=[ResearchJob.Status.QUEUED, ResearchJob.Status.RUNNING]
-        ).values_list("pk", flat=True)
-    )
+    # One read of the jobs: with two (the files kept, then the jobs still active) a job that finished between
+    # them was taken for done with the files it listed while running (none), and its outputs were deleted.
+    jobs = list(ResearchJob.objects.filter(pk__in=ids).values_list("pk", "status", "files"))
+    # A queued or running job may be uploading right now; its files are settled when it finishes.
+    active = {pk for pk, status, _ in jobs if status in (ResearchJob.Status.QUEUED, ResearchJob.Status.RUNNING)}
+    kept = {pk: files for pk, status, files in jobs if status == ResearchJob.Status.DONE}
     deleted = 0
     for pk in sorted(ids - active):
         wanted = {job_file_key(pk, name) for name in kept.get(pk, [])}

@@ -3,12 +3,25 @@
 import multiprocessing
 import os
 
-bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
+
+def _whole(name: str, default: int) -> int:
+    """A whole number from the environment (empty: the default); anything else stops gunicorn naming it (a
+    SystemExit, which gunicorn does not wrap in a traceback of its config loader as it does a ValueError)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SystemExit(f"{name} must be a whole number, not {raw!r}") from None
+
+
+bind = os.environ.get("GUNICORN_BIND") or "0.0.0.0:8000"
 # gthread workers: one process per core plus one; more processes only contend for the same cores.
-workers = int(os.environ.get("GUNICORN_WORKERS", multiprocessing.cpu_count() + 1))
+workers = _whole("GUNICORN_WORKERS", multiprocessing.cpu_count() + 1)
 worker_class = "gthread"
-threads = int(os.environ.get("GUNICORN_THREADS", "4"))
-timeout = int(os.environ.get("GUNICORN_TIMEOUT", "60"))
+threads = _whole("GUNICORN_THREADS", 4)
+timeout = _whole("GUNICORN_TIMEOUT", 60)
 graceful_timeout = 30
 keepalive = 5
 max_requests = 2000

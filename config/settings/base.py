@@ -20,7 +20,7 @@ from config.environment import Env
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = BASE_DIR / "var"
 
-env = Env()  # django-environ, strict about booleans and list items (config/environment.py)
+env = Env()  # django-environ, strict about booleans, numbers, JSON, URLs and list items (config/environment.py)
 env_file = env.str("ENV_FILE", default=str(BASE_DIR / ".env"))
 if Path(env_file).is_file():
     env.read_env(env_file)
@@ -277,6 +277,14 @@ CELERY_TASK_ROUTES = env.json(
         "analysis.tasks.sweep_research_storage": {"queue": RESEARCH_QUEUE},
     },
 )
+if not (
+    isinstance(CELERY_TASK_ROUTES, dict)
+    and all(isinstance(r, dict) and isinstance(r.get("queue"), str) and r["queue"] for r in CELERY_TASK_ROUTES.values())
+):
+    raise ImproperlyConfigured(
+        'CELERY_TASK_ROUTES must be a JSON object {"task name": {"queue": "name"}, ...}, not '
+        f"{env.str('CELERY_TASK_ROUTES')!r}"
+    )
 # Every queue a route names: a worker started without -Q (bin/demo, CELERY_QUEUES unset) consumes them all.
 # On RabbitMQ 3.12+ x-consumer-timeout lets a task hold its message this long (see "amqp" above); the
 # other transports ignore queue arguments, so every process declares the queues alike.
@@ -327,7 +335,15 @@ if not 0 < BACKGROUND_HEARTBEAT_S < BACKGROUND_LEASE_S:
         "and the sweeper sends the work again."
     )
 SWEEP_INTERVAL_S = env.float("SWEEP_INTERVAL_S", default=10.0)
+if SWEEP_INTERVAL_S <= 0:
+    # Celery beat sends a task whose interval is 0 on every tick: some 600 sweeps a second to the broker.
+    raise ImproperlyConfigured(f"SWEEP_INTERVAL_S must be above 0 (seconds between sweeps), not {SWEEP_INTERVAL_S:g}")
 SWEEPER_LATE_AFTER_S = env.float("SWEEPER_LATE_AFTER_S", default=120.0)
+if SWEEPER_LATE_AFTER_S <= SWEEP_INTERVAL_S:
+    raise ImproperlyConfigured(
+        f"SWEEPER_LATE_AFTER_S ({SWEEPER_LATE_AFTER_S:g}) must be above SWEEP_INTERVAL_S ({SWEEP_INTERVAL_S:g}): "
+        "the admin's banner would say the sweepers stopped between any two sweeps."
+    )
 # The waiting page's deadline: past it the annotator is told, in plain words, what is happening and may
 # try again, set the question aside or stop the study (annotation/selectors/query.py says why 120 s).
 ANNOTATION_WAIT_DEADLINE_S = env.int("ANNOTATION_WAIT_DEADLINE_S", default=120)
@@ -440,6 +456,9 @@ OPENALEX_CACHE_ALIAS = env.str("OPENALEX_CACHE_ALIAS", default="default")
 LEGACY_IMPORT_MAX_MEMBER_BYTES = env.int("LEGACY_IMPORT_MAX_MEMBER_BYTES", default=64 * 1024 * 1024)
 LEGACY_IMPORT_MAX_TOTAL_BYTES = env.int("LEGACY_IMPORT_MAX_TOTAL_BYTES", default=256 * 1024 * 1024)
 
+LOG_LEVEL = env.str("LOG_LEVEL", default="").strip().upper() or "INFO"
+if LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+    raise ImproperlyConfigured(f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not {LOG_LEVEL!r}")
 # Invitation tokens never reach a log (kernel/logging.py): Django's request and server loggers, and the
 # console handler every other record goes through, replace a token in a URL by [redacted].
 LOGGING = {
@@ -447,7 +466,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "filters": {"redact_tokens": {"()": "kernel.logging.RedactTokensFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact_tokens"]}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "django.request": {"filters": ["redact_tokens"]},

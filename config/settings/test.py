@@ -3,6 +3,9 @@
 import os
 from pathlib import Path
 
+# Never a developer's .env (docker compose's, from platform/env.example: Redis on the host "redis", DEBUG=false):
+# read, it failed every test that touches the cache. The environment alone overrides what follows (bin/test).
+os.environ.setdefault("ENV_FILE", os.devnull)
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use-0123456789")
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")

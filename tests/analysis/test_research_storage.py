@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
+from django.db import connection
 from django.test import override_settings
 
 from analysis import services
@@ -84,4 +85,28 @@ def test_the_sweeper_deletes_files_no_job_lists(storage: Any, study: Study) -> N
     assert _keys(storage, running) == {services.job_file_key(running.pk, "uploading.csv")}
     # The researcher still downloads the kept job's files; a second sweep finds nothing to do.
     assert storage.open(services.job_file_key(done.pk, done.files[0])).read()
+    assert services.research_storage_sweep() == {"research_files_deleted": 0}
+
+
+def test_a_job_that_finishes_while_the_sweeper_reads_the_jobs_keeps_its_files(storage: Any, study: Study) -> None:
+    # The worker uploads, then marks the job done with its files: here it commits that mark just after the
+    # sweeper's first read of the jobs, the moment the sweeper once read them a second time.
+    running = _job(study, ResearchJob.Status.RUNNING)
+    key = services.job_file_key(running.pk, "comparisons.csv")
+    storage.save(key, ContentFile(b"rows"))
+    finished: list[bool] = []
+
+    def worker_finishes_after_the_first_read(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        result = execute(sql, params, many, context)
+        if not finished and sql.startswith("SELECT") and '"analysis_researchjob"' in sql:
+            finished.append(True)
+            ResearchJob.objects.filter(pk=running.pk).update(status=ResearchJob.Status.DONE, files=["comparisons.csv"])
+        return result
+
+    with connection.execute_wrapper(worker_finishes_after_the_first_read):
+        services.research_storage_sweep()
+    assert finished and ResearchJob.objects.get(pk=running.pk).status == ResearchJob.Status.DONE
+    assert _keys(storage, running) == {key}, "the finished job's file was deleted"
+    assert storage.open(key).read() == b"rows"
+    # Once settled, the next sweep keeps it too.
     assert services.research_storage_sweep() == {"research_files_deleted": 0}

@@ -90,3 +90,20 @@ def test_the_image_leaves_secrets_environments_and_history_out() -> None:
 @pytest.mark.parametrize("service", ["web", "worker-annotator", "worker-research", "beat"])
 def test_app_services_use_the_repository_image(service: str) -> None:
     assert compose()["services"][service]["build"]["dockerfile"] == "platform/Dockerfile"
+
+
+def test_every_volume_of_the_app_image_is_a_folder_the_image_gives_its_user() -> None:
+    # A new named volume takes the owner of the image's folder it is mounted on; where the image has none it is
+    # root's, and the app user (uid 1000) cannot write to it: every research output on the media volume failed
+    # with PermissionError. No Docker here: the Dockerfile must create each mount point and chown it to app.
+    dockerfile = (REPO / "platform" / "Dockerfile").read_text()
+    created = {Path(p) for p in re.findall(r"mkdir -p ((?:/app/\S+ ?)+)", dockerfile)[0].split()}
+    owned = [Path(p) for p in re.findall(r"chown -R app ((?:/app/\S+ ?)+)", dockerfile)[0].split()]
+    services = compose()["services"]
+    for name, service in services.items():
+        if service.get("image") != "satisfy:local":
+            continue
+        for volume in service.get("volumes", []):
+            target = Path(volume.split(":")[1])
+            assert any(target == c or target in c.parents for c in created), f"{name}: {target} is not in the image"
+            assert any(target == o or o in target.parents for o in owned), f"{name}: {target} is root's"

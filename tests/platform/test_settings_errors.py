@@ -1,12 +1,15 @@
 """A deployment's environment is read strictly: a value that would silently change what runs (a boolean typo
 that turns the HTTPS redirect off, a list item with a space, a URL that is not Redis, an empty bucket, a cache
-alias that does not exist) stops the process at start-up with a message naming the variable, and the
-spellings people write (TRUE, yes, off, an empty value for the default) are read as meant."""
+alias that does not exist) or that is not of its kind (a word for a number, JSON that does not parse, a
+database or cache URL of no known kind, a log level) stops the process at start-up with a message naming the
+variable, and the spellings people write (TRUE, yes, off, 1e3, an empty value for the default) are read as
+meant."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -115,9 +118,102 @@ def test_a_heartbeat_no_more_frequent_than_the_lease_is_refused() -> None:
     assert "BACKGROUND_HEARTBEAT_S (10) must be above 0 and under BACKGROUND_LEASE_S (5)" in message
 
 
+def test_a_sweep_interval_of_zero_and_a_late_banner_sooner_than_a_sweep_are_refused() -> None:
+    # With 0, celery beat sent the sweepers on every tick: some 600 messages a second to the broker.
+    assert "SWEEP_INTERVAL_S must be above 0 (seconds between sweeps), not 0" in refused(SWEEP_INTERVAL_S="0")
+    assert "SWEEP_INTERVAL_S must be above 0" in refused(SWEEP_INTERVAL_S="-10")
+    message = refused(SWEEPER_LATE_AFTER_S="5")
+    assert "SWEEPER_LATE_AFTER_S (5) must be above SWEEP_INTERVAL_S (10)" in message
+    assert settings_of(["SWEEP_INTERVAL_S"], SWEEP_INTERVAL_S="2.5") == {"SWEEP_INTERVAL_S": 2.5}
+
+
 def test_a_cache_alias_that_caches_does_not_define_is_refused_naming_the_setting() -> None:
     assert "OPENALEX_CACHE_ALIAS names the cache 'shared'" in refused(OPENALEX_CACHE_ALIAS="shared")
     assert "LLM_CACHE_ALIAS names the cache 'llm'" in refused(LLM_CACHE="cache", LLM_CACHE_ALIAS="llm")
     # Only read when the LLM cache is the shared one.
     assert settings_of(["LLM_CACHE_ALIAS"], LLM_CACHE="dir", LLM_CACHE_ALIAS="llm") == {"LLM_CACHE_ALIAS": "llm"}
     assert settings_of(["OPENALEX_CACHE_ALIAS"], OPENALEX_CACHE_ALIAS="default") == {"OPENALEX_CACHE_ALIAS": "default"}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("CONN_MAX_AGE", "abc", "CONN_MAX_AGE must be a whole number, not 'abc'"),
+        ("LLM_SEED", "x", "LLM_SEED must be a whole number, not 'x'"),
+        ("BACKGROUND_LEASE_S", "fifteen", "BACKGROUND_LEASE_S must be a number (such as 10 or 0.5), not 'fifteen'"),
+        ("AXES_COOLOFF_MINUTES", "nan", "AXES_COOLOFF_MINUTES must be a number"),
+        ("CELERY_TASK_ROUTES", "{bad", "CELERY_TASK_ROUTES is not valid JSON"),
+        (
+            "CELERY_TASK_ROUTES",
+            '{"annotation.tasks.retrieve_query": "annotator"}',
+            "CELERY_TASK_ROUTES must be a JSON object",
+        ),
+        ("DATABASE_URL", "postgress://satisfy:s3cret@db:5432/satisfy", "DATABASE_URL must be a database URL"),
+        ("DATABASE_URL", "satisfy:s3cret@db:5432/satisfy", "DATABASE_URL must be a database URL"),
+        ("CACHE_URL", "reddis://:s3cret@cache:6379/1", "CACHE_URL must be a cache URL"),
+        ("CACHE_URL", "redis//:s3cret@cache:6379/1", "CACHE_URL must be a cache URL"),
+        ("LOG_LEVEL", "LOUD", "LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not 'LOUD'"),
+    ],
+)
+def test_a_value_that_is_not_of_its_kind_stops_start_up_naming_the_variable(
+    name: str, value: str, expected: str
+) -> None:
+    message = refused(**{name: value})
+    assert expected in message, message
+    assert "s3cret" not in message  # a refused URL is not echoed: it may hold a password
+
+
+def test_a_number_in_a_form_python_reads_is_read_as_written_and_empty_means_the_default() -> None:
+    # django-environ read 1e3 as 13 (it drops what is not a digit, a comma or a point) and '' as an error.
+    values = settings_of(
+        ["BACKGROUND_LEASE_S", "SWEEP_INTERVAL_S", "DATABASES", "LLM_SEED"],
+        BACKGROUND_LEASE_S="1e3",
+        SWEEP_INTERVAL_S=" 2.5 ",
+        CONN_MAX_AGE="",
+        LLM_SEED="",
+    )
+    assert values["BACKGROUND_LEASE_S"] == 1000.0 and values["SWEEP_INTERVAL_S"] == 2.5
+    assert values["DATABASES"]["default"]["CONN_MAX_AGE"] == 0  # SQLite's, whatever CONN_MAX_AGE says
+    assert values["LLM_SEED"] is None
+
+
+def gunicorn_check(**env: str) -> subprocess.CompletedProcess[str]:
+    """gunicorn's start-up with the web container's config (platform/gunicorn.conf.py), up to serving."""
+    child_env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(REPO),
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "ENV_FILE": str(REPO / "no-such.env"),
+        "SECRET_KEY": "a-test-secret-key-that-is-long-enough-for-the-checks-0123456789",
+        "DATABASE_URL": "sqlite:///:memory:",
+        "CELERY_BROKER_URL": "memory://",
+        **env,
+    }
+    gunicorn = Path(sys.executable).with_name("gunicorn")
+    argv = [str(gunicorn), "config.wsgi", "-c", "platform/gunicorn.conf.py", "--check-config"]
+    return subprocess.run(argv, cwd=REPO, env=child_env, capture_output=True, text=True, timeout=120)
+
+
+def test_gunicorn_refuses_a_worker_count_that_is_not_a_number_and_takes_an_empty_one_as_the_default() -> None:
+    done = gunicorn_check(GUNICORN_WORKERS="four")
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == "GUNICORN_WORKERS must be a whole number, not 'four'"
+    for name in ("GUNICORN_WORKERS", "GUNICORN_THREADS", "GUNICORN_TIMEOUT", "GUNICORN_BIND"):
+        done = gunicorn_check(**{name: ""})  # as `GUNICORN_WORKERS=` in an env file
+        assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_test_settings_read_no_env_file_that_the_checkout_holds(tmp_path: Path) -> None:
+    # A checkout with docker compose's .env (cp platform/env.example .env): the settings package, copied so that
+    # its .env is this test's and not the shared checkout's.
+    shutil.copytree(REPO / "config", tmp_path / "config", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "platform" / "env.example", tmp_path / ".env")
+    probe = (
+        "from django.conf import settings; print(settings.CACHES['default']['BACKEND'], settings.RESEARCH_YIELD_URL)"
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    cache, yield_url = done.stdout.split()
+    assert cache == "django.core.cache.backends.locmem.LocMemCache"  # not the .env's redis://redis:6379/1
+    assert "redis:6379" not in yield_url

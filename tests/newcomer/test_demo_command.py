@@ -1,0 +1,106 @@
+"""bin/demo, the README's first command, run in a fresh copy of the checkout: the invitation link it prints
+opens, also in a checkout that has the .env docker compose reads (`cp platform/env.example .env`, README and
+docs/deploy.md), and stopping bin/demo stops its worker, beat and web server."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.newcomer.test_fresh_clone import REPO_ROOT
+
+pytestmark = pytest.mark.worker  # bin/demo starts a real Celery worker (and beat)
+
+# What a fresh clone does not have: run-time state, environments, caches.
+NOT_IN_A_CLONE = {".git", ".venv", "venv", "var", "node_modules", ".env", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+
+
+def _clone(tmp_path: Path) -> tuple[Path, str]:
+    """A copy of the checkout with the shared .venv linked in, and the extras its install stamp names, so that
+    bin/setup finds everything installed and installs nothing."""
+    venv = (REPO_ROOT / ".venv").resolve()
+    stamps = sorted(venv.glob(".installed-*"))
+    if not stamps:
+        pytest.skip("no bin/setup install stamp in .venv: bin/demo would install into the shared environment")
+    extras = stamps[0].name.split("-", 2)[2].replace("-", ",")
+    clone = tmp_path / "satisfy"
+    shutil.copytree(
+        REPO_ROOT,
+        clone,
+        ignore=lambda folder, names: [
+            n for n in names if (Path(folder) == REPO_ROOT and n in NOT_IN_A_CLONE) or n == "__pycache__"
+        ],
+    )
+    (clone / ".venv").symlink_to(venv)
+    # bin/setup's stamp for the browser tests' axe-core, which the demo does not use: no npm download here.
+    lock = hashlib.sha256((clone / "package-lock.json").read_bytes()).hexdigest()[:16]
+    (clone / "node_modules").mkdir()
+    (clone / "node_modules" / f".installed-{lock}").touch()
+    return clone, extras
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - a local http URL
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None  # not listening yet
+
+
+def test_the_printed_invitation_link_opens_even_beside_docker_composes_env_file(tmp_path: Path) -> None:
+    clone, extras = _clone(tmp_path)
+    shutil.copy(clone / "platform" / "env.example", clone / ".env")  # docs/deploy.md, "One host"
+    port = _free_port()
+    # A newcomer's shell: none of the settings this test process set (config/settings/test.py) or inherited.
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
+    env.update(PORT=str(port), EXTRAS=extras)
+    log = tmp_path / "demo.log"
+    with log.open("w") as out:
+        demo = subprocess.Popen(  # noqa: S603 - the repository's own script
+            ["bin/demo"], cwd=clone, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        link = None
+        deadline = time.monotonic() + 240
+        while link is None and time.monotonic() < deadline and demo.poll() is None:
+            found = re.search(rf"http://127\.0\.0\.1:{port}/join/\S+", log.read_text())
+            link = found.group(0) if found else None
+            time.sleep(0.5)
+        assert link, log.read_text()[-3000:]
+        status = None
+        while status is None and time.monotonic() < deadline and demo.poll() is None:
+            status = _status(link)
+            time.sleep(0.5)
+        assert status == 200, log.read_text()[-3000:]
+        assert "not reading .env" in log.read_text()
+
+        demo.send_signal(signal.SIGTERM)  # as Ctrl-C or a service manager stops it
+        demo.wait(timeout=60)
+        assert _status(link) is None, "the web server still answers"
+        left = subprocess.run(["pgrep", "-g", str(demo.pid)], capture_output=True, text=True, check=False)
+        assert left.stdout.strip() == "", f"bin/demo left processes running: {left.stdout}"
+    finally:
+        try:
+            os.killpg(demo.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        demo.wait(timeout=30)
