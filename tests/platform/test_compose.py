@@ -107,3 +107,21 @@ def test_every_volume_of_the_app_image_is_a_folder_the_image_gives_its_user() ->
             target = Path(volume.split(":")[1])
             assert any(target == c or target in c.parents for c in created), f"{name}: {target} is not in the image"
             assert any(target == o or o in target.parents for o in owned), f"{name}: {target} is root's"
+
+
+def test_the_bm25_index_is_on_a_volume_the_web_server_the_workers_and_manage_share() -> None:
+    # import_corpus (`docker compose run --rm web manage import_corpus`) writes the index into CORPUS_INDEX_DIR;
+    # in a container's own folder it went with the container, and no worker ever searched it.
+    # The image's checkout is /app, so config/settings/base.py's default, VAR_DIR / "corpus-index", is this
+    # (platform/env.example leaves CORPUS_INDEX_DIR unset).
+    index_dir = "/app/var/corpus-index"
+    assert "CORPUS_INDEX_DIR=" not in (REPO / "platform" / "env.example").read_text().replace("# CORPUS_INDEX_DIR", "")
+    services = compose()["services"]
+    mounted = {
+        name: {volume.split(":")[0] for volume in service.get("volumes", []) if volume.split(":")[1] == index_dir}
+        for name, service in services.items()
+        if name in ("web", "worker-annotator", "worker-research")
+    }
+    assert all(len(sources) == 1 for sources in mounted.values()), mounted
+    assert len(set.union(*mounted.values())) == 1, mounted  # one named volume, the same for all three
+    assert next(iter(set.union(*mounted.values()))) in compose()["volumes"]
