@@ -9,6 +9,11 @@ class AnnotationConfig(AppConfig):
     verbose_name = "Annotation studies"
 
     def ready(self) -> None:
+        from django.core import checks
+
+        from kernel.checks import embedded_defaults
+
+        checks.register(embedded_defaults, checks.Tags.database, deploy=True)
         # Checked once the settings are final (a deployment's own settings module may add caches), so that a
         # wrong name stops every process at start-up instead of failing each generation or retrieval.
         named = [("OPENALEX_CACHE_ALIAS", settings.OPENALEX_CACHE_ALIAS)]

@@ -216,7 +216,9 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Celery. The embedded default is kombu's filesystem transport: a real broker that needs no server.
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
+# Empty (a `.env` line `CELERY_BROKER_URL=`) is unset, as an empty DATABASE_URL is: Celery would otherwise take
+# its own default, a RabbitMQ on localhost, and every question would wait for a broker that is not there.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="") or "filesystem://"
 BROKER_DIR = Path(env.str("BROKER_DIR", default=str(VAR_DIR / "broker")))
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for sub in ("in", "processed", "control"):

@@ -217,3 +217,29 @@ def test_the_test_settings_read_no_env_file_that_the_checkout_holds(tmp_path: Pa
     cache, yield_url = done.stdout.split()
     assert cache == "django.core.cache.backends.locmem.LocMemCache"  # not the .env's redis://redis:6379/1
     assert "redis:6379" not in yield_url
+
+
+def test_an_empty_broker_url_is_the_embedded_broker_not_celerys_rabbitmq_on_localhost() -> None:
+    # A `.env` line `CELERY_BROKER_URL=` read as a URL left Celery on its own default (amqp://localhost), which
+    # no host runs: every question then waited for a broker that was not there.
+    assert settings_of(["CELERY_BROKER_URL"], CELERY_BROKER_URL="")["CELERY_BROKER_URL"] == "filesystem://"
+
+
+def test_check_deploy_says_when_a_host_runs_on_the_embedded_database_or_broker() -> None:
+    """On one host of several, the embedded SQLite file and filesystem broker keep that host's answers and tasks
+    where no other host sees them; production settings still start on them (a fresh clone), so `check --deploy`
+    names both, and says nothing of them once the shared servers are set."""
+    env = {
+        "PATH": os.environ["PATH"],
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "ENV_FILE": os.devnull,
+        "SECRET_KEY": "a-test-secret-key-that-is-long-enough-for-the-checks-0123456789",
+    }
+    argv = [sys.executable, "manage.py", "check", "--deploy"]
+    embedded = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert embedded.returncode == 0, embedded.stderr
+    assert "(satisfy.W001) The database is the SQLite file" in embedded.stderr
+    assert "(satisfy.W002) The task broker is a folder on this host" in embedded.stderr
+    shared = {**env, "DATABASE_URL": os.environ["DATABASE_URL"], "CELERY_BROKER_URL": "redis://127.0.0.1:6379/8"}
+    served = subprocess.run(argv, cwd=REPO, env=shared, capture_output=True, text=True, timeout=120)
+    assert served.returncode == 0 and "satisfy.W00" not in served.stdout + served.stderr, served.stderr
