@@ -1,5 +1,6 @@
 #!/bin/sh
-# Container entrypoint: wait for the database, migrate (web only), then run the given role.
+# Container entrypoint: wait for the database, migrate (web) or wait for the migrations (worker, beat), then run
+# the given role.
 set -e
 role="${1:-web}"
 python - <<'PY'
@@ -23,8 +24,11 @@ case "$role" in
     python manage.py collectstatic --noinput
     exec gunicorn config.wsgi -c platform/gunicorn.conf.py ;;
   worker)
+    # A new release's worker on a host of its own waits for the web servers' migrations (several hosts).
+    python manage.py wait_for_migrations
     exec sh platform/celery-worker.sh ;;
   beat)
+    python manage.py wait_for_migrations
     exec sh platform/celery-beat.sh ;;
   manage)
     shift; exec python manage.py "$@" ;;

@@ -62,3 +62,36 @@ def test_web_servers_starting_at_once_each_apply_every_migration_once(fresh_data
     assert applied and all(count == 1 for _, _, count in applied), applied
     # One of them did the work; the others waited for it and found nothing to do.
     assert sum("Applying annotation.0001_initial... OK" in out for out, _ in ended) == 1
+
+
+def test_a_worker_of_a_new_release_waits_for_the_web_servers_migrations(fresh_database: str, tmp_path: Path) -> None:
+    """A worker or beat host of a new release (platform/entrypoint.sh: wait_for_migrations) starts once the web
+    servers have migrated, not on the old tables; and one with nobody migrating says why it gave up."""
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "ENV_FILE")},
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "SECRET_KEY": "a-test-secret-key-that-is-long-enough-for-the-checks-0123456789",
+        "ENV_FILE": str(tmp_path / "no.env"),
+        "DATABASE_URL": fresh_database,
+        "CELERY_BROKER_URL": "memory://",
+        "PYTHONPATH": str(REPO),
+    }
+    manage = [sys.executable, str(REPO / "manage.py")]
+    gave_up = subprocess.run(
+        [*manage, "wait_for_migrations", "--timeout", "1", "--every", "0.2"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert gave_up.returncode != 0 and "still not applied after 1 s" in gave_up.stderr, gave_up.stderr
+    assert "Traceback" not in gave_up.stderr
+    worker = subprocess.Popen(
+        [*manage, "wait_for_migrations", "--every", "0.2"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    web = subprocess.run([*manage, "migrate", "--noinput"], cwd=tmp_path, env=env, capture_output=True, timeout=300)
+    assert web.returncode == 0, web.stderr
+    out, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    assert "Waiting for the web servers to apply" in out and out.rstrip().endswith("Migrations applied: starting.")
+    # Once migrated, it returns at once and says nothing.
+    again = subprocess.run([*manage, "wait_for_migrations"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert again.returncode == 0 and again.stdout == "", again.stdout
