@@ -155,3 +155,21 @@ def test_the_cached_clients_close_their_connections_when_the_process_exits() -> 
     )  # fmt: skip
     assert out.stdout.split() == ["cached:", "2", "closed", "at", "exit:", "[True,", "True]"], out.stderr[-3000:]
     assert "unclosed" not in out.stderr, out.stderr[-3000:]
+
+
+def reasoning_then_answer(body: dict[str, object]) -> str:
+    # A reasoning model thinks for 100 tokens before it answers (the stand-in counts a word as a token).
+    return "<think>" + "weighing the sources " * 33 + "</think> Checklists help [1]."
+
+
+def test_a_reasoning_models_answer_is_the_summary_without_its_thinking() -> None:
+    with openai_standin(reasoning_then_answer) as server:
+        generation = OpenAIChatGeneration({"base_url": server.base_url, "max_tokens": 400}).generate(request())
+    assert generation.text == "Checklists help [1]."
+    assert "weighing the sources" in generation.raw_response["choices"][0]["message"]["content"]
+
+
+def test_an_empty_reply_that_was_not_cut_off_is_left_to_the_tasks_retries() -> None:
+    with openai_standin(lambda body: "<think>Nothing here answers it.</think>") as server:
+        generation = OpenAIChatGeneration({"base_url": server.base_url, "max_tokens": 400}).generate(request())
+    assert generation.text == "" and generation.finish_reason == "stop"
