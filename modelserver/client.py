@@ -13,6 +13,7 @@ Inside a Celery task the task owns the retries: annotation's generation backend 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -31,6 +32,7 @@ from kernel.storable import storable_json
 from modelserver.cache import ResultCache, cache_for, cache_key
 from modelserver.config import ChatConfig, ChatResult, LLMError
 from modelserver.limits import Limiter, LimitTimeout, default_limiter
+from modelserver.replies import answer_text, message_text
 
 __all__ = ["BACKOFF_CAP_S", "ChatClient", "preload", "tls_context"]
 
@@ -172,6 +174,9 @@ class ChatClient:
         key = cache_key(self.config, messages) if cache is not None else ""
         if use_cache and cache is not None:
             hit = cache.read(key)
+            if hit is not None:
+                # Kept by a version that left a reasoning model's <think> block in the text.
+                hit = dataclasses.replace(hit, text=answer_text(hit.text))
             if hit is not None and hit.text.strip():
                 return hit
 
@@ -320,8 +325,9 @@ class ChatClient:
         message = choice.get("message")
         if not isinstance(message, dict):
             raise LLMError(f"response from {where} has a choice without a message", transient=False)
-        content = message.get("content")
-        text = content if isinstance(content, str) else ""
+        # The answer only: a reasoning model's <think> block stays in `raw` for the audit, out of the summary
+        # (or the judge's verdict); content sent as a list of parts is read by its text parts.
+        text = answer_text(message_text(message.get("content")))
         usage = raw.get("usage")
         finish = choice.get("finish_reason")
         return ChatResult(

@@ -194,6 +194,8 @@ class OpenAIChatGeneration:
             raise BackendError(
                 f"{config.model}: {error.reason}", transient=error.transient, retry_after=error.retry_after
             ) from error
+        if not result.text.strip() and result.truncated:
+            raise BackendError(self._out_of_tokens(config), transient=False)
         return Generation(
             text=result.text.strip(),
             raw_response=result.raw,
@@ -201,3 +203,17 @@ class OpenAIChatGeneration:
             latency_s=result.latency_s,
             finish_reason=result.finish_reason or "",
         )
+
+    def _out_of_tokens(self, config: ChatConfig) -> str:
+        """Why an empty reply cut off at max_tokens failed, and where to raise it. Permanent: the identical
+        request (temperature 0, a seed, the same budget) would only spend its tokens the same way."""
+        reason = (
+            f"{config.model}: the model ran out of tokens before answering (its reply stopped at max_tokens "
+            f"{config.max_tokens} with no summary; a reasoning model spends them thinking first). "
+        )
+        if "max_tokens" in self.options:
+            return reason + (
+                "Raise max_tokens in this system's backend settings; a study whose summaries have been generated "
+                "cannot change its systems, so create a new study with the higher max_tokens."
+            )
+        return reason + "Raise LLM_MAX_TOKENS (this system's backend settings do not set max_tokens) and retry."

@@ -48,15 +48,45 @@ _FILTER_KEYS = frozenset(
 )
 
 
-def rebuild_abstract(inverted_index: Mapping[str, Sequence[int]] | None) -> str:
-    """Turn OpenAlex's word -> positions index back into the abstract's text."""
-    if not inverted_index:
+def rebuild_abstract(inverted_index: object) -> str:
+    """Turn OpenAlex's word -> positions index back into the abstract's text ("" when it is not one)."""
+    if not isinstance(inverted_index, Mapping):
         return ""
     positioned: dict[int, str] = {}
     for word, positions in inverted_index.items():
+        if not isinstance(word, str) or not isinstance(positions, list):
+            continue
         for position in positions:
-            positioned[int(position)] = word
+            if isinstance(position, int) and not isinstance(position, bool):
+                positioned[position] = word
     return " ".join(positioned[p] for p in sorted(positioned)).strip()
+
+
+# A work's fields as OpenAlex documents them; one of another type (a location sent as a string, authorships
+# not a list) is read as missing, so the work keeps what is readable and the question does not fail.
+def _object(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: object) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _title(work: Mapping[str, Any]) -> str:
+    return _text(work.get("display_name")) or _text(work.get("title"))
+
+
+def _year(work: Mapping[str, Any]) -> int | None:
+    year = work.get("publication_year")
+    return year if isinstance(year, int) and not isinstance(year, bool) else None
+
+
+def _authors(work: Mapping[str, Any]) -> tuple[str, ...]:
+    authorships = work.get("authorships")
+    if not isinstance(authorships, list):
+        return ()
+    names = (_text(_object(_object(a).get("author")).get("display_name")) for a in authorships)
+    return tuple(name for name in names if name)
 
 
 def _short_id(openalex_id: str) -> str:
@@ -113,42 +143,35 @@ def build_filter(filters: Mapping[str, Any] | None) -> str:
 def work_to_document(work: Mapping[str, Any]) -> Document | None:
     """One OpenAlex work as a Document, or None when it has no abstract or title."""
     abstract = rebuild_abstract(work.get("abstract_inverted_index"))
-    title = str(work.get("display_name") or work.get("title") or "").strip()
+    title = _title(work)
     if not abstract or not title:
         return None
-    location = work.get("primary_location") or {}
-    source = location.get("source") or {}
-    doi = work.get("doi") or ""
-    authors = tuple(
-        str((a.get("author") or {}).get("display_name") or "").strip()
-        for a in work.get("authorships") or []
-        if (a.get("author") or {}).get("display_name")
-    )
+    location = _object(work.get("primary_location"))
+    work_id = _text(work.get("id"))
     score = work.get("relevance_score")
-    year = work.get("publication_year")
     return Document(
-        external_id=_short_id(str(work.get("id") or "")),
+        external_id=_short_id(work_id),
         title=title,
         abstract=abstract,
-        url=str(location.get("landing_page_url") or doi or work.get("id") or ""),
-        year=int(year) if isinstance(year, int) else None,
-        venue=str(source.get("display_name") or ""),
-        authors=authors,
-        score=float(score) if isinstance(score, int | float) else None,
+        url=_text(location.get("landing_page_url")) or _text(work.get("doi")) or work_id,
+        year=_year(work),
+        venue=_text(_object(location.get("source")).get("display_name")),
+        authors=_authors(work),
+        score=float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
     )
 
 
 def _title_only(work: Mapping[str, Any]) -> Document | None:
-    title = str(work.get("display_name") or work.get("title") or "").strip()
+    title = _title(work)
     if not title:
         return None
-    year = work.get("publication_year")
+    work_id = _text(work.get("id"))
     return Document(
-        external_id=_short_id(str(work.get("id") or "")),
+        external_id=_short_id(work_id),
         title=title,
         abstract="",
-        url=str((work.get("primary_location") or {}).get("landing_page_url") or work.get("id") or ""),
-        year=int(year) if isinstance(year, int) else None,
+        url=_text(_object(work.get("primary_location")).get("landing_page_url")) or work_id,
+        year=_year(work),
     )
 
 

@@ -296,6 +296,51 @@ def test_an_empty_reply_is_not_cached_so_the_retry_writes_the_summary(
     assert query.status == Query.Status.READY
 
 
+def _served_study(base_url, **backend_settings):
+    return StudyFactory(
+        systems=[
+            {"label": "extractive", "model_name": "extractive-centroid", "condition": "persona"},
+            {
+                "label": "served",
+                "model_name": "standin-model",
+                "condition": "generic",
+                "generation_backend": "openai",
+                "backend_settings": {"base_url": base_url, "use_cache": False, **backend_settings},
+            },
+        ]
+    )
+
+
+def _reasoning_model(body):
+    # DeepSeek-R1 or Qwen3 served as a chat model: 100 tokens of thinking (a word is a token here), then the answer.
+    return "<think>" + "the nurse asks about sleep " * 20 + "</think>\n\nNight shifts shorten sleep [1]."
+
+
+def test_a_reasoning_models_summary_is_stored_without_its_thinking(django_capture_on_commit_callbacks):
+    with openai_standin(_reasoning_model) as server:
+        participation, query = _generated(_served_study(server.base_url), django_capture_on_commit_callbacks)
+    served = query.candidates.get(system__label="served")
+    assert served.status == Candidate.Status.DONE, served.failure_reason
+    # What the annotator reads is the answer; the reasoning stays in the raw response for the researcher.
+    assert served.text == "Night shifts shorten sleep [1]."
+    assert "the nurse asks about sleep" in served.raw_response["choices"][0]["message"]["content"]
+
+
+def test_a_reasoning_model_out_of_tokens_fails_at_once_saying_to_raise_max_tokens(django_capture_on_commit_callbacks):
+    # All 50 tokens go to the thinking: the reply is empty and stopped at max_tokens. Asking again the same
+    # way ends the same way, so no retry is spent on it, and the failure says what to change.
+    with openai_standin(_reasoning_model) as server:
+        participation, query = _generated(
+            _served_study(server.base_url, max_tokens=50), django_capture_on_commit_callbacks
+        )
+        assert server.completions == 1
+    served = query.candidates.get(system__label="served")
+    assert served.status == Candidate.Status.FAILED
+    assert "ran out of tokens before answering" in served.failure_reason
+    assert "Raise max_tokens" in served.failure_reason and "max_tokens 50" in served.failure_reason
+    assert "empty summary" not in served.failure_reason
+
+
 def test_a_model_server_asking_to_wait_is_retried_after_its_retry_after(django_capture_on_commit_callbacks):
     # A rate-limited server says when to come back (429, Retry-After: 40). The task's own backoff (at most
     # 5, 10 and 20 s) would spend every attempt inside that minute and fail a summary the server would write.

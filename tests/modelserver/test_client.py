@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -202,3 +203,51 @@ def test_a_worker_whose_tls_bundle_is_missing_still_starts_and_says_why() -> Non
     out = _worker_init_probe(SSL_CERT_FILE="/nonexistent/ca.pem")
     assert out.stdout.strip().splitlines()[-1] == "(0, 0) (0, 1)", out.stderr[-2000:]
     assert "not loaded before the pool forks" in out.stderr and "No such file" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("reply", "answer"),
+    [
+        # DeepSeek-R1 / Qwen3 served without a reasoning parser: the thinking comes first, in the content.
+        (
+            "<think>\nThe nurse asks about handover; [2] is off topic.\n</think>\n\nChecklists help [1].",
+            "Checklists help [1].",
+        ),
+        # A chat template that opens the block in the prompt: only its end is in the reply.
+        ("Okay, source 1 is about checklists.\n</think>\n\nChecklists help [1].", "Checklists help [1]."),
+        # Cut off mid-reasoning, or a reply that is only reasoning: no answer at all.
+        ("<think>\nThe nurse asks about handover; source 1 says", ""),
+        ("<think>Nothing in the abstracts answers this.</think>", ""),
+    ],
+)
+def test_a_reasoning_models_thinking_is_not_part_of_the_answer(reply: str, answer: str) -> None:
+    with openai_standin(lambda body: reply) as server:
+        result = client_for(server.base_url).complete(MESSAGES)
+    assert result.text == answer
+    # The researcher's audit trail keeps the reasoning.
+    assert result.raw["choices"][0]["message"]["content"] == reply
+
+
+def test_a_cached_reply_kept_with_its_thinking_is_read_without_it(tmp_path: Path) -> None:
+    reply = "<think>Source 1 answers it.</think>Checklists help [1]."
+    with openai_standin(lambda body: reply) as server:
+        client_for(server.base_url, cache_dir=tmp_path).complete(MESSAGES)
+        # As an older version wrote it: the text with the reasoning in it.
+        (entry,) = tmp_path.rglob("*.json")
+        kept = json.loads(entry.read_text(encoding="utf-8"))
+        assert kept["text"] == "Checklists help [1]."
+        entry.write_text(json.dumps(kept | {"text": reply}), encoding="utf-8")
+        result = client_for(server.base_url, cache_dir=tmp_path).complete(MESSAGES)
+    assert result.cached and result.text == "Checklists help [1]."
+    assert server.completions == 1
+
+
+def test_content_sent_as_a_list_of_parts_is_read_by_its_text_parts() -> None:
+    parts = [
+        {"type": "text", "text": "Checklists help [1]; "},
+        {"type": "image_url", "image_url": {"url": "data:,"}},
+        {"type": "text", "text": "long shifts hurt [2]."},
+    ]
+    with openai_standin(lambda body: parts) as server:
+        result = client_for(server.base_url).complete(MESSAGES)
+    assert result.text == "Checklists help [1]; long shifts hurt [2]."

@@ -21,7 +21,8 @@ from typing import Any
 
 from tests.support._http import FaultScript, StandInHandler, StandInServer, serving
 
-Responder = Callable[[dict[str, Any]], str]
+# The reply's text, or its content as a list of parts ([{"type": "text", "text": ...}]), as some servers send it.
+Responder = Callable[[dict[str, Any]], str | list[dict[str, Any]]]
 
 _ERRORS: dict[str, tuple[str, str]] = {
     "400": ("invalid_request_error", "This model's maximum context length was exceeded."),
@@ -81,7 +82,7 @@ def openai_standin(
 ) -> Iterator[OpenAIStandIn]:
     """Run the stand-in for the duration of the block.
 
-    responder: request JSON -> reply text (default: a deterministic reply citing [1]).
+    responder: request JSON -> reply text, or content parts (default: a deterministic reply citing [1]).
     delay: seconds to wait before every normal answer (to measure concurrency).
     script: faults to play first, one per chat-completions request.
     models: if given, any other model name gets OpenAI's 404 "model not found".
@@ -149,15 +150,21 @@ def openai_standin(
             try:
                 if delay:
                     time.sleep(delay)
-                text = reply(body)
+                answer = reply(body)
             finally:
                 with state.lock:
                     state.in_flight -= 1
             finish = "stop"
             max_tokens = body.get("max_tokens")
-            if isinstance(max_tokens, int) and _words(text) > max_tokens:
-                # Like a real server, stop mid-answer when the token budget runs out.
-                text, finish = " ".join(text.split()[:max_tokens]), "length"
+            if isinstance(answer, list):
+                content: str | list[dict[str, Any]] = answer
+                text = " ".join(str(part.get("text", "")) for part in answer)
+            else:
+                text = answer
+                if isinstance(max_tokens, int) and _words(text) > max_tokens:
+                    # Like a real server, stop mid-answer when the token budget runs out.
+                    text, finish = " ".join(text.split()[:max_tokens]), "length"
+                content = text
             prompt_tokens = sum(_words(str(m.get("content", ""))) for m in messages if isinstance(m, dict))
             completion_tokens = _words(text)
             self.send_json(
@@ -171,7 +178,7 @@ def openai_standin(
                     "choices": [
                         {
                             "index": 0,
-                            "message": {"role": "assistant", "content": text},
+                            "message": {"role": "assistant", "content": content},
                             "logprobs": None,
                             "finish_reason": finish,
                         }

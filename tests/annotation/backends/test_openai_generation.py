@@ -155,3 +155,40 @@ def test_the_cached_clients_close_their_connections_when_the_process_exits() -> 
     )  # fmt: skip
     assert out.stdout.split() == ["cached:", "2", "closed", "at", "exit:", "[True,", "True]"], out.stderr[-3000:]
     assert "unclosed" not in out.stderr, out.stderr[-3000:]
+
+
+def reasoning_then_answer(body: dict[str, object]) -> str:
+    # A reasoning model thinks for 100 tokens before it answers (the stand-in counts a word as a token).
+    return "<think>" + "weighing the sources " * 33 + "</think> Checklists help [1]."
+
+
+def test_a_reasoning_models_answer_is_the_summary_without_its_thinking() -> None:
+    with openai_standin(reasoning_then_answer) as server:
+        generation = OpenAIChatGeneration({"base_url": server.base_url, "max_tokens": 400}).generate(request())
+    assert generation.text == "Checklists help [1]."
+    assert "weighing the sources" in generation.raw_response["choices"][0]["message"]["content"]
+
+
+def test_a_reply_that_ran_out_of_tokens_before_answering_says_to_raise_max_tokens(settings: object) -> None:
+    with openai_standin(reasoning_then_answer) as server:
+        with pytest.raises(BackendError) as caught:
+            OpenAIChatGeneration({"base_url": server.base_url, "max_tokens": 40}).generate(request())
+        # The same request would spend its tokens the same way: the task must not retry it.
+        assert not caught.value.transient
+        assert "ran out of tokens before answering" in caught.value.reason
+        assert "max_tokens 40" in caught.value.reason and "Raise max_tokens in this system's backend settings" in (
+            caught.value.reason
+        )
+        # A system that leaves max_tokens to the deployment's default is pointed at that setting.
+        settings.LLM_MAX_TOKENS = 30  # type: ignore[attr-defined]
+        with pytest.raises(BackendError) as caught:
+            OpenAIChatGeneration({"base_url": server.base_url}).generate(request("other-model"))
+    assert not caught.value.transient and "max_tokens 30" in caught.value.reason
+    assert "Raise LLM_MAX_TOKENS" in caught.value.reason
+    assert server.completions == 2
+
+
+def test_an_empty_reply_that_was_not_cut_off_is_left_to_the_tasks_retries() -> None:
+    with openai_standin(lambda body: "<think>Nothing here answers it.</think>") as server:
+        generation = OpenAIChatGeneration({"base_url": server.base_url, "max_tokens": 400}).generate(request())
+    assert generation.text == "" and generation.finish_reason == "stop"

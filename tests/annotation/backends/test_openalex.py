@@ -209,3 +209,56 @@ def test_a_work_with_characters_no_database_can_store_comes_back_storable() -> N
     assert doc.abstract == "Nurses on night shifts sleep less."
     assert (doc.venue, doc.authors) == ("Sleep Health", ("Ana Ruiz",))
     assert not any(unstorable_text(text) for text in (doc.title, doc.abstract, doc.venue, *doc.authors))
+
+
+def _night_shift_work(number: int, **malformed: object) -> dict[str, object]:
+    work = make_work(
+        number,
+        f"Night shifts and nurses' sleep, cohort {number}",
+        "Nurses on night shifts sleep less and report more errors.",
+        year=2021,
+        venue="Sleep Health",
+        authors=["Ana Ruiz", "Bo Chen"],
+        is_oa=True,
+        doi=f"10.5555/sleep.{number}",
+    )
+    return work | malformed
+
+
+def test_a_work_with_a_malformed_field_is_kept_with_what_is_readable() -> None:
+    # OpenAlex (or a proxy, or a mirror) sending a field of another type than documented failed the whole
+    # question with "Unexpected error (AttributeError: 'str' object has no attribute 'get')".
+    works = [
+        _night_shift_work(8001, primary_location="https://example.org/papers/8001"),
+        _night_shift_work(8002, authorships="Ana Ruiz, Bo Chen"),
+        _night_shift_work(8003, authorships=["Ana Ruiz", {"author": "Bo Chen"}, {"author": {"display_name": 7}}]),
+        _night_shift_work(8004, primary_location={"landing_page_url": 8004, "source": "Sleep Health"}),
+        _night_shift_work(8005, publication_year="2021", relevance_score="high", id=8005),
+        # No readable abstract: missing, like a work without one, so it is not a source.
+        _night_shift_work(8006, abstract_inverted_index=["Nurses", "sleep", "less"]),
+        _night_shift_work(8007, abstract_inverted_index={"Nurses": 0, "sleep": [1, "two", None]}),
+    ]
+    with openalex_standin(works) as server:
+        docs = {doc.title: doc for doc in backend(server.base_url).search("night shifts nurses sleep", k=10)}
+
+    def cohort(number: int):  # noqa: ANN202 - a test helper
+        return docs[f"Night shifts and nurses' sleep, cohort {number}"]
+
+    assert len(docs) == 6
+    assert (cohort(8001).url, cohort(8001).venue) == ("https://doi.org/10.5555/sleep.8001", "")
+    assert cohort(8001).authors == ("Ana Ruiz", "Bo Chen") and cohort(8001).year == 2021
+    assert cohort(8002).authors == ()
+    assert cohort(8003).authors == ()
+    assert (cohort(8004).url, cohort(8004).venue) == ("https://doi.org/10.5555/sleep.8004", "")
+    assert (cohort(8005).year, cohort(8005).external_id, cohort(8005).venue) == (None, "", "Sleep Health")
+    assert cohort(8007).abstract == "sleep"
+    assert all(doc.abstract for doc in docs.values())
+
+
+def test_works_by_id_keeps_a_work_with_a_malformed_field() -> None:
+    with openalex_standin(
+        [_night_shift_work(8101, primary_location="W8101", authorships={"author": "Ana Ruiz"})]
+    ) as server:
+        found = backend(server.base_url).works(["W8101"])
+    assert found["W8101"].title == "Night shifts and nurses' sleep, cohort 8101"
+    assert (found["W8101"].url, found["W8101"].authors) == ("https://doi.org/10.5555/sleep.8101", ())
