@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -16,6 +17,18 @@ def at_least_one(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
+
+
+def not_blank(what_instead: str) -> Callable[[str], str]:
+    """An argparse type for a text that must not be empty or only spaces (a password nobody could type, say);
+    ``what_instead`` says what leaving the option out does."""
+
+    def check(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"must not be empty ({what_instead})")
+        return text
+
+    return check
 
 
 def out_dir_problem(out_dir: Path) -> str | None:

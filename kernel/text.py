@@ -23,6 +23,8 @@ __all__ = [
     "STOP_WORDS",
     "TOKEN_PATTERN",
     "content_words",
+    "count_words",
+    "cut_words",
     "fold_whitespace",
     "index_terms",
     "join_sentences",
@@ -69,8 +71,16 @@ _ABBREVIATIONS = frozenset(
         "gen", "gov", "sen", "rep", "col", "lt", "capt", "sgt", "e.g", "i.e", "cf", "u.s", "u.k",
     }
 )  # fmt: skip
-# A candidate boundary: terminal punctuation, optional closing quotes/brackets, whitespace.
-_BOUNDARY = re.compile(r"([.!?\u2026]+[\"'\u201d\u2019)\]]*)\s+")
+# A candidate boundary: terminal punctuation, optional closing quotes/brackets, whitespace (group 1);
+# or a full-width sentence end of Chinese and Japanese (。！？ and the half-width ｡), optional closing
+# quotes/brackets, optional whitespace (group 2): those scripts put no space between sentences.
+_BOUNDARY = re.compile(
+    r"([.!?\u2026]+[\"'\u201d\u2019)\]]*)\s+"
+    r"|([\u3002\uff01\uff1f\uff61]+[\"'\u201d\u2019)\]\u300d\u300f\uff09\u3011\u3015\u3009\u300b]*)\s*"
+)
+# Han ideographs and kana: scripts written without spaces between words, where each character counts as a word.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f"
+_WORD = re.compile(rf"[{_CJK}]|[^\s{_CJK}]+")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 
 
@@ -189,7 +199,8 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     A rule-based splitter (no model data needed). It breaks at blank lines and after ``.``,
     ``!``, ``?`` or an ellipsis (with any closing quotes or brackets) followed by whitespace
     and a capital letter, digit, quote, bracket or dash. Common abbreviations (Dr., e.g.,
-    et al.) and single initials do not end a sentence. Spans exclude the whitespace
+    et al.) and single initials do not end a sentence. Chinese and Japanese sentences end at
+    ``。``, ``！`` or ``？`` (with any closing quotes or brackets), with or without a space after. Spans exclude the whitespace
     around a sentence; empty sentences are dropped.
     """
     spans: list[tuple[int, int]] = []
@@ -200,6 +211,10 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         start = 0
         cuts: list[tuple[int, int]] = []
         for match in _BOUNDARY.finditer(paragraph):
+            if match.group(2) is not None:  # a full-width sentence end needs nothing after it
+                cuts.append((start, match.end(2)))
+                start = match.end()
+                continue
             nxt = paragraph[match.end() : match.end() + 1]
             if not nxt or not (nxt.isupper() or nxt.isdigit() or nxt in "\"'\u201c\u2018([-"):
                 continue
@@ -219,6 +234,25 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
 def fold_whitespace(text: str) -> str:
     """``text`` with every run of whitespace replaced by one space, and no space at either end."""
     return " ".join(text.split())
+
+
+def count_words(text: str) -> int:
+    """The number of words in ``text``: whitespace-separated words, each Han ideograph or kana counting as
+    one (Chinese and Japanese put no spaces between words). Without such characters, ``len(text.split())``."""
+    return sum(1 for _ in _WORD.finditer(text))
+
+
+def cut_words(text: str, max_words: int, *, mark: str = "\u2026") -> str:
+    """``text`` itself when it has at most ``max_words`` words (:func:`count_words`); otherwise its first
+    ``max_words`` words, an exact prefix cut at a word boundary without the punctuation that ended it there
+    (a comma, say), followed by ``mark`` (an ellipsis)."""
+    for count, match in enumerate(_WORD.finditer(text), start=1):
+        if count == max_words:
+            rest = text[match.end() :]
+            if not rest.strip():
+                return text
+            return text[: match.end()].rstrip(",;:\u3001\uff0c\uff1b\uff1a") + mark
+    return text
 
 
 def split_sentences(text: str, *, fold: bool = True) -> list[str]:

@@ -122,6 +122,11 @@ def _read_rows(handle: IO[str], name: str) -> list[dict[str, Any]]:
         if "summary" not in row:
             raise JsonlError(name, number, "no 'summary' field")
         rows.append(row)
+    if not rows:
+        # Scoring nothing is never what was meant: a wrong or truncated file, not "scored 0 rows".
+        raise JsonlError(
+            "standard input" if name == "-" else name, None, "no rows to score (empty, or only blank lines)"
+        )
     return rows
 
 
@@ -141,6 +146,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from scoring.core.api import metric_specs, offline_metrics, score_rows
 
     names = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    if not names:
+        print(
+            f"error: --metrics {args.metrics!r} names no metric; give comma-separated names (see --list)",
+            file=sys.stderr,
+        )
+        return 2
     if names == ["offline"]:
         names = list(offline_metrics())
     try:

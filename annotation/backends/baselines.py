@@ -27,7 +27,7 @@ import networkx as nx
 from annotation.backends.offline_summariser import _cite, extractive_usage
 from annotation.backends.persona_lexicon import PersonaTerms
 from kernel.backends import BackendError, Document, Generation, GenerationRequest
-from kernel.text import index_terms, split_sentences
+from kernel.text import count_words, cut_words, index_terms, split_sentences
 
 __all__ = ["BASELINES", "BASELINE_LEAD", "BASELINE_TEXTRANK", "BaselineSummariser"]
 
@@ -42,10 +42,7 @@ class _Sentence:
     position: int  # 0-based index within its abstract
     text: str
     terms: Counter[str]
-
-    @property
-    def n_words(self) -> int:
-        return len(self.text.split())
+    n_words: int
 
 
 @dataclass(frozen=True)
@@ -53,7 +50,7 @@ class _Settings:
     k: int = 3  # lead-k: how many sources
     sentences_per_source: int = 1  # lead-k: opening sentences taken from each
     max_sentences: int = 5  # textrank
-    max_words: int = 130  # textrank: stop before exceeding (the first sentence always fits)
+    max_words: int = 130  # textrank: stop before exceeding; both: a longer sentence is cut to this many words
     damping: float = 0.85  # textrank: PageRank's damping factor
 
     @classmethod
@@ -75,14 +72,16 @@ class _Settings:
         return chosen
 
 
-def _sentences(documents: Sequence[Document]) -> list[_Sentence]:
+def _sentences(documents: Sequence[Document], *, max_words: int) -> list[_Sentence]:
     out = []
     for rank, document in enumerate(documents, start=1):
-        # Exact substrings (fold=False): a summary sentence is copied verbatim and cited.
-        for position, text in enumerate(split_sentences(document.abstract, fold=False)):
+        # Exact substrings (fold=False): a summary sentence is copied verbatim and cited; one longer than
+        # max_words (an abstract with no sentence breaks) as its first max_words words and an ellipsis.
+        for position, whole in enumerate(split_sentences(document.abstract, fold=False)):
+            text = cut_words(whole, max_words)
             terms = Counter(index_terms(text))
             if terms:
-                out.append(_Sentence(rank, position, text, terms))
+                out.append(_Sentence(rank, position, text, terms, min(count_words(text), max_words)))
     return out
 
 
@@ -112,7 +111,7 @@ class BaselineSummariser:
                 f"Unknown baseline model {request.model!r}; choose one of {', '.join(BASELINES)}.", transient=False
             )
         settings = _Settings.from_mapping(request.settings or {})
-        sentences = _sentences(request.documents)
+        sentences = _sentences(request.documents, max_words=settings.max_words)
         if not sentences:
             raise BackendError("No abstract text to summarise: the retrieved documents are empty.", transient=False)
         persona = PersonaTerms.from_mapping(request.persona)

@@ -18,7 +18,7 @@ from typing import Any
 
 from annotation.backends.persona_lexicon import PersonaTerms
 from kernel.backends import BackendError, Document, Generation, GenerationRequest
-from kernel.text import index_terms, split_sentences, tokenize
+from kernel.text import count_words, cut_words, index_terms, split_sentences, tokenize
 
 __all__ = ["STRATEGIES", "STRATEGY_CENTROID", "STRATEGY_MMR", "ExtractiveSummariser", "split_cited", "uncite"]
 
@@ -116,7 +116,8 @@ class ExtractiveSummariser:
     and a role-cue lexicon is mixed into every sentence score, and a novice/beginner expertise
     adds a preference for short, plain sentences. Every output sentence is copied verbatim from
     one abstract and cites it as [n], n being the abstract's 1-based position in
-    `request.documents`. Sentences appear by document rank, then by position in the abstract.
+    `request.documents`; one longer than `max_words` is cut to its first `max_words` words and
+    an ellipsis, so the summary never exceeds `max_words`. Sentences appear by document rank, then by position in the abstract.
     """
 
     def generate(self, request: GenerationRequest) -> Generation:
@@ -127,7 +128,7 @@ class ExtractiveSummariser:
                 transient=False,
             )
         settings = _Settings.from_mapping(request.settings or {})
-        sentences, idf = self._sentences(request.documents)
+        sentences, idf = self._sentences(request.documents, max_words=settings.max_words)
         if not sentences:
             raise BackendError("No abstract text to summarise: the retrieved documents are empty.", transient=False)
         persona = PersonaTerms.from_mapping(request.persona)
@@ -198,11 +199,14 @@ class ExtractiveSummariser:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _sentences(self, documents: Sequence[Document]) -> tuple[list[_Sentence], dict[str, float]]:
+    def _sentences(self, documents: Sequence[Document], *, max_words: int) -> tuple[list[_Sentence], dict[str, float]]:
         raw: list[tuple[int, int, str, Counter[str]]] = []
         for rank, document in enumerate(documents, start=1):
-            # Exact substrings (fold=False): a summary sentence is copied verbatim and cited.
-            for position, sentence in enumerate(split_sentences(document.abstract, fold=False)):
+            # Exact substrings (fold=False): a summary sentence is copied verbatim and cited. A sentence longer
+            # than the whole summary (an abstract with no sentence breaks: a pasted table, a run-on) would be
+            # the summary on its own however long: it competes as its first max_words words and an ellipsis.
+            for position, whole in enumerate(split_sentences(document.abstract, fold=False)):
+                sentence = cut_words(whole, max_words)
                 counts = Counter(index_terms(sentence))
                 if counts:
                     raw.append((rank, position, sentence, counts))
@@ -213,7 +217,7 @@ class ExtractiveSummariser:
         # Smoothed idf over the sentence pool: words in every sentence still weigh a little.
         idf = {t: math.log((1 + n) / (1 + c)) + 1.0 for t, c in df.items()}
         sentences = [
-            _Sentence(rank, position, text, len(text.split()), self._vectorise(counts, idf))
+            _Sentence(rank, position, text, min(count_words(text), max_words), self._vectorise(counts, idf))
             for rank, position, text, counts in raw
         ]
         return sentences, idf
@@ -308,30 +312,36 @@ class ExtractiveSummariser:
 def extractive_usage(
     request: GenerationRequest, *, completion_words: int, input_sentences: int, selected: int
 ) -> dict[str, int]:
-    """The usage record of an offline extractive summary. No tokenizer offline: "tokens" are
-    whitespace-separated words."""
-    prompt_words = len(request.prompt.split())
+    """The usage record of an offline extractive summary. No tokenizer offline: "tokens" are words
+    (`kernel.text.count_words`: whitespace-separated, each Han ideograph or kana one word)."""
+    prompt_words = count_words(request.prompt)
     return {
         "prompt_tokens": prompt_words,
         "completion_tokens": completion_words,
         "total_tokens": prompt_words + completion_words,
-        "source_words": sum(len(d.abstract.split()) for d in request.documents),
+        "source_words": sum(count_words(d.abstract) for d in request.documents),
         "input_sentences": input_sentences,
         "selected_sentences": selected,
     }
 
 
+# Sentence ends a citation goes before: Latin and the full-width ones of Chinese and Japanese (。！？).
+_STOPS = ".!?\u3002\uff01\uff1f"
+
+
 def _cite(sentence: str, rank: int) -> str:
-    """Put the citation before the closing full stop ("... fell by 12% [3].") when there is one."""
-    match = re.search(r"([.!?])([\"')\]]?)$", sentence)
+    """Put the citation before the closing full stop ("... fell by 12% [3].", "...下降了 [3]。") when there is
+    one; after the ellipsis of a sentence cut to the length budget ("... the first words… [3]")."""
+    match = re.search(rf"([{_STOPS}])([\"')\]]?)$", sentence)
     if match and not match.group(2):
         return f"{sentence[:-1]} [{rank}]{match.group(1)}"
     return f"{sentence} [{rank}]"
 
 
 def uncite(summary_sentence: str) -> tuple[str, int]:
-    """Invert `_cite`: the verbatim source sentence and its citation number."""
-    match = re.fullmatch(r"(?s)(.*?) \[(\d+)\]([.!?]?)", summary_sentence.strip())
+    """Invert `_cite`: the verbatim source sentence (or, for a sentence cut to the length budget, its opening
+    words and the ellipsis) and its citation number."""
+    match = re.fullmatch(rf"(?s)(.*?) \[(\d+)\]([{_STOPS}]?)", summary_sentence.strip())
     if not match:
         raise ValueError(f"Not a cited summary sentence: {summary_sentence!r}")
     return match.group(1) + match.group(3), int(match.group(2))
@@ -339,4 +349,4 @@ def uncite(summary_sentence: str) -> tuple[str, int]:
 
 def split_cited(summary: str) -> list[str]:
     """Split a summary from this backend into its cited sentences."""
-    return [part.strip() for part in re.findall(r".*? \[\d+\][.!?]?(?=\s|$)", summary.strip()) if part.strip()]
+    return [part.strip() for part in re.findall(rf".*? \[\d+\][{_STOPS}]?(?=\s|$)", summary.strip()) if part.strip()]

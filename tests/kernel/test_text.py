@@ -5,6 +5,8 @@ from __future__ import annotations
 from kernel.text import (
     STOP_WORDS,
     content_words,
+    count_words,
+    cut_words,
     fold_whitespace,
     index_terms,
     question_coverage,
@@ -87,3 +89,26 @@ def test_question_coverage_counts_the_questions_content_words_found_in_the_text(
     assert question_coverage(question, "Early stopping for estimating treatments in trials.") == 2 / 6
     assert question_coverage("Nurses on night shifts", "A night shift nurse.") == 1.0
     assert question_coverage("Is it so?", "anything") is None  # no content word of three letters
+
+
+def test_chinese_and_japanese_sentences_end_at_full_width_stops() -> None:
+    text = "夜班会减少睡眠。疲劳的护士更容易出错！应该如何安排？ 研究建议少上夜班。\n\n「疲れ」は事故につながる。彼は「はい」と言った」。End."
+    assert split_sentences(text) == [
+        "夜班会减少睡眠。",
+        "疲劳的护士更容易出错！",
+        "应该如何安排？",
+        "研究建议少上夜班。",
+        "「疲れ」は事故につながる。",
+        "彼は「はい」と言った」。",
+        "End.",
+    ]
+
+
+def test_words_are_counted_and_cut_with_han_and_kana_one_word_each() -> None:
+    assert count_words("Night  shifts,\tnurses.") == 3 == len("Night  shifts,\tnurses.".split())
+    assert count_words("夜班会减少睡眠。") == 7 + 1  # seven characters and the stop
+    assert count_words("See 夜勤 twice") == 4
+    assert cut_words("one two, three four", 2) == "one two\u2026"
+    assert cut_words("one two three", 3) == "one two three"
+    assert cut_words("one two three  ", 3) == "one two three  "
+    assert cut_words("夜班会减少睡眠。", 3) == "夜班会\u2026"

@@ -104,3 +104,21 @@ def test_the_printed_invitation_link_opens_even_beside_docker_composes_env_file(
         except ProcessLookupError:
             pass
         demo.wait(timeout=30)
+
+
+def test_a_taken_port_is_refused_naming_it_before_any_link_is_printed(tmp_path: Path) -> None:
+    clone, extras = _clone(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
+        env.update(PORT=str(port), EXTRAS=extras)
+        done = subprocess.run(  # noqa: S603 - the repository's own script
+            ["bin/demo"], cwd=clone, env=env, capture_output=True, text=True, timeout=240, check=False
+        )
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output[-3000:]
+    assert f"port {port} on 127.0.0.1 is already in use" in output and "PORT=" in output
+    assert "/join/" not in output and "Invitation link" not in output
+    assert not (clone / "var" / "db.sqlite3").exists()

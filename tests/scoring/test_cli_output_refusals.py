@@ -1,10 +1,12 @@
-"""score_texts / python -m scoring.cli and stress_test refuse an output they cannot write before any scoring."""
+"""score_texts / python -m scoring.cli and stress_test refuse an output they cannot write before any scoring,
+and (score_texts / scoring.cli) a metric list that names no metric or an input with no rows."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from django.core.management import get_commands, load_command_class
 
 from scoring.cli import main as score_main
 from scoring.stress.cli import main as stress_main
@@ -38,6 +40,51 @@ def test_an_output_that_is_a_folder_is_refused(tmp_path, capsys):
     )
     assert code == 2
     assert "is a folder" in capsys.readouterr().err
+
+
+def _score_texts(argv):
+    """`manage.py score_texts ...` as the shell runs it: its exit status."""
+    command = load_command_class(get_commands()["score_texts"], "score_texts")
+    try:
+        command.run_from_argv(["manage.py", "score_texts", *argv])
+    except SystemExit as exited:
+        return exited.code
+    return 0
+
+
+@pytest.fixture
+def model_servers_restored():
+    from annotation.backends import openai_chat
+    from modelserver import cache as llm_cache
+    from modelserver import limits
+
+    yield  # score_texts applies the deployment's model-server settings; leave none behind for other tests
+    openai_chat._configured = False
+    limits.configure_limiter(None)
+    llm_cache.configure_cache("dir")
+
+
+@pytest.mark.parametrize("run", [score_main, _score_texts], ids=["scoring.cli", "score_texts"])
+@pytest.mark.parametrize("metrics", [",", " , ,"])
+def test_a_metric_list_with_no_names_is_refused(tmp_path, capsys, model_servers_restored, run, metrics):
+    out = tmp_path / "scores.jsonl"
+    code = run(["--input", str(_rows(tmp_path / "rows.jsonl")), "--output", str(out), "--metrics", metrics])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"error: --metrics {metrics!r} names no metric" in err and "scored" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("run", [score_main, _score_texts], ids=["scoring.cli", "score_texts"])
+@pytest.mark.parametrize("content", ["", "\n  \n"])
+def test_an_input_with_no_rows_is_refused_naming_the_file(tmp_path, capsys, model_servers_restored, run, content):
+    rows, out = tmp_path / "rows.jsonl", tmp_path / "scores.jsonl"
+    rows.write_text(content, encoding="utf-8")
+    code = run(["--input", str(rows), "--output", str(out), "--metrics", "rouge1"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"error: {rows}: no rows to score" in err and "scored 0 rows" not in err
+    assert not out.exists()
 
 
 def _stress_rows(path):

@@ -16,7 +16,7 @@ from annotation.links import invitation_link
 from annotation.models import Invitation, Study
 from annotation.services.participation import invitation_create_bulk
 from annotation.services.study import study_create, study_update
-from kernel.cli import at_least_one
+from kernel.cli import at_least_one, not_blank
 from kernel.exceptions import ApplicationError
 
 DEMO_SLUG = "demo"
@@ -44,6 +44,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--admin-password",
             default=None,
+            type=not_blank("leave it out to have one generated"),
             help="Set the 'admin' account's password to this (default: generate one once and keep it in the file).",
         )
         parser.add_argument(

@@ -155,3 +155,15 @@ def test_personalised_baselines_mostly_differ_from_generic(retrieved, model):
         for persona in PERSONAS.values()
     ]
     assert sum(generic != personal for generic, personal in pairs) >= 0.75 * len(pairs)
+
+
+@pytest.mark.parametrize("model", BASELINES)
+def test_an_abstract_without_sentence_breaks_is_cut_to_the_length_budget_and_cited(model):
+    # A pasted table of 4,000 cells and no sentence break (some 80,000 characters), then an ordinary source.
+    table = "Sepsis outcomes by ward: " + " ".join(f"ward {i} mortality {i % 17}%," for i in range(4000))
+    documents = [_doc(1, table), _doc(2, "Sepsis mortality fell on every ward. Fluids helped.")]
+    cited = _generate(documents, model, max_words=40)
+    opening, rank = cited[0]
+    assert rank == 1
+    assert opening.endswith("\u2026") and table.startswith(opening.removesuffix("\u2026"))
+    assert len(opening.split()) == 40

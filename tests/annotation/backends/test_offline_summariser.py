@@ -219,3 +219,57 @@ def test_on_topic_setting_must_be_a_boolean() -> None:
     )
     with pytest.raises(BackendError, match="on_topic_only"):
         ExtractiveSummariser().generate(request)
+
+
+# An abstract with no sentence break: a pasted table of 4,000 cells, some 80,000 characters.
+_TABLE = "Sepsis outcomes by ward: " + " ".join(f"ward {i} mortality {i % 17}%," for i in range(4000))
+
+
+@pytest.mark.parametrize("model", STRATEGIES)
+def test_an_abstract_without_sentence_breaks_is_cut_to_the_length_budget_and_cited(model: str) -> None:
+    generation = _generate("sepsis mortality by ward", [Document(external_id="t", title="T", abstract=_TABLE)], model)
+    # The annotator reads at most max_words (130) words, not the whole table, and sees where it was cut.
+    assert len(generation.text.split()) <= 131, len(generation.text)
+    assert generation.text.endswith("\u2026 [1]")
+    (sentence,) = split_cited(generation.text)
+    opening, rank = uncite(sentence)
+    assert rank == 1
+    shown = opening.removesuffix("\u2026")
+    assert _TABLE.startswith(shown) and len(shown.split()) == 130
+    assert _TABLE[len(shown)] in " ,"  # cut after a whole word
+    assert generation.usage["completion_tokens"] == 130
+
+
+# Chinese and Japanese put no space after a sentence's end (。！？).
+_CJK_DOCS = [
+    Document(
+        external_id="zh",
+        title="夜班与睡眠",
+        abstract="夜班会减少护士的睡眠时间。疲劳的护士更容易出错！医院应该如何安排班次？研究建议每周不超过三个夜班。",
+    ),
+    Document(
+        external_id="ja",
+        title="夜勤",
+        abstract="夜勤は看護師の睡眠を短くする。「疲れ」は事故につながる。病院は勤務表を見直すべきだ。",
+    ),
+]
+_CJK_SENTENCES = {
+    ("夜班会减少护士的睡眠时间。", 1),
+    ("疲劳的护士更容易出错！", 1),
+    ("医院应该如何安排班次？", 1),
+    ("研究建议每周不超过三个夜班。", 1),
+    ("夜勤は看護師の睡眠を短くする。", 2),
+    ("「疲れ」は事故につながる。", 2),
+    ("病院は勤務表を見直すべきだ。", 2),
+}
+
+
+@pytest.mark.parametrize("model", STRATEGIES)
+def test_chinese_and_japanese_abstracts_are_cited_sentence_by_sentence(model: str) -> None:
+    generation = _generate("夜班", _CJK_DOCS, model)
+    sentences = split_cited(generation.text)
+    assert 3 <= len(sentences) <= 5, generation.text
+    for sentence in sentences:
+        # As in English ("fell by 12% [3]."), the citation goes before the sentence's closing stop.
+        assert re.fullmatch(r"[^。！？ ]+ \[[12]\][。！？]", sentence), sentence
+        assert uncite(sentence) in _CJK_SENTENCES
