@@ -267,18 +267,7 @@ def test_an_empty_reply_is_not_cached_so_the_retry_writes_the_summary(
     settings.LLM_CACHE_DIR = str(tmp_path / "llm")
     replies = iter(["", "  \n"])
     with openai_standin(lambda body: next(replies, "A fresh summary of the abstracts [1].")) as server:
-        study = StudyFactory(
-            systems=[
-                {"label": "extractive", "model_name": "extractive-centroid", "condition": "persona"},
-                {
-                    "label": "served",
-                    "model_name": "standin-model",
-                    "condition": "generic",
-                    "generation_backend": "openai",
-                    "backend_settings": {"base_url": server.base_url},
-                },
-            ]
-        )
+        study = _served_study(server.base_url, use_cache=True)  # the LLM cache on
         participation, query = _generated(study, django_capture_on_commit_callbacks)
         served = query.candidates.get(system__label="served")
         # The task's retries, delivered as a worker would (an eager test run does not re-run them).
@@ -345,18 +334,7 @@ def test_a_model_server_asking_to_wait_is_retried_after_its_retry_after(django_c
     # A rate-limited server says when to come back (429, Retry-After: 40). The task's own backoff (at most
     # 5, 10 and 20 s) would spend every attempt inside that minute and fail a summary the server would write.
     with openai_standin(script=["429:40"] * 3) as server:
-        study = StudyFactory(
-            systems=[
-                {"label": "extractive", "model_name": "extractive-centroid", "condition": "persona"},
-                {
-                    "label": "served",
-                    "model_name": "standin-model",
-                    "condition": "generic",
-                    "generation_backend": "openai",
-                    "backend_settings": {"base_url": server.base_url, "use_cache": False},
-                },
-            ]
-        )
+        study = _served_study(server.base_url)
         participation, query = _generated(study, django_capture_on_commit_callbacks)
         served = query.candidates.get(system__label="served")
         assert served.status == Candidate.Status.QUEUED and "429" in served.failure_reason
@@ -382,18 +360,7 @@ def test_a_reply_with_a_character_no_database_can_store_is_stored_without_it(
     # JSON can carry \u0000 and a lone \ud800; PostgreSQL's text and jsonb cannot. The summary failed in the
     # database ("Unexpected error (DataError ...)"), and the cached reply failed every retry the same way.
     with openai_standin(lambda body: reply) as server:
-        study = StudyFactory(
-            systems=[
-                {"label": "extractive", "model_name": "extractive-centroid", "condition": "persona"},
-                {
-                    "label": "served",
-                    "model_name": "standin-model",
-                    "condition": "generic",
-                    "generation_backend": "openai",
-                    "backend_settings": {"base_url": server.base_url, "use_cache": False},
-                },
-            ]
-        )
+        study = _served_study(server.base_url)
         participation, query = _generated(study, django_capture_on_commit_callbacks)
     served = query.candidates.get(system__label="served")
     assert served.status == Candidate.Status.DONE, served.failure_reason

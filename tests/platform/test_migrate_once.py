@@ -33,16 +33,21 @@ def fresh_database() -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def test_web_servers_starting_at_once_each_apply_every_migration_once(fresh_database: str, tmp_path: Path) -> None:
-    env = {
+def _production_env(database_url: str, tmp_path: Path) -> dict[str, str]:
+    """A production process's environment on the fresh database (no .env, an in-memory broker)."""
+    return {
         **{k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "ENV_FILE")},
         "DJANGO_SETTINGS_MODULE": "config.settings.production",
         "SECRET_KEY": "a-test-secret-key-that-is-long-enough-for-the-checks-0123456789",
         "ENV_FILE": str(tmp_path / "no.env"),
-        "DATABASE_URL": fresh_database,
+        "DATABASE_URL": database_url,
         "CELERY_BROKER_URL": "memory://",
         "PYTHONPATH": str(REPO),
     }
+
+
+def test_web_servers_starting_at_once_each_apply_every_migration_once(fresh_database: str, tmp_path: Path) -> None:
+    env = _production_env(fresh_database, tmp_path)
     starts = [
         subprocess.Popen(
             [sys.executable, str(REPO / "manage.py"), "migrate", "--noinput"],
@@ -67,15 +72,7 @@ def test_web_servers_starting_at_once_each_apply_every_migration_once(fresh_data
 def test_a_worker_of_a_new_release_waits_for_the_web_servers_migrations(fresh_database: str, tmp_path: Path) -> None:
     """A worker or beat host of a new release (platform/entrypoint.sh: wait_for_migrations) starts once the web
     servers have migrated, not on the old tables; and one with nobody migrating says why it gave up."""
-    env = {
-        **{k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "ENV_FILE")},
-        "DJANGO_SETTINGS_MODULE": "config.settings.production",
-        "SECRET_KEY": "a-test-secret-key-that-is-long-enough-for-the-checks-0123456789",
-        "ENV_FILE": str(tmp_path / "no.env"),
-        "DATABASE_URL": fresh_database,
-        "CELERY_BROKER_URL": "memory://",
-        "PYTHONPATH": str(REPO),
-    }
+    env = _production_env(fresh_database, tmp_path)
     manage = [sys.executable, str(REPO / "manage.py")]
     gave_up = subprocess.run(
         [*manage, "wait_for_migrations", "--timeout", "1", "--every", "0.2"],
