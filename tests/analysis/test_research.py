@@ -400,34 +400,19 @@ def test_two_requests_for_the_same_job_at_the_same_moment_make_one(researcher_cl
     """A script's retry racing its first request (two threads through the API, each its own connection): the
     study's row is locked while one looks for the same job, so the other finds it. Without the lock both saw
     none and two jobs ran. The job is left queued (no eager run), as a busy worker would leave it."""
-    import threading
-
-    from django.db import connection
-
     from config.celery import app
+    from tests.support.races import at_once
 
     monkeypatch.setitem(app.conf, "task_always_eager", False)
     api = _token_client(researcher_client)
     url = f"/api/v1/research/studies/{played_study.slug}/jobs/"
     for round_number in range(5):
         body = {"kind": "report", "options": {"n_resamples": 100 + round_number}}
-        barrier = threading.Barrier(2)
-        answers: list[object] = []
 
-        def ask(body=body, barrier=barrier, answers=answers) -> None:  # type: ignore[no-untyped-def]
-            try:
-                barrier.wait()
-                answers.append(api.post(url, body, format="json"))
-            except BaseException as error:  # noqa: BLE001 - reported by the main thread
-                answers.append(error)
-            finally:
-                connection.close()
+        def ask(body: dict = body) -> object:
+            return api.post(url, body, format="json")
 
-        threads = [threading.Thread(target=ask) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=30)
+        answers = at_once(ask, ask)
         statuses = sorted(getattr(a, "status_code", a) for a in answers)
         assert statuses == [200, 201], (round_number, statuses)
         assert len({a.json()["id"] for a in answers}) == 1  # type: ignore[union-attr]

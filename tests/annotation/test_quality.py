@@ -487,30 +487,16 @@ def test_two_devices_polling_a_stranded_question_at_once_settle_it_once(django_c
     """A phone and a laptop ask for the current match of a question whose pending check vanished, at the same
     moment: each settles it under the bracket's lock, so one ranks it and the other finds it ranked; neither is
     a 500 or waits on the other for ever, and the answers given are kept."""
-    import threading
-
-    from django.db import connection
+    from tests.support.races import at_once
 
     participation, query = _stranded(django_capture_on_commit_callbacks, slug="stranded-race")
-    barrier = threading.Barrier(2)
-    statuses: list[object] = []
 
-    def poll() -> None:
+    def poll() -> object:
         api = APIClient()
         api.force_authenticate(participation.annotator)
-        try:
-            barrier.wait()
-            statuses.append(api.get(f"/api/v1/queries/{query.pk}/current-match/").status_code)
-        except BaseException as error:  # noqa: BLE001 - reported by the main thread
-            statuses.append(error)
-        finally:
-            connection.close()
+        return api.get(f"/api/v1/queries/{query.pk}/current-match/").status_code
 
-    threads = [threading.Thread(target=poll) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    statuses = at_once(poll, poll)
     assert statuses == [204, 204], statuses
     query.refresh_from_db()
     assert query.status == Query.Status.RANKED

@@ -12,6 +12,7 @@ from django.db import OperationalError, connection, transaction
 from annotation.models import Query
 from annotation.services.query import query_submit
 from tests.annotation.factories import StudyFactory, join
+from tests.support.races import at_once
 
 QUESTION = "How does night shift work affect nurses' sleep and patient safety?"
 
@@ -60,23 +61,11 @@ def test_one_annotators_two_questions_at_once_still_make_one(transactional_db: N
     """What the participation's lock is for: the same question sent twice at once (a double click, a retry)
     is one question, and a second one waits for the first to be ranked."""
     participation = join(StudyFactory(slug="one-asker"))
-    barrier = threading.Barrier(2)
-    results: list[object] = []
 
-    def ask() -> None:
-        try:
-            barrier.wait()
-            results.append(query_submit(participation=participation, text=QUESTION, client_token="same").pk)
-        except BaseException as error:  # noqa: BLE001 - reported by the main thread
-            results.append(error)
-        finally:
-            connection.close()
+    def ask() -> int:
+        return query_submit(participation=participation, text=QUESTION, client_token="same").pk
 
-    threads = [threading.Thread(target=ask) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    results = at_once(ask, ask)
     assert len(results) == 2 and all(isinstance(r, int) for r in results), results
     assert len(set(results)) == 1
     assert Query.objects.filter(participation=participation).count() == 1
