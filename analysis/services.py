@@ -294,7 +294,9 @@ def research_job_lease_renew(*, job_id: int, attempt: int) -> None:
 
 
 def research_job_mark_failed(*, job_id: int, reason: str) -> None:
-    ResearchJob.objects.filter(pk=job_id).exclude(status=ResearchJob.Status.DONE).update(
+    # Only a job still under way: a job cancelled while its worker ran keeps "Cancelled by ..." when that
+    # worker's run then fails, and a finished job its outcome.
+    ResearchJob.objects.filter(pk=job_id, status__in=[ResearchJob.Status.QUEUED, ResearchJob.Status.RUNNING]).update(
         status=ResearchJob.Status.FAILED, error=reason[:4000], finished_at=timezone.now(), lease_expires_at=None
     )
 

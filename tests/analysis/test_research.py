@@ -453,7 +453,9 @@ def test_a_job_no_worker_takes_says_why_it_waits_and_can_be_cancelled(researcher
     first = api.post(f"/api/v1/research/jobs/{running.pk}/cancel/")
     assert first.status_code == 200 and first.json()["status"] == "failed"
     assert api.post(f"/api/v1/research/jobs/{running.pk}/cancel/").json() == first.json()
-    # Its worker, still running, neither renews nor finishes it.
+    # Its worker, still running, neither renews nor finishes it, nor writes its own failure over the cancel.
     services.research_job_lease_renew(job_id=running.pk, attempt=1)
+    services.research_job_mark_failed(job_id=running.pk, reason="MemoryError: the run it was cancelled in")
     running.refresh_from_db()
     assert running.status == ResearchJob.Status.FAILED and running.lease_expires_at is None
+    assert running.error == "Cancelled by researcher."
