@@ -18,7 +18,10 @@ first --scale-queries questions, the corpus search's BM25 fallback (the SQLite p
 its SQL is portable, so it runs here on PostgreSQL) and the offline retrieval, each before (the
 old code, kept in this file) and after (kernel.bm25). --scale 0 skips it.
 
-    DJANGO_SETTINGS_MODULE=... python bench/retrieval.py [--limit 500] [--distractors 1000000] [--scale 4000]
+It runs on its own PostgreSQL database, `bench_retrieval` (--db-name), created and migrated when missing and
+kept between runs, so that a million distractors are added once (--fresh drops it first).
+
+    python bench/retrieval.py [--limit 500] [--distractors 1000000] [--scale 4000]
     python bench/retrieval.py --distractors 1000000 --limit 500 --skip-rank-bm25 --skip-offline --skip-cd --scale 0
 """
 
@@ -40,9 +43,32 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from _shared import check_db_name, manage, recreate_database  # bench/ is the script directory
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DATA = Path(os.environ.get("SCITLDR_DIR", ROOT.parent / "shared" / "data" / "scitldr"))
+
+
+def use_database(server: str, name: str, *, fresh: bool) -> None:
+    """Point this process at the benchmark's own database (never the developer's, which the import would fill),
+    creating and migrating it when it is missing; a developer's .env is not read."""
+    import psycopg
+
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
+    if fresh or not exists:
+        recreate_database(f"{server}/postgres", name)
+    work = Path(tempfile.mkdtemp(prefix="bench-retrieval-"))
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings.local",
+            "DATABASE_URL": f"{server}/{name}",
+            "ENV_FILE": str(work / "no.env"),
+            "LOG_LEVEL": "WARNING",
+        }
+    )
+    manage(dict(os.environ), "migrate", "--noinput")
 
 
 @dataclass(frozen=True)
@@ -155,9 +181,15 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=4000, help="abstracts for the before/after timing (0: skip)")
     parser.add_argument("--scale-queries", type=int, default=20, help="questions for the before/after timing")
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument(
+        "--db-name", default="bench_retrieval", help="created and migrated when missing, kept between runs"
+    )
+    parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432", help="server URL, without database")
+    parser.add_argument("--fresh", action="store_true", help="drop and recreate the database first")
     args = parser.parse_args()
+    check_db_name(parser, args.db_name)
+    use_database(args.postgres, args.db_name, fresh=args.fresh)
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
     import django
 
     django.setup()
