@@ -117,7 +117,9 @@ class ExtractiveSummariser:
     adds a preference for short, plain sentences. Every output sentence is copied verbatim from
     one abstract and cites it as [n], n being the abstract's 1-based position in
     `request.documents`; one longer than `max_words` is cut to its first `max_words` words and
-    an ellipsis, so the summary never exceeds `max_words`. Sentences appear by document rank, then by position in the abstract.
+    an ellipsis, so the summary never exceeds `max_words` (words as `kernel.text.count_words` counts them:
+    a Han ideograph or kana is one, a run of more than 25 characters without a space one per 25, so the
+    budget bounds characters too). Sentences appear by document rank, then by position in the abstract.
     """
 
     def generate(self, request: GenerationRequest) -> Generation:
@@ -313,7 +315,8 @@ def extractive_usage(
     request: GenerationRequest, *, completion_words: int, input_sentences: int, selected: int
 ) -> dict[str, int]:
     """The usage record of an offline extractive summary. No tokenizer offline: "tokens" are words
-    (`kernel.text.count_words`: whitespace-separated, each Han ideograph or kana one word)."""
+    (`kernel.text.count_words`: whitespace-separated, each Han ideograph or kana one word, a run of more than
+    25 characters without a space one word per 25 characters)."""
     prompt_words = count_words(request.prompt)
     return {
         "prompt_tokens": prompt_words,
