@@ -35,6 +35,7 @@ __all__ = [
     "question_coverage",
     "sources_miss_question",
     "sentence_spans",
+    "split_cjk",
     "split_sentences",
     "stem",
     "tokenize",
@@ -88,6 +89,7 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020
 # ("difference-in-differences"); of SciTLDR's 416k abstract tokens, 121 exceed it, URLs, LaTeX and glued text.
 WORD_MAX_CHARS = 25
 _WORD = re.compile(rf"[{_CJK}]|[^\s{_CJK}]{{1,{WORD_MAX_CHARS}}}")
+_CJK_OR_REST = re.compile(rf"[{_CJK}]|[^{_CJK}]+")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 
 
@@ -249,6 +251,12 @@ def count_words(text: str) -> int:
     characters without a space counting as one word per ``WORD_MAX_CHARS`` characters or part of them
     (a 60-character URL is three words). Text without such characters or runs: ``len(text.split())``."""
     return sum(1 for _ in _WORD.finditer(text))
+
+
+def split_cjk(token: str) -> list[str]:
+    """``token`` with each Han ideograph or kana on its own, as :func:`count_words` counts them (a :func:`tokenize`
+    token of Chinese is a whole clause: "夜班abc" -> 夜, 班, abc); a token without them is itself."""
+    return _CJK_OR_REST.findall(token)
 
 
 def cut_words(text: str, max_words: int, *, mark: str = "\u2026") -> str:

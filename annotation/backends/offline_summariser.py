@@ -18,7 +18,7 @@ from typing import Any
 
 from annotation.backends.persona_lexicon import PersonaTerms
 from kernel.backends import BackendError, Document, Generation, GenerationRequest
-from kernel.text import count_words, cut_words, index_terms, split_sentences, tokenize
+from kernel.text import count_words, cut_words, index_terms, split_cjk, split_sentences, tokenize
 
 __all__ = ["STRATEGIES", "STRATEGY_CENTROID", "STRATEGY_MMR", "ExtractiveSummariser", "split_cited", "uncite"]
 
@@ -54,7 +54,9 @@ def _max_scaled(values: Sequence[float]) -> list[float]:
 
 def _plainness(sentence: _Sentence) -> float:
     """Short sentences with few numbers, brackets and long words read as plainer."""
-    words = tokenize(sentence.text)
+    # Chinese and Japanese words are counted a character each, as for the length budget: a token of theirs is
+    # a whole clause, which would read as one long word and make every such sentence equally "not plain".
+    words = [word for token in tokenize(sentence.text) for word in split_cjk(token)]
     if not words:
         return 0.0
     long_share = sum(len(w) >= 10 for w in words) / len(words)

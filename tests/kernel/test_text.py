@@ -11,6 +11,7 @@ from kernel.text import (
     index_terms,
     question_coverage,
     sentence_spans,
+    split_cjk,
     split_sentences,
     stem,
     tokenize,
@@ -135,3 +136,9 @@ def test_a_run_without_spaces_counts_one_word_per_25_characters() -> None:
     accented = "e\u0301" * 20
     assert count_words(accented) == 2
     assert cut_words(f"{accented} tail", 1) == "e\u0301" * 12 + "\u2026"
+
+
+def test_split_cjk_gives_each_han_or_kana_character_on_its_own() -> None:
+    assert tokenize("夜班abc会减少。") == ["夜班abc会减少"]  # the default token runs across scripts
+    assert split_cjk("夜班abc会减少") == ["夜", "班", "abc", "会", "减", "少"]
+    assert split_cjk("patients") == ["patients"]

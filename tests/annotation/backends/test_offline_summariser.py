@@ -329,3 +329,29 @@ def test_a_10000_character_run_is_cut_so_the_summary_stays_short(model: str) -> 
     assert generation.text == "Sepsis isolates were sequenced: " + "ACGT" * 350 + "\u2026 [1]"
     assert len(generation.text) <= 60 * 26 + len(" [1]")  # at most 25 characters a word, plus the spaces
     assert generation.usage["completion_tokens"] == 60
+
+
+# A 49-word opening (48 characters and the stop), then sentences of 13 and 15 words: each one a single tokenize()
+# token of 12 characters or more, which the plainness term used to read as one long word.
+_ZH_LENGTHS = (
+    "研究人员在三家医院对四百名护士进行了为期一年的跟踪调查并记录了她们在夜班前后的睡眠时长和工作差错。"
+    "夜班让护士的睡眠少了很多。"
+    "疲劳的护士在夜班中更容易出错！"
+)
+
+
+@pytest.mark.parametrize(("persona", "expected"), [(None, "研究人员"), (STUDENT, "夜班让护士的睡眠少了很多 [1]。")])
+def test_a_novice_persona_prefers_short_chinese_sentences(persona: Mapping[str, str] | None, expected: str) -> None:
+    # One sentence, chosen by MMR: without a persona the opening wins (position prior); a novice's preference for
+    # plain sentences, their length counted per character, picks the 13-word sentence over the 49-word opening.
+    generation = SUMMARISER.generate(
+        GenerationRequest(
+            query="夜班",
+            documents=[Document(external_id="zh", title="夜班", abstract=_ZH_LENGTHS)],
+            prompt="",
+            model=STRATEGIES[1],
+            persona=persona,
+            settings={"min_sentences": 1, "max_sentences": 1},
+        )
+    )
+    assert generation.text.startswith(expected), generation.text
