@@ -11,6 +11,7 @@ numbers match the published implementations; docs/metrics.md lists which metric 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ __all__ = [
     "COVERAGE_MIN",
     "STOP_WORDS",
     "TOKEN_PATTERN",
+    "WORD_MAX_CHARS",
     "content_words",
     "count_words",
     "cut_words",
@@ -33,6 +35,7 @@ __all__ = [
     "question_coverage",
     "sources_miss_question",
     "sentence_spans",
+    "split_cjk",
     "split_sentences",
     "stem",
     "tokenize",
@@ -80,7 +83,13 @@ _BOUNDARY = re.compile(
 )
 # Han ideographs and kana: scripts written without spaces between words, where each character counts as a word.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f"
-_WORD = re.compile(rf"[{_CJK}]|[^\s{_CJK}]+")
+# The longest run of characters without a space that counts as one word. A longer run (a URL, a base64 blob, a
+# DNA sequence, words glued together) counts as one word per WORD_MAX_CHARS characters or part of them, so a
+# word budget also bounds characters. Ordinary words stay whole: the demo corpus's longest is 25 characters
+# ("difference-in-differences"); of SciTLDR's 416k abstract tokens, 121 exceed it, URLs, LaTeX and glued text.
+WORD_MAX_CHARS = 25
+_WORD = re.compile(rf"[{_CJK}]|[^\s{_CJK}]{{1,{WORD_MAX_CHARS}}}")
+_CJK_OR_REST = re.compile(rf"[{_CJK}]|[^{_CJK}]+")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 
 
@@ -238,20 +247,34 @@ def fold_whitespace(text: str) -> str:
 
 def count_words(text: str) -> int:
     """The number of words in ``text``: whitespace-separated words, each Han ideograph or kana counting as
-    one (Chinese and Japanese put no spaces between words). Without such characters, ``len(text.split())``."""
+    one (Chinese and Japanese put no spaces between words), and a run of more than :data:`WORD_MAX_CHARS`
+    characters without a space counting as one word per ``WORD_MAX_CHARS`` characters or part of them
+    (a 60-character URL is three words). Text without such characters or runs: ``len(text.split())``."""
     return sum(1 for _ in _WORD.finditer(text))
+
+
+def split_cjk(token: str) -> list[str]:
+    """``token`` with each Han ideograph or kana on its own, as :func:`count_words` counts them (a :func:`tokenize`
+    token of Chinese is a whole clause: "夜班abc" -> 夜, 班, abc); a token without them is itself."""
+    return _CJK_OR_REST.findall(token)
 
 
 def cut_words(text: str, max_words: int, *, mark: str = "\u2026") -> str:
     """``text`` itself when it has at most ``max_words`` words (:func:`count_words`); otherwise its first
     ``max_words`` words, an exact prefix cut at a word boundary without the punctuation that ended it there
-    (a comma, say), followed by ``mark`` (an ellipsis)."""
+    (a comma, say), followed by ``mark`` (an ellipsis). Inside a run longer than :data:`WORD_MAX_CHARS`
+    the cut falls after a whole ``WORD_MAX_CHARS``-character piece (never between a letter and its
+    combining accent), so the result holds at most ``max_words * WORD_MAX_CHARS`` characters besides
+    whitespace and the mark."""
     for count, match in enumerate(_WORD.finditer(text), start=1):
         if count == max_words:
-            rest = text[match.end() :]
-            if not rest.strip():
+            end = match.end()
+            if not text[end:].strip():
                 return text
-            return text[: match.end()].rstrip(",;:\u3001\uff0c\uff1b\uff1a") + mark
+            # A piece boundary inside a run may fall before a combining mark: cut before its base letter instead.
+            while end > match.start() and unicodedata.category(text[end])[0] == "M":
+                end -= 1
+            return text[:end].rstrip(",;:\u3001\uff0c\uff1b\uff1a") + mark
     return text
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from annotation.backends.persona_lexicon import PersonaTerms
 from kernel.backends import BackendError, Document, Generation, GenerationRequest
-from kernel.text import count_words, cut_words, index_terms, split_sentences, tokenize
+from kernel.text import count_words, cut_words, index_terms, split_cjk, split_sentences, tokenize
 
 __all__ = ["STRATEGIES", "STRATEGY_CENTROID", "STRATEGY_MMR", "ExtractiveSummariser", "split_cited", "uncite"]
 
@@ -54,7 +54,9 @@ def _max_scaled(values: Sequence[float]) -> list[float]:
 
 def _plainness(sentence: _Sentence) -> float:
     """Short sentences with few numbers, brackets and long words read as plainer."""
-    words = tokenize(sentence.text)
+    # Chinese and Japanese words are counted a character each, as for the length budget: a token of theirs is
+    # a whole clause, which would read as one long word and make every such sentence equally "not plain".
+    words = [word for token in tokenize(sentence.text) for word in split_cjk(token)]
     if not words:
         return 0.0
     long_share = sum(len(w) >= 10 for w in words) / len(words)
@@ -117,7 +119,9 @@ class ExtractiveSummariser:
     adds a preference for short, plain sentences. Every output sentence is copied verbatim from
     one abstract and cites it as [n], n being the abstract's 1-based position in
     `request.documents`; one longer than `max_words` is cut to its first `max_words` words and
-    an ellipsis, so the summary never exceeds `max_words`. Sentences appear by document rank, then by position in the abstract.
+    an ellipsis, so the summary never exceeds `max_words` (words as `kernel.text.count_words` counts them:
+    a Han ideograph or kana is one, a run of more than 25 characters without a space one per 25, so the
+    budget bounds characters too). Sentences appear by document rank, then by position in the abstract.
     """
 
     def generate(self, request: GenerationRequest) -> Generation:
@@ -313,7 +317,8 @@ def extractive_usage(
     request: GenerationRequest, *, completion_words: int, input_sentences: int, selected: int
 ) -> dict[str, int]:
     """The usage record of an offline extractive summary. No tokenizer offline: "tokens" are words
-    (`kernel.text.count_words`: whitespace-separated, each Han ideograph or kana one word)."""
+    (`kernel.text.count_words`: whitespace-separated, each Han ideograph or kana one word, a run of more than
+    25 characters without a space one word per 25 characters)."""
     prompt_words = count_words(request.prompt)
     return {
         "prompt_tokens": prompt_words,

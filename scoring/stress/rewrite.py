@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from kernel.text import tokenize
+from kernel.text import count_words, tokenize
 from modelserver import ChatClient, LLMError, chat_messages, map_concurrently
 from scoring.stress.perturb import TESTS, Perturbed, StressError, StressRow, TestKind, Variant
 from scoring.stress.similarity import Similarity, default_similarity
@@ -208,7 +208,8 @@ def _plan(test: str, rows: Sequence[StressRow]) -> tuple[tuple[str, ...], list[_
 def rewrite_messages(test: str, row: StressRow, params: Mapping[str, Any]) -> list[dict[str, str]]:
     """The chat messages that ask for one rewrite (public so that prompts can be inspected)."""
     prompt = PROMPTS[test]
-    words = len(row.summary.split())
+    # Counted as the offline summaries' budget is (kernel.text.count_words): a Chinese summary has no spaces.
+    words = count_words(row.summary)
     factor = float(params.get("factor", 1.0))
     fields = {
         "summary": row.summary,

@@ -11,6 +11,7 @@ from kernel.text import (
     index_terms,
     question_coverage,
     sentence_spans,
+    split_cjk,
     split_sentences,
     stem,
     tokenize,
@@ -112,3 +113,32 @@ def test_words_are_counted_and_cut_with_han_and_kana_one_word_each() -> None:
     assert cut_words("one two three", 3) == "one two three"
     assert cut_words("one two three  ", 3) == "one two three  "
     assert cut_words("夜班会减少睡眠。", 3) == "夜班会\u2026"
+
+
+def test_korean_words_are_counted_by_spaces() -> None:
+    # Hangul is written with spaces between words, so a Korean word is not split into its syllables.
+    assert count_words("야간 근무는 간호사의 수면을 줄인다.") == 5
+    assert cut_words("야간 근무는 간호사의 수면을 줄인다.", 2) == "야간 근무는\u2026"
+
+
+def test_a_run_without_spaces_counts_one_word_per_25_characters() -> None:
+    # The longest word of the demo corpus, 25 characters, is still one word: English counts do not change.
+    assert count_words("a difference-in-differences design") == 3
+    assert count_words("x" * 26) == 2
+    assert count_words("y" * 50) == 2
+    assert count_words("z" * 10_000) == 400
+    url = "https://github.com/google-research/episodic-curiosity/"  # 54 characters: 25 + 25 + 4
+    assert count_words(f"Code: {url} (MIT).") == 1 + 3 + 1
+    dna = "ACGT" * 2500
+    # Cut after the third word: "Reads:" and the first two 25-character pieces of the sequence.
+    assert cut_words(f"Reads: {dna} end.", 3) == "Reads: " + "ACGT" * 12 + "AC\u2026"
+    # A cut never separates a letter from its combining accent (e + U+0301 is two characters).
+    accented = "e\u0301" * 20
+    assert count_words(accented) == 2
+    assert cut_words(f"{accented} tail", 1) == "e\u0301" * 12 + "\u2026"
+
+
+def test_split_cjk_gives_each_han_or_kana_character_on_its_own() -> None:
+    assert tokenize("夜班abc会减少。") == ["夜班abc会减少"]  # the default token runs across scripts
+    assert split_cjk("夜班abc会减少") == ["夜", "班", "abc", "会", "减", "少"]
+    assert split_cjk("patients") == ["patients"]

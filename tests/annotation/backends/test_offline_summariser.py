@@ -273,3 +273,85 @@ def test_chinese_and_japanese_abstracts_are_cited_sentence_by_sentence(model: st
         # As in English ("fell by 12% [3]."), the citation goes before the sentence's closing stop.
         assert re.fullmatch(r"[^。！？ ]+ \[[12]\][。！？]", sentence), sentence
         assert uncite(sentence) in _CJK_SENTENCES
+
+
+# Three sentences of 37 (12 + 9 + 8 + 7 characters and the stop), 11 and 14 words under the rule: each Han character and each full-width stop is a word.
+_ZH_OPENING = "夜班会减少护士的睡眠时间并且长期的睡眠不足会导致注意力下降和工作失误增加。"
+_ZH_ABSTRACT = _ZH_OPENING + "疲劳的护士更容易出错！研究建议每周不超过三个夜班。"
+
+
+def _zh_words(text: str) -> int:
+    # The rule written out here rather than imported: each Han character and each full-width stop is a word.
+    return len(re.findall(r"[\u4e00-\u9fff。！？]", text))
+
+
+@pytest.mark.parametrize("model", STRATEGIES)
+def test_a_chinese_summary_keeps_to_max_words_counted_per_character(model: str) -> None:
+    generation = SUMMARISER.generate(
+        GenerationRequest(
+            query="夜班",
+            documents=[Document(external_id="zh", title="夜班", abstract=_ZH_ABSTRACT)],
+            prompt="",
+            model=model,
+            settings={"max_words": 20, "min_words": 10},
+        )
+    )
+    sentences = [uncite(sentence) for sentence in split_cited(generation.text)]
+    # Counting by spaces, the whole abstract would be one word and go out whole; per character only these fit:
+    # the opening cut after its 20th character (12 + 8), or the 11- and 14-word sentences (not both: 25 > 20).
+    allowed = {
+        ("夜班会减少护士的睡眠时间并且长期的睡眠不\u2026", 1),
+        ("疲劳的护士更容易出错！", 1),
+        ("研究建议每周不超过三个夜班。", 1),
+    }
+    assert sentences and set(sentences) <= allowed, generation.text
+    shown = "".join(text for text, _rank in sentences)
+    assert _zh_words(shown) <= 20
+    assert generation.usage["completion_tokens"] == _zh_words(shown)
+
+
+_DNA = "ACGT" * 2500  # 10,000 characters without a space
+
+
+@pytest.mark.parametrize("model", STRATEGIES)
+def test_a_10000_character_run_is_cut_so_the_summary_stays_short(model: str) -> None:
+    abstract = f"Sepsis isolates were sequenced: {_DNA} in every ward."
+    generation = SUMMARISER.generate(
+        GenerationRequest(
+            query="sepsis isolates",
+            documents=[Document(external_id="g", title="Genomes", abstract=abstract)],
+            prompt="",
+            model=model,
+            settings={"max_words": 60, "min_words": 10},
+        )
+    )
+    # 4 ordinary words, then the run as 25-character words: 56 of them fit, 1,400 characters, an exact prefix.
+    assert generation.text == "Sepsis isolates were sequenced: " + "ACGT" * 350 + "\u2026 [1]"
+    assert len(generation.text) <= 60 * 26 + len(" [1]")  # at most 25 characters a word, plus the spaces
+    assert generation.usage["completion_tokens"] == 60
+
+
+# A 49-word opening (48 characters and the stop), then sentences of 13 and 15 words: each one a single tokenize()
+# token of 12 characters or more, which the plainness term used to read as one long word.
+_ZH_LENGTHS = (
+    "研究人员在三家医院对四百名护士进行了为期一年的跟踪调查并记录了她们在夜班前后的睡眠时长和工作差错。"
+    "夜班让护士的睡眠少了很多。"
+    "疲劳的护士在夜班中更容易出错！"
+)
+
+
+@pytest.mark.parametrize(("persona", "expected"), [(None, "研究人员"), (STUDENT, "夜班让护士的睡眠少了很多 [1]。")])
+def test_a_novice_persona_prefers_short_chinese_sentences(persona: Mapping[str, str] | None, expected: str) -> None:
+    # One sentence, chosen by MMR: without a persona the opening wins (position prior); a novice's preference for
+    # plain sentences, their length counted per character, picks the 13-word sentence over the 49-word opening.
+    generation = SUMMARISER.generate(
+        GenerationRequest(
+            query="夜班",
+            documents=[Document(external_id="zh", title="夜班", abstract=_ZH_LENGTHS)],
+            prompt="",
+            model=STRATEGIES[1],
+            persona=persona,
+            settings={"min_sentences": 1, "max_sentences": 1},
+        )
+    )
+    assert generation.text.startswith(expected), generation.text

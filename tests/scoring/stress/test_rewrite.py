@@ -3,7 +3,7 @@ import pytest
 from modelserver import ChatClient, ChatConfig
 from scoring.stress import run_stress
 from scoring.stress.perturb import StressRow
-from scoring.stress.rewrite import AUDIENCES, PROMPTS, SanityPolicy, llm_perturbation, sanity_checks
+from scoring.stress.rewrite import AUDIENCES, PROMPTS, SanityPolicy, llm_perturbation, rewrite_messages, sanity_checks
 from scoring.stress.similarity import TfidfSimilarity
 from tests.scoring.stress.support import ROWS, TinyMetrics
 from tests.support.openai_standin import openai_standin
@@ -135,3 +135,15 @@ def test_embedding_sanity_backend_when_available():
         ["Features are learned by the model from unprocessed audio.", "Stock prices fell on Tuesday."],
     )
     assert close > 0.6 > far
+
+
+@pytest.mark.parametrize(
+    ("summary", "target"),
+    [
+        ("Night shifts cut nurses' sleep by an hour and raised error rates on wards.", 7),  # 14 words
+        ("夜班会减少护士的睡眠时间。疲劳的护士更容易出错！", 12),  # 12 + 1 + 10 + 1: a character or stop a word
+    ],
+)
+def test_shorten_asks_for_half_the_words_counted_per_character_in_chinese(summary, target):
+    messages = rewrite_messages("shorten", StressRow(id="r", summary=summary), {"factor": 0.5})
+    assert f"Condense the summary below to about {target} words" in messages[-1]["content"]
