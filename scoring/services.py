@@ -393,10 +393,11 @@ def _judge_matches(run: ScoringRun, match_ids: list[int]) -> Any:
                 if choice:
                     PairwiseVote.objects.update_or_create(**key, defaults=answer)
                 else:
-                    # No usable answer this time: an answer this judge gave before is kept (as for scores).
+                    # No usable answer this time: an answer this judge gave before is kept (as for scores), also
+                    # one another run commits meanwhile: the update's own condition, checked on the committed row.
                     vote, created = PairwiseVote.objects.get_or_create(**key, defaults=answer)
-                    if not created and not vote.choice:
-                        PairwiseVote.objects.filter(pk=vote.pk).update(**answer, computed_at=timezone.now())
+                    if not created:
+                        PairwiseVote.objects.filter(pk=vote.pk, choice="").update(**answer, computed_at=timezone.now())
         return len(answers)
 
     return store
