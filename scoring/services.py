@@ -10,7 +10,7 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -258,6 +258,44 @@ def scoring_run_chunk(*, run_id: int, candidate_ids: list[int], chunk_index: int
     return count
 
 
+_SCORE_KEY = ("candidate_id", "metric", "judge_model", "judge_server", "prompt_version", "version")
+_SCORE_ROWS_PER_STATEMENT = 1000  # 9 parameters a row, well under PostgreSQL's 65535 per statement
+
+
+def _scores_upsert(scores: list[CandidateScore]) -> None:
+    """Insert the scores, or update the ones stored under the same key; a value not computed (None, with its
+    reason) never replaces a stored value.
+
+    That a run could not compute a value (its judge down or answering garbage) does not make the stored one
+    wrong, and overwriting it would lose what the study's analysis already reads. The rule is the upsert's own
+    condition (ON CONFLICT ... DO UPDATE ... WHERE), checked against the row as committed when the write
+    happens: read first and written after, a run that failed overwrote a value another run committed in
+    between. One statement per chunk (not a read and a write per score): the research worker's database
+    work, which runs at the server's priority whatever the worker's, stays small."""
+    if not scores:
+        return
+    table = connection.ops.quote_name(CandidateScore._meta.db_table)
+    key = ", ".join(connection.ops.quote_name(column) for column in _SCORE_KEY)
+    columns = [*_SCORE_KEY, "value", "reason", "computed_at"]
+    now = timezone.now()
+    for start in range(0, len(scores), _SCORE_ROWS_PER_STATEMENT):
+        batch = scores[start : start + _SCORE_ROWS_PER_STATEMENT]
+        placeholders = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(batch))
+        params = [
+            value
+            for score in batch
+            for value in (*(getattr(score, f) for f in _SCORE_KEY), score.value, score.reason, now)
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} ({', '.join(map(connection.ops.quote_name, columns))}) "  # noqa: S608 - names, not input
+                f"VALUES {placeholders} ON CONFLICT ({key}) DO UPDATE SET "
+                "value = EXCLUDED.value, reason = EXCLUDED.reason, computed_at = EXCLUDED.computed_at "
+                f"WHERE EXCLUDED.value IS NOT NULL OR {table}.value IS NULL",
+                params,
+            )
+
+
 def _score_candidates(run: ScoringRun, candidate_ids: list[int], score_rows: Any, *, pause: Any = None) -> Any:
     """Score a chunk of candidates (outside a transaction); returns the function that stores the scores."""
     specs = _specs(list(run.metrics))
@@ -273,8 +311,6 @@ def _score_candidates(run: ScoringRun, candidate_ids: list[int], score_rows: Any
     )
 
     def store() -> int:
-        # One upsert per chunk on the score's unique key (not a read and a write per score): the research
-        # worker's database work, which runs at the server's priority whatever the worker's, stays small.
         rows: dict[tuple[Any, ...], CandidateScore] = {}  # by key: one statement may not update a row twice
         for result in results:
             errors = result.get("errors") or {}
@@ -298,27 +334,7 @@ def _score_candidates(run: ScoringRun, candidate_ids: list[int], score_rows: Any
                     reason="" if isinstance(value, int | float) else str(errors.get(metric, "not computed")),
                 )
                 rows[(score.candidate_id, metric, *sorted(key.items()))] = score
-        failed = [score for score in rows.values() if score.value is None]
-        if failed:
-            # A value stored before under the same identity (metric version, judge, prompt) is kept: that this
-            # run could not compute it (a judge down or answering garbage) does not make the old value wrong,
-            # and overwriting it would lose what the study's analysis already reads.
-            identity = ("candidate_id", "metric", "judge_model", "judge_server", "prompt_version", "version")
-            stored = set(
-                CandidateScore.objects.filter(
-                    candidate_id__in={score.candidate_id for score in failed},
-                    metric__in={score.metric for score in failed},
-                    value__isnull=False,
-                ).values_list(*identity)
-            )
-            keep = {id(score) for score in failed if tuple(getattr(score, f) for f in identity) in stored}
-            rows = {k: score for k, score in rows.items() if id(score) not in keep}
-        CandidateScore.objects.bulk_create(
-            list(rows.values()),
-            update_conflicts=True,
-            unique_fields=["candidate", "metric", "judge_model", "judge_server", "prompt_version", "version"],
-            update_fields=["value", "reason", "computed_at"],
-        )
+        _scores_upsert(list(rows.values()))
         return len(results)
 
     return store
@@ -377,10 +393,11 @@ def _judge_matches(run: ScoringRun, match_ids: list[int]) -> Any:
                 if choice:
                     PairwiseVote.objects.update_or_create(**key, defaults=answer)
                 else:
-                    # No usable answer this time: an answer this judge gave before is kept (as for scores).
+                    # No usable answer this time: an answer this judge gave before is kept (as for scores), also
+                    # one another run commits meanwhile: the update's own condition, checked on the committed row.
                     vote, created = PairwiseVote.objects.get_or_create(**key, defaults=answer)
-                    if not created and not vote.choice:
-                        PairwiseVote.objects.filter(pk=vote.pk).update(**answer, computed_at=timezone.now())
+                    if not created:
+                        PairwiseVote.objects.filter(pk=vote.pk, choice="").update(**answer, computed_at=timezone.now())
         return len(answers)
 
     return store

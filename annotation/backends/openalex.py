@@ -93,6 +93,24 @@ def _short_id(openalex_id: str) -> str:
     return openalex_id.rstrip("/").rsplit("/", 1)[-1]
 
 
+_WORK_ID = re.compile(r"W\d+", re.IGNORECASE)
+_DOI = re.compile(r"(?:https?://(?:dx\.)?doi\.org/|doi:)?(10\.\d{4,9}/\S+)", re.IGNORECASE)
+_DOI_MAX = 200 - len("doi:")  # RetrievedDocument.external_id holds 200 characters
+
+
+def _external_id(work: Mapping[str, Any]) -> str:
+    """The work's OpenAlex id (``W123``); without a readable one, ``doi:<its DOI>`` (lower case, as DOIs
+    compare); without either, "". Every such work used to get "", so two of them in one answer were one
+    source and the second was dropped."""
+    short = _short_id(_text(work.get("id")))
+    if _WORK_ID.fullmatch(short):
+        return short
+    doi = _DOI.fullmatch(_text(work.get("doi")))
+    if doi and len(doi.group(1)) <= _DOI_MAX:
+        return f"doi:{doi.group(1).lower()}"
+    return ""
+
+
 def _ids(value: Any, name: str) -> list[str]:
     items = [value] if isinstance(value, str | int) else list(value or [])
     out = [_short_id(str(v)).strip() for v in items if str(v).strip()]
@@ -141,16 +159,21 @@ def build_filter(filters: Mapping[str, Any] | None) -> str:
 
 
 def work_to_document(work: Mapping[str, Any]) -> Document | None:
-    """One OpenAlex work as a Document, or None when it has no abstract or title."""
+    """One OpenAlex work as a Document, or None when it has no abstract or title, or nothing that names it
+    (no readable OpenAlex id or DOI: logged, since OpenAlex documents an id on every work)."""
     abstract = rebuild_abstract(work.get("abstract_inverted_index"))
     title = _title(work)
     if not abstract or not title:
+        return None
+    external_id = _external_id(work)
+    if not external_id:
+        logger.warning("OpenAlex sent a work with no readable id or DOI (%r); it is left out of the sources", title)
         return None
     location = _object(work.get("primary_location"))
     work_id = _text(work.get("id"))
     score = work.get("relevance_score")
     return Document(
-        external_id=_short_id(work_id),
+        external_id=external_id,
         title=title,
         abstract=abstract,
         url=_text(location.get("landing_page_url")) or _text(work.get("doi")) or work_id,
@@ -167,7 +190,7 @@ def _title_only(work: Mapping[str, Any]) -> Document | None:
         return None
     work_id = _text(work.get("id"))
     return Document(
-        external_id=_short_id(work_id),
+        external_id=_external_id(work),
         title=title,
         abstract="",
         url=_text(_object(work.get("primary_location")).get("landing_page_url")) or work_id,

@@ -21,7 +21,7 @@ from kernel.cli import at_least_one, out_dir_problem
 from kernel.jsonl import JsonlError, read_jsonl
 from modelserver import ChatConfig
 from scoring.stress.perturb import TESTS, StressError
-from scoring.stress.runner import MetricBackend, run_stress
+from scoring.stress.runner import CoreMetrics, MetricBackend, resolve_metrics, resolve_tests, run_stress
 
 __all__ = ["build_parser", "load_rows", "main"]
 
@@ -79,6 +79,12 @@ def load_rows(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
     return rows
 
 
+def _option_names(text: str) -> list[str]:
+    """The names in a comma-separated option, as `python -m scoring.cli --metrics` reads them: spaces around
+    each name removed, empty ones (a trailing or doubled comma) dropped."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
 def main(argv: Sequence[str] | None = None, *, backend: MetricBackend | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -94,18 +100,30 @@ def main(argv: Sequence[str] | None = None, *, backend: MetricBackend | None = N
         judge = ChatConfig(
             base_url=args.llm_base_url, model=args.llm_model, api_key=os.environ.get(args.llm_api_key_env, "EMPTY")
         )
+    suite = backend or CoreMetrics()
+    # Names are checked before the input is read, and the message says which option held the wrong one.
+    try:
+        tests = resolve_tests(_option_names(args.tests))
+    except StressError as exc:
+        print(f"error: --tests {args.tests!r}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        metrics = resolve_metrics(_option_names(args.metrics), suite)
+    except StressError as exc:
+        print(f"error: --metrics {args.metrics!r}: {exc}", file=sys.stderr)
+        return 2
     try:
         rows = load_rows(args.input, args.limit)
         report = run_stress(
             rows,
-            args.tests.split(","),
-            args.metrics.split(","),
+            tests,
+            metrics,
             seed=args.seed,
             judge_config=judge,
             out_dir=args.out,
             progress=args.progress,
             cache_dir=args.cache_dir,
-            backend=backend,
+            backend=suite,
         )
     except StressError as exc:
         print(f"error: {exc}", file=sys.stderr)

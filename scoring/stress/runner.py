@@ -222,24 +222,26 @@ def _expand_names(
 
 def resolve_tests(names: Sequence[str]) -> list[str]:
     """Expand groups (all, paper, meaning-preserving, deterministic, llm) and check every name."""
+    known = f"known tests and groups: {', '.join([*TESTS, *_GROUPS])}"
     return _expand_names(
         names,
         lambda name: _GROUPS.get(name, (name,)),
         tuple(TESTS),
-        lambda n: f"unknown test {n!r}; known tests and groups: {', '.join([*TESTS, *_GROUPS])}",
-        "no stress test given",
+        lambda n: f"unknown test {n!r}; {known}",
+        f"no stress test given; {known}",
     )
 
 
 def resolve_metrics(names: Sequence[str], backend: MetricBackend) -> list[str]:
     """Expand "offline" and "all" and check every metric name against the suite."""
     known = backend.names()
+    listed = f"known metrics: {', '.join(known)} (or 'offline', 'all')"
     return _expand_names(
         names,
         lambda name: backend.offline() if name == "offline" else known if name == "all" else [name],
         known,
-        lambda n: f"unknown metric {n!r}; known metrics: {', '.join(known)} (or 'offline', 'all')",
-        "no metric given",
+        lambda n: f"unknown metric {n!r}; {listed}",
+        f"no metric given; {listed}",
     )
 
 

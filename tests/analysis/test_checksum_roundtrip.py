@@ -3,6 +3,7 @@ Parquet keeps the timestamps typed."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -11,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.exports import export_comparisons, read_comparisons
+from analysis.exports import export_comparisons, read_comparisons, write_comparisons
 from analysis.stats import table_checksum
 from analysis.stats.synthetic import SyntheticStudy, simulate_comparisons
 from analysis.stats.systems import canonical_system, system_id
@@ -103,3 +104,23 @@ def test_one_system_one_id(given, canonical):
     assert canonical_system(canonical) == canonical
     assert system_id("DeepSeek-V3.1", "persona") == canonical_system("DeepSeek-V3.1/persona")
     assert canonical_system(None) is None
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_an_export_without_rows_reads_back_to_its_manifest(table, tmp_path, fmt):
+    # An empty JSONL file holds no column names, and an empty bool column (placement_recorded) comes back
+    # from CSV as text: both read back to another checksum than the manifest stated for the empty table.
+    empty = table.iloc[0:0]
+    path = tmp_path / f"comparisons.{fmt}"
+    write_comparisons(empty, path)
+    manifest = json.loads((tmp_path / f"comparisons.{fmt}.manifest.json").read_text())
+    (entry,) = manifest["files"]
+    assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest() and entry["rows"] == 0
+    back = read_comparisons(path)
+    assert len(back) == 0
+    assert table_checksum(back) == manifest["table_sha256"]
+    assert manifest["rows"] == 0 and "placement_recorded" in manifest["columns"]
+    # One row is not "no rows".
+    write_comparisons(table.iloc[0:1], tmp_path / f"one.{fmt}")
+    one = json.loads((tmp_path / f"one.{fmt}.manifest.json").read_text())["table_sha256"]
+    assert one != manifest["table_sha256"] and table_checksum(read_comparisons(tmp_path / f"one.{fmt}")) == one

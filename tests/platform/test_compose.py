@@ -92,6 +92,18 @@ def test_app_services_use_the_repository_image(service: str) -> None:
     assert compose()["services"][service]["build"]["dockerfile"] == "platform/Dockerfile"
 
 
+def test_the_dockerfile_names_every_role_the_image_is_run_as() -> None:
+    # Its comment said "two roles (web, worker)" after beat, manage and the per-queue workers were added.
+    dockerfile = (REPO / "platform" / "Dockerfile").read_text()
+    header = " ".join(line.lstrip("# ") for line in dockerfile.split("FROM ", 1)[0].splitlines())
+    roles = set(re.findall(r"^  (\w+)\)", (REPO / "platform" / "entrypoint.sh").read_text(), re.MULTILINE))
+    assert roles >= {"web", "worker", "beat", "manage"}, roles
+    services = {n: s for n, s in compose()["services"].items() if s.get("image") == "satisfy:local"}
+    assert {s["command"][0] for s in services.values()} <= roles
+    named = [*roles, *(n for n, s in services.items() if s["command"][0] == "worker")]
+    assert [n for n in named if not re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", header)] == []
+
+
 def test_every_volume_of_the_app_image_is_a_folder_the_image_gives_its_user() -> None:
     # A new named volume takes the owner of the image's folder it is mounted on; where the image has none it is
     # root's, and the app user (uid 1000) cannot write to it: every research output on the media volume failed

@@ -250,7 +250,9 @@ def test_a_work_with_a_malformed_field_is_kept_with_what_is_readable() -> None:
     assert cohort(8002).authors == ()
     assert cohort(8003).authors == ()
     assert (cohort(8004).url, cohort(8004).venue) == ("https://doi.org/10.5555/sleep.8004", "")
-    assert (cohort(8005).year, cohort(8005).external_id, cohort(8005).venue) == (None, "", "Sleep Health")
+    # An id that is not a string is named by the work's DOI (test_works_without_an_id_are_not_one_source).
+    assert (cohort(8005).year, cohort(8005).venue) == (None, "Sleep Health")
+    assert cohort(8005).external_id == "doi:10.5555/sleep.8005"
     assert cohort(8007).abstract == "sleep"
     assert all(doc.abstract for doc in docs.values())
 
@@ -262,3 +264,28 @@ def test_works_by_id_keeps_a_work_with_a_malformed_field() -> None:
         found = backend(server.base_url).works(["W8101"])
     assert found["W8101"].title == "Night shifts and nurses' sleep, cohort 8101"
     assert (found["W8101"].url, found["W8101"].authors) == ("https://doi.org/10.5555/sleep.8101", ())
+
+
+def test_works_without_an_id_are_not_one_source(caplog: pytest.LogCaptureFixture) -> None:
+    # Every work without a readable id got the external id "", so the second such work in an answer was taken
+    # for the first and silently dropped. One named by its DOI is kept; one with neither is left out, logged.
+    works = [
+        _night_shift_work(8201),
+        _night_shift_work(8202, id=None),
+        _night_shift_work(8203, id="https://openalex.org/"),
+        _night_shift_work(8204, id=None, doi="https://doi.org/10.5555/SLEEP.8204"),
+        _night_shift_work(8205, id=None, doi=None),
+        _night_shift_work(8206, id="", doi="not a doi"),
+    ]
+    with openalex_standin(works) as server, caplog.at_level("WARNING", logger="annotation.backends.openalex"):
+        docs = backend(server.base_url).search("night shifts nurses sleep", k=10)
+
+    assert [(doc.title.rsplit(" ", 1)[-1], doc.external_id) for doc in docs] == [
+        ("8201", "W8201"),
+        ("8202", "doi:10.5555/sleep.8202"),
+        ("8203", "doi:10.5555/sleep.8203"),
+        ("8204", "doi:10.5555/sleep.8204"),
+    ]
+    left_out = [r.getMessage() for r in caplog.records if "no readable id or DOI" in r.getMessage()]
+    assert len(left_out) == 2
+    assert "cohort 8205" in left_out[0] and "cohort 8206" in left_out[1]

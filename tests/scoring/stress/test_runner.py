@@ -124,3 +124,35 @@ def test_cli_missing_and_malformed_input(tmp_path, capsys):
     bad.write_text('{"id": 1, "summary": "x"}\n{not json}\n')
     assert main(["--input", str(bad), *base], backend=TinyMetrics()) == 2
     assert "bad.jsonl:2: not valid JSON" in capsys.readouterr().err
+
+
+def test_cli_reads_names_with_spaces_and_a_trailing_comma(tmp_path, capsys):
+    rows = _write_rows(tmp_path / "rows.jsonl")
+    out = tmp_path / "out"
+    code = main(["--input", str(rows), "--tests", "distractor, incremental,", "--metrics", " overlap_f1 , length,",
+                 "--out", str(out)], backend=TinyMetrics())  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    with open(out / "results.csv") as fh:
+        ran = {(r["metric"], r["test"]) for r in csv.DictReader(fh)}
+    assert ran == {(m, t) for m in ("overlap_f1", "length") for t in ("distractor", "incremental")}
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "problem", "known"),
+    [
+        (["--tests", ",", "--metrics", "length"], "--tests ','", "no stress test given", "distractor, incremental"),
+        (["--tests", " ", "--metrics", "length"], "--tests ' '", "no stress test given", "meaning-preserving"),
+        (["--tests", "distractor", "--metrics", ", ,"], "--metrics ', ,'", "no metric given", "overlap_f1, length"),
+        (["--tests", "distractor, nope", "--metrics", "length"], "--tests", "unknown test 'nope'", "deterministic"),
+        (["--tests", "distractor", "--metrics", "length, bleu"], "--metrics", "unknown metric 'bleu'", "constant"),
+    ],
+)
+def test_cli_names_the_option_that_holds_no_or_a_wrong_name(tmp_path, capsys, args, option, problem, known):
+    # The input does not exist: a wrong name is refused before the input is read, and nothing is written.
+    out = tmp_path / "o"
+    code = main(["--input", str(tmp_path / "absent.jsonl"), "--out", str(out), *args], backend=TinyMetrics())
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {option}") and problem in err and known in err
+    assert "Traceback" not in err and "absent.jsonl" not in err
+    assert not out.exists()
