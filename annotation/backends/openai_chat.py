@@ -66,6 +66,24 @@ def settings_problem(options: Mapping[str, Any]) -> str | None:
             number = None
         if number is None or not math.isfinite(number) or not low <= number <= high:
             return f"backend setting {name!r} must be {wanted}, not {value!r}"
+    # Generation refuses in-process retries that cannot fit one attempt's time limit (config_for): refused here
+    # too, so that a longer timeout given to a running study does not fail every question it asks.
+    given = options.get("timeout")
+    timeout = float(getattr(settings, "LLM_TIMEOUT", 120.0) if given is None else given)
+    config = ChatConfig(base_url="", model="", timeout=timeout, max_retries=int(options.get("max_retries") or 0))
+    return _time_limit_problem(config)
+
+
+def _time_limit_problem(config: ChatConfig) -> str | None:
+    worst = worst_case_s(config)
+    limit = float(getattr(settings, "GENERATION_SOFT_TIME_LIMIT_S", 240))
+    # One call longer than the limit is cut by the soft time limit and retried by the task; stacked
+    # in-process retries that cannot all fit would only be cut short, so they are refused.
+    if config.max_retries and worst >= limit:
+        return (
+            f"timeout {config.timeout:g} s x {config.max_retries + 1} call(s) plus backoff is {worst:g} s, over the "
+            f"{limit:g} s time limit of one generation attempt: lower timeout or max_retries"
+        )
     return None
 
 
@@ -200,16 +218,8 @@ class OpenAIChatGeneration:
             max_retries=_number(o, "max_retries", 0, int),
             concurrency=_number(o, "concurrency", getattr(settings, "LLM_CONCURRENCY", 4), int),
         )
-        worst = worst_case_s(config)
-        limit = float(getattr(settings, "GENERATION_SOFT_TIME_LIMIT_S", 240))
-        # One call longer than the limit is cut by the soft time limit and retried by the task; stacked
-        # in-process retries that cannot all fit would only be cut short, so they are refused.
-        if config.max_retries and worst >= limit:
-            raise BackendError(
-                f"timeout {config.timeout:g} s x {config.max_retries + 1} call(s) plus backoff is {worst:g} s, over the "
-                f"{limit:g} s time limit of one generation attempt: lower timeout or max_retries.",
-                transient=False,
-            )
+        if problem := _time_limit_problem(config):
+            raise BackendError(f"{problem}.", transient=False)
         return config
 
     def messages_for(self, request: GenerationRequest) -> list[dict[str, str]]:

@@ -7,9 +7,10 @@ import json
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
-from annotation.models import Candidate, Study, StudySystem
+from annotation.models import Candidate, Study, StudyMembership, StudySystem
 from annotation.services.query import query_submit
 from annotation.services.study import study_create, study_set_status
 from kernel.exceptions import ApplicationError
@@ -321,9 +322,39 @@ def test_patch_changes_the_operational_settings_of_a_study_with_summaries_not_it
     assert zero.status_code == 400
     assert "'max_tokens' must be a whole number of at least 1, not 0" in zero.json()["extra"]["fields"]["systems"][0]
     assert patch(timeout="soon").status_code == 400
+    # Two calls of 200 s cannot both fit one attempt's 240 s: generation would refuse every question.
+    slow = patch(timeout=200, max_retries=1)
+    assert slow.status_code == 400 and "over the 240 s time limit" in slow.json()["message"]
     elsewhere = patch(base_url="http://models.example.org/v1")
     assert elsewhere.status_code == 400 and "host 'models.example.org' is not allowed" in elsewhere.json()["message"]
     assert _served_settings(study)["max_tokens"] == 400 and _served_settings(study)["temperature"] == 0.0
+    assert _served_settings(study)["base_url"] == server.base_url
+
+
+def test_a_studys_owner_raises_its_timeout_but_only_a_superuser_moves_its_model_server(
+    django_capture_on_commit_callbacks,
+):
+    with openai_standin() as server:
+        study = _served_and_asked(server.base_url, django_capture_on_commit_callbacks, slug="owned")
+    owner = get_user_model().objects.create_user("olga", password="pw")
+    owner.user_permissions.set(Permission.objects.filter(codename__in=["view_study", "change_study"]))
+    StudyMembership.objects.create(study=study, user=owner, role="owner")
+    api = APIClient()
+    api.force_authenticate(owner)
+    systems = api.get("/api/v1/admin/studies/owned/").json()["systems"]
+
+    def with_served(**changes):
+        return [
+            {**s, "backend_settings": {**s["backend_settings"], **changes}} if s["label"] == "served" else s
+            for s in systems
+        ]
+
+    slower = api.patch("/api/v1/admin/studies/owned/", {"systems": with_served(timeout=90)}, format="json")
+    assert slower.status_code == 200, slower.json()
+    assert _served_settings(study)["timeout"] == 90
+    moved = with_served(timeout=90, base_url="http://localhost:8001/v1")
+    refused = api.patch("/api/v1/admin/studies/owned/", {"systems": moved}, format="json")
+    assert refused.status_code == 403 and "only an administrator" in refused.json()["message"]
     assert _served_settings(study)["base_url"] == server.base_url
 
 
