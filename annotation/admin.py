@@ -540,7 +540,7 @@ class StudyAdmin(StudyScopedAdmin):
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):  # type: ignore[no-untyped-def]
         study = self.get_object(request, object_id)
         if request.method == "GET" and study is not None and study_has_candidates(study=study):
-            self.message_user(request, locked_note(), messages.INFO)  # why the systems are read-only but their settings
+            self.message_user(request, locked_note(), messages.INFO)  # why the design is read-only, and what may change
         return super().change_view(request, object_id, form_url, extra_context)
 
     def get_formset_kwargs(self, request: HttpRequest, obj: Any, inline: Any, prefix: str) -> dict[str, Any]:
