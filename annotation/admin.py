@@ -24,7 +24,7 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from annotation.backends.registry import RETRIEVAL_BACKENDS
+from annotation.backends.registry import RETRIEVAL_BACKENDS, operational_setting_keys
 from annotation.links import PROLIFIC_SUFFIX, invitation_link, open_link, resume_link
 from annotation.models import (
     Bracket,
@@ -56,9 +56,9 @@ from annotation.services.quality import participation_exclude, participation_inc
 from annotation.services.query import query_retry_failed
 from annotation.services.study import (
     LIMITS,
-    LOCKED_MESSAGE,
     STUDY_FIELDS,
     SYSTEM_FIELDS,
+    locked_note,
     study_has_candidates,
     study_validate,
     system_spec,
@@ -301,7 +301,14 @@ class StudySystemInline(StudyPartInline):
         return obj is not None and study_has_candidates(study=obj)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Study | None = None) -> list[str]:  # type: ignore[override]
-        return list(SYSTEM_INLINE_FIELDS) if self._locked(obj) else []
+        if not self._locked(obj):
+            return []
+        # Frozen by its summaries, a system keeps its design; the backend settings stay editable where a
+        # backend has operational keys (the formset's study_validate refuses a change to any other key).
+        backends = StudySystem.objects.filter(study=obj).values_list("generation_backend", flat=True)
+        if any(operational_setting_keys(name) for name in backends):
+            return [name for name in SYSTEM_INLINE_FIELDS if name != "backend_settings"]
+        return list(SYSTEM_INLINE_FIELDS)
 
     def has_add_permission(self, request: HttpRequest, obj: Study | None) -> bool:  # type: ignore[override]
         return not self._locked(obj) and self._edits(request, obj)
@@ -533,7 +540,7 @@ class StudyAdmin(StudyScopedAdmin):
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):  # type: ignore[no-untyped-def]
         study = self.get_object(request, object_id)
         if request.method == "GET" and study is not None and study_has_candidates(study=study):
-            self.message_user(request, LOCKED_MESSAGE, messages.INFO)  # why the systems are read-only
+            self.message_user(request, locked_note(), messages.INFO)  # why the design is read-only, and what may change
         return super().change_view(request, object_id, form_url, extra_context)
 
     def get_formset_kwargs(self, request: HttpRequest, obj: Any, inline: Any, prefix: str) -> dict[str, Any]:

@@ -480,6 +480,7 @@ class AdminCandidateSerializer(serializers.ModelSerializer):
             "model_name",
             "condition",
             "generation_backend",
+            "generation_settings",
             "prompt_template",
             "prompt_template_version",
             "position",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import os
 import threading
 from collections.abc import Mapping
@@ -35,6 +36,56 @@ SETTING_KEYS = frozenset(
         "use_cache",
     }
 )
+# How the call is made, not what the summary is: where the server is and how long to wait for it, how hard
+# to press it, whether an earlier identical answer may be reused, and max_tokens, which only bounds the
+# reply's length (a reply cut short fails or says so in its finish reason, stored with the candidate). These
+# may change on a study whose summaries exist (annotation/services/study.py); the others are its design.
+OPERATIONAL_KEYS = frozenset(
+    {"base_url", "api_key_env", "timeout", "max_retries", "concurrency", "use_cache", "max_tokens"}
+)
+# The operational numbers: their kind and inclusive bounds (timeout: above 0), checked when a study is saved:
+# a bad value on a running study would otherwise fail every question asked until someone noticed.
+_NUMBER_RANGES: dict[str, tuple[type, str, float, float]] = {
+    "max_tokens": (int, "a whole number of at least 1", 1, math.inf),
+    "timeout": (float, "a number of seconds above 0 (at most 86400)", math.ulp(0.0), 86400),
+    "max_retries": (int, "a whole number from 0 to 10", 0, 10),
+    "concurrency": (int, "a whole number from 1 to 1000", 1, 1000),
+}
+
+
+def settings_problem(options: Mapping[str, Any]) -> str | None:
+    """What is wrong with these backend settings' operational numbers, or None. A value is read as
+    `config_for` reads it (so a stored value generation accepts is accepted here), then held to its range."""
+    for name, (kind, wanted, low, high) in _NUMBER_RANGES.items():
+        value = options.get(name)
+        if value is None:
+            continue
+        try:
+            number = None if isinstance(value, bool) else kind(value)
+        except (TypeError, ValueError, OverflowError):
+            number = None
+        if number is None or not math.isfinite(number) or not low <= number <= high:
+            return f"backend setting {name!r} must be {wanted}, not {value!r}"
+    # Generation refuses in-process retries that cannot fit one attempt's time limit (config_for): refused here
+    # too, so that a longer timeout given to a running study does not fail every question it asks.
+    given = options.get("timeout")
+    timeout = float(getattr(settings, "LLM_TIMEOUT", 120.0) if given is None else given)
+    config = ChatConfig(base_url="", model="", timeout=timeout, max_retries=int(options.get("max_retries") or 0))
+    return _time_limit_problem(config)
+
+
+def _time_limit_problem(config: ChatConfig) -> str | None:
+    worst = worst_case_s(config)
+    limit = float(getattr(settings, "GENERATION_SOFT_TIME_LIMIT_S", 240))
+    # One call longer than the limit is cut by the soft time limit and retried by the task; stacked
+    # in-process retries that cannot all fit would only be cut short, so they are refused.
+    if config.max_retries and worst >= limit:
+        return (
+            f"timeout {config.timeout:g} s x {config.max_retries + 1} call(s) plus backoff is {worst:g} s, over the "
+            f"{limit:g} s time limit of one generation attempt: lower timeout or max_retries"
+        )
+    return None
+
 
 # One client per configuration per process: connections are reused and the per-server
 # concurrency limit is shared by every candidate this worker generates.
@@ -167,16 +218,8 @@ class OpenAIChatGeneration:
             max_retries=_number(o, "max_retries", 0, int),
             concurrency=_number(o, "concurrency", getattr(settings, "LLM_CONCURRENCY", 4), int),
         )
-        worst = worst_case_s(config)
-        limit = float(getattr(settings, "GENERATION_SOFT_TIME_LIMIT_S", 240))
-        # One call longer than the limit is cut by the soft time limit and retried by the task; stacked
-        # in-process retries that cannot all fit would only be cut short, so they are refused.
-        if config.max_retries and worst >= limit:
-            raise BackendError(
-                f"timeout {config.timeout:g} s x {config.max_retries + 1} call(s) plus backoff is {worst:g} s, over the "
-                f"{limit:g} s time limit of one generation attempt: lower timeout or max_retries.",
-                transient=False,
-            )
+        if problem := _time_limit_problem(config):
+            raise BackendError(f"{problem}.", transient=False)
         return config
 
     def messages_for(self, request: GenerationRequest) -> list[dict[str, str]]:
@@ -213,7 +256,7 @@ class OpenAIChatGeneration:
         )
         if "max_tokens" in self.options:
             return reason + (
-                "Raise max_tokens in this system's backend settings; a study whose summaries have been generated "
-                "cannot change its systems, so create a new study with the higher max_tokens."
+                "Raise max_tokens in this system's backend settings (an operational setting: it may change while "
+                "the study runs), then retry the failed summaries."
             )
         return reason + "Raise LLM_MAX_TOKENS (this system's backend settings do not set max_tokens) and retry."

@@ -72,3 +72,25 @@ def generation_models(name: str, options: Mapping[str, Any] | None = None) -> li
     raise BackendError(
         f"Unknown generation backend {name!r}; choose one of {', '.join(GENERATION_BACKENDS)}.", transient=False
     )
+
+
+def operational_setting_keys(name: str) -> frozenset[str]:
+    """The backend settings of a generation backend that say how the call is made, not what the summary is
+    (a model server's address, a timeout, the reply's length bound): they may change on a study whose
+    summaries exist, and each candidate records the values its generation used. Every other key is the
+    design. The offline backends read no settings, so for them every key is design."""
+    if name == "openai":
+        from annotation.backends.openai_chat import OPERATIONAL_KEYS
+
+        return OPERATIONAL_KEYS
+    return frozenset()
+
+
+def generation_settings_problem(name: str, options: Mapping[str, Any]) -> str | None:
+    """What is wrong with the values of a generation backend's settings, or None (an unknown backend is
+    someone else's error to name)."""
+    if name == "openai":
+        from annotation.backends.openai_chat import settings_problem
+
+        return settings_problem(options)
+    return None

@@ -115,17 +115,26 @@ def _generation_read_sql() -> str:
     )
 
 
-def candidate_claim(*, candidate: Candidate, redelivered: bool = False, prompt: str | None = None) -> Candidate | None:
+def candidate_claim(
+    *,
+    candidate: Candidate,
+    redelivered: bool = False,
+    prompt: str | None = None,
+    generation_settings: dict[str, Any] | None = None,
+) -> Candidate | None:
     """Move a candidate, as read by `_candidate_for_generation`, to running under a fresh lease (storing
-    `prompt` with it). None when another worker holds a live lease or claimed it since it was read, it is
-    already finished, or its attempts are spent (then it is failed with the last reason). A redelivered
-    task may take over at once: the broker redelivers only when the holder died."""
+    `prompt` and the `generation_settings` this attempt calls the model with). None when another worker holds
+    a live lease or claimed it since it was read, it is already finished, or its attempts are spent (then it
+    is failed with the last reason). A redelivered task may take over at once: the broker redelivers only
+    when the holder died."""
     now = timezone.now()
     claimable = leases.claimable(
         queued=Candidate.Status.QUEUED, running=Candidate.Status.RUNNING, now=now, redelivered=redelivered
     )
     attempt = candidate.attempts + 1
     changes: dict[str, Any] = {"prompt": prompt} if prompt is not None else {}
+    if generation_settings is not None:
+        changes["generation_settings"] = generation_settings
     # One statement claims it (the profiled hot path: no transaction, no separate locking read). The UPDATE
     # locks the row, and a concurrent claimer's UPDATE re-checks the condition once the first commits, so
     # only one of them claims it; the attempt count read with the row must still be the row's, so the
@@ -148,6 +157,8 @@ def candidate_claim(*, candidate: Candidate, redelivered: bool = False, prompt: 
     candidate.lease_expires_at = now + _lease()
     if prompt is not None:
         candidate.prompt = prompt
+    if generation_settings is not None:
+        candidate.generation_settings = generation_settings
     return candidate
 
 
@@ -166,9 +177,9 @@ def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candi
     permanent BackendError with a reason an administrator can act on.
 
     Statements when the model answers (tests/annotation/test_query_counts.py pins them): the candidate
-    with its system, question, persona and template; the sources; the claim, which stores the prompt; the
-    result; whether any candidate of the question is unfinished. The last one to finish also draws the
-    bracket, under the question's lock (`query_advance_if_generated`)."""
+    with its system, question, persona and template; the sources; the claim, which stores the prompt and the
+    backend settings it is generated with; the result; whether any candidate of the question is unfinished.
+    The last one to finish also draws the bracket, under the question's lock (`query_advance_if_generated`)."""
     candidate = _candidate_for_generation(candidate_id)
     if candidate is None or candidate.status == Candidate.Status.DONE:
         return None
@@ -195,7 +206,13 @@ def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candi
             "{research_area}, {use_case} in the persona block); write a literal brace as {{ or }}.",
             transient=False,
         ) from error
-    if candidate_claim(candidate=candidate, redelivered=redelivered, prompt=prompt) is None:
+    # The settings read with the candidate are the ones the backend below is built from: the claim records
+    # them, so that a candidate says what produced it after a system's operational settings changed
+    # (annotation/services/study.py lets them change on a study whose summaries exist).
+    claimed = candidate_claim(
+        candidate=candidate, redelivered=redelivered, prompt=prompt, generation_settings=system.backend_settings
+    )
+    if claimed is None:
         return None
     request = GenerationRequest(
         query=query.text,

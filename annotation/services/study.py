@@ -23,7 +23,9 @@ from annotation.backends.registry import (
     GENERATION_BACKENDS,
     RETRIEVAL_BACKENDS,
     generation_models,
+    generation_settings_problem,
     get_generation_backend,
+    operational_setting_keys,
 )
 from annotation.models import Candidate, PromptTemplate, Study, StudySystem
 from annotation.prompts import DEFAULT_BODY, DEFAULT_PERSONA_BLOCK, DEFAULT_TEMPLATE_NAME
@@ -95,6 +97,15 @@ LOCKED_MESSAGE = (
 )
 
 
+def locked_note() -> str:
+    """What the admin says on a study whose design is frozen: why, and what may still change."""
+    return (
+        f"{LOCKED_MESSAGE} A system's operational backend settings may still change (the openai backend's "
+        f"{', '.join(sorted(operational_setting_keys('openai')))}): how the model is called, not what it is "
+        "asked. Each summary records the settings it was generated with; retry failed summaries after a change."
+    )
+
+
 def limit_message(name: str) -> str:
     low, high = LIMITS[name]
     return f"{name.replace('_', ' ').capitalize()} must be from {low} to {high}."
@@ -119,6 +130,16 @@ def study_has_candidates(*, study: Study) -> bool:
 
 def system_spec(system: StudySystem) -> dict[str, Any]:
     return {"id": system.pk, **{name: getattr(system, name) for name in SYSTEM_FIELDS}}
+
+
+def _design(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A system spec without its operational backend settings (registry.operational_setting_keys): what a
+    study whose summaries exist must keep as it is."""
+    options = spec.get("backend_settings")
+    if not isinstance(options, Mapping):
+        return dict(spec)
+    operational = operational_setting_keys(str(spec.get("generation_backend")))
+    return {**spec, "backend_settings": {k: v for k, v in options.items() if k not in operational}}
 
 
 def _system_specs(systems: Iterable[Mapping[str, Any]], existing: Sequence[StudySystem]) -> list[dict[str, Any]]:
@@ -167,6 +188,8 @@ def _validate_systems(specs: Sequence[Mapping[str, Any]]) -> None:
         if not isinstance(spec.get("backend_settings"), dict):
             raise ApplicationError(f"System {label!r}: backend settings must be a JSON object.", field="systems")
         if problem := json_problem(spec["backend_settings"], where="backend settings"):
+            raise ApplicationError(f"System {label!r}: {problem}.", field="systems")
+        if problem := generation_settings_problem(str(backend), spec["backend_settings"]):
             raise ApplicationError(f"System {label!r}: {problem}.", field="systems")
         order = spec.get("order")
         if not isinstance(order, int) or isinstance(order, bool) or not ORDER_RANGE[0] <= order <= ORDER_RANGE[1]:
@@ -353,8 +376,10 @@ def study_validate(
             f"Unknown language {fields.get('language')!r}; choose one of {', '.join(languages)}.", field="language"
         )
     if study is not None and study_has_candidates(study=study):
-        stored = sorted((system_spec(s) for s in study.systems.all()), key=lambda s: s["id"])
-        if sorted(systems, key=lambda s: s["id"] or 0) != stored:
+        # The design must stay as it is; a system's operational settings (a moved server, a longer timeout,
+        # a higher max_tokens) may change, and each candidate's generation_settings record what it used.
+        stored = sorted((_design(system_spec(s)) for s in study.systems.all()), key=lambda s: s["id"])
+        if sorted((_design(spec) for spec in systems), key=lambda s: s["id"] or 0) != stored:
             raise ApplicationError(LOCKED_MESSAGE, field="systems", status=409)
         template = fields.get("prompt_template")
         if (template.pk if template else None) != study.prompt_template_id:
@@ -631,7 +656,8 @@ def study_update(
     *, study: Study, systems: Iterable[Mapping[str, Any]] | None = None, status: str | None = None, **fields: Any
 ) -> Study:
     """Change a study's settings, systems (the full list: left-out systems are removed) and status under
-    the rules study_create applies; a design with generated summaries cannot change."""
+    the rules study_create applies; a design with generated summaries cannot change, but for its systems'
+    operational backend settings (registry.operational_setting_keys)."""
     unknown = sorted(set(fields) - set(STUDY_FIELDS))
     if unknown:
         raise ApplicationError(f"Unknown study field(s): {', '.join(unknown)}.", field=unknown[0])

@@ -6,6 +6,8 @@ import contextlib
 
 import pytest
 from celery.exceptions import Retry
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
 
 from annotation.models import Candidate, Judgment, Match, Query, Study
 from annotation.selectors.generation import candidates_failed
@@ -13,7 +15,7 @@ from annotation.selectors.tournament import match_current
 from annotation.services.generation import MAX_ATTEMPTS, candidate_retry
 from annotation.services.participation import invitation_accept, invitation_create_bulk
 from annotation.services.persona import persona_save
-from annotation.services.query import query_submit
+from annotation.services.query import query_resend, query_submit
 from annotation.services.study import study_set_status
 from annotation.services.tournament import judgment_record
 from annotation.tasks import generate_candidate
@@ -328,6 +330,52 @@ def test_a_reasoning_model_out_of_tokens_fails_at_once_saying_to_raise_max_token
     assert "ran out of tokens before answering" in served.failure_reason
     assert "Raise max_tokens" in served.failure_reason and "max_tokens 50" in served.failure_reason
     assert "empty summary" not in served.failure_reason
+
+
+@pytest.mark.parametrize("retry", ["owner-api", "annotator"])
+def test_a_running_study_raises_max_tokens_and_its_failed_summary_is_generated_with_it(
+    django_capture_on_commit_callbacks, retry
+):
+    # A crowd study under way: the first question's summary fits in 50 tokens; the second's model thinks first
+    # and spends them all. The owner raises max_tokens on the running study and the failed summary is retried:
+    # it is generated with the new budget, and each summary records the budget it was generated with.
+    replies = iter(["Shift work disturbs sleep [1]."])
+    with openai_standin(lambda body: next(replies, None) or _reasoning_model(body)) as server:
+        study = _served_study(server.base_url, max_tokens=50)
+        _, first = _generated(study, django_capture_on_commit_callbacks)
+        earlier = first.candidates.get(system__label="served")
+        assert earlier.status == Candidate.Status.DONE and earlier.generation_settings["max_tokens"] == 50
+        _, second = _generated(study, django_capture_on_commit_callbacks)
+        failed = second.candidates.get(system__label="served")
+        assert failed.status == Candidate.Status.FAILED
+        assert "Raise max_tokens in this system's backend settings" in failed.failure_reason
+        assert "then retry the failed summaries" in failed.failure_reason
+        assert "create a new study" not in failed.failure_reason
+
+        owner = APIClient()
+        owner.force_authenticate(get_user_model().objects.create_superuser("root", "root@example.org", "pw"))
+        url = f"/api/v1/admin/studies/{study.slug}/"
+        systems = owner.get(url).json()["systems"]
+        raised = [
+            {**s, "backend_settings": {**s["backend_settings"], "max_tokens": 400}} if s["label"] == "served" else s
+            for s in systems
+        ]
+        assert owner.patch(url, {"systems": raised}, format="json").status_code == 200
+        with django_capture_on_commit_callbacks(execute=True):
+            if retry == "owner-api":
+                queued = owner.post(f"/api/v1/admin/failed-candidates/retry-all/?study={study.slug}")
+                assert queued.json() == {"queued": 1}
+            else:  # the waiting page's "try again"
+                query_resend(query=second)
+    assert [request["max_tokens"] for request in server.requests] == [50, 50, 400]
+    failed.refresh_from_db()
+    assert failed.status == Candidate.Status.DONE, failed.failure_reason
+    assert failed.text == "Night shifts shorten sleep [1]."
+    assert failed.generation_settings["max_tokens"] == 400
+    earlier.refresh_from_db()
+    assert earlier.generation_settings["max_tokens"] == 50
+    second.refresh_from_db()
+    assert second.status == Query.Status.READY
 
 
 def test_a_model_server_asking_to_wait_is_retried_after_its_retry_after(django_capture_on_commit_callbacks):

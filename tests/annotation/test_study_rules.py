@@ -7,13 +7,15 @@ import json
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
-from annotation.models import Study, StudySystem
+from annotation.models import Candidate, Study, StudyMembership, StudySystem
 from annotation.services.query import query_submit
 from annotation.services.study import study_create, study_set_status
 from kernel.exceptions import ApplicationError
 from tests.annotation.factories import StudyFactory, join
+from tests.support.openai_standin import openai_standin
 
 pytestmark = pytest.mark.django_db
 
@@ -250,6 +252,131 @@ def test_patch_cannot_change_systems_once_summaries_exist(api, django_capture_on
     same = api.patch("/api/v1/admin/studies/p4/", {"systems": systems, "title": "Still"}, format="json")
     assert same.status_code == 200 and same.json()["title"] == "Still"
     assert StudySystem.objects.get(pk=systems[0]["id"]).model_name == systems[0]["model_name"]
+
+
+def _served_and_asked(base_url: str, django_capture_on_commit_callbacks, **fields) -> Study:
+    """A study of an extractive system and one served by the model server at `base_url`, with one question's
+    summaries generated (so its design is frozen)."""
+    served = {"base_url": base_url, "use_cache": False, "max_tokens": 50, "temperature": 0.0}
+    study = StudyFactory(
+        systems=[
+            {"label": "extractive", "model_name": "extractive-centroid", "condition": "persona"},
+            {
+                "label": "served",
+                "model_name": "standin-model",
+                "condition": "generic",
+                "generation_backend": "openai",
+                "backend_settings": served,
+            },
+        ],
+        **fields,
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        _asked(study)
+    assert set(Candidate.objects.filter(system__study=study).values_list("status", flat=True)) == {"done"}
+    return study
+
+
+def _served_settings(study: Study) -> dict:
+    return StudySystem.objects.get(study=study, label="served").backend_settings
+
+
+def test_patch_changes_the_operational_settings_of_a_study_with_summaries_not_its_design(
+    api, django_capture_on_commit_callbacks
+):
+    with openai_standin() as server:
+        study = _served_and_asked(server.base_url, django_capture_on_commit_callbacks, slug="ops")
+    url = "/api/v1/admin/studies/ops/"
+
+    def patch(**changes):
+        systems = api.get(url).json()["systems"]
+        edited = [
+            {**s, "backend_settings": {**s["backend_settings"], **changes}} if s["label"] == "served" else s
+            for s in systems
+        ]
+        return api.patch(url, {"systems": edited}, format="json")
+
+    # A reasoning model needs more room, and its server is slow: both are how the call is made.
+    raised = patch(max_tokens=400, timeout=30, max_retries=1, concurrency=2)
+    assert raised.status_code == 200, raised.json()
+    assert _served_settings(study) == {
+        "base_url": server.base_url,
+        "use_cache": False,
+        "max_tokens": 400,
+        "temperature": 0.0,
+        "timeout": 30,
+        "max_retries": 1,
+        "concurrency": 2,
+    }
+    # What the summary is stays as it was: a temperature, a system prompt, the model.
+    for changes in ({"temperature": 0.7}, {"system_prompt": "Be brief."}, {"seed": 3}):
+        refused = patch(**changes)
+        assert refused.status_code == 409, (changes, refused.json())
+        message = refused.json()["extra"]["fields"]["systems"][0]
+        assert "can no longer change" in message and "Create a new study" in message
+    systems = api.get(url).json()["systems"]
+    renamed = [{**s, "model_name": "other-model"} if s["label"] == "served" else s for s in systems]
+    assert api.patch(url, {"systems": renamed}, format="json").status_code == 409
+    # The new values meet the same rules as any: a number in its range, a model server on an allowed host.
+    zero = patch(max_tokens=0)
+    assert zero.status_code == 400
+    assert "'max_tokens' must be a whole number of at least 1, not 0" in zero.json()["extra"]["fields"]["systems"][0]
+    assert patch(timeout="soon").status_code == 400
+    # Two calls of 200 s cannot both fit one attempt's 240 s: generation would refuse every question.
+    slow = patch(timeout=200, max_retries=1)
+    assert slow.status_code == 400 and "over the 240 s time limit" in slow.json()["message"]
+    elsewhere = patch(base_url="http://models.example.org/v1")
+    assert elsewhere.status_code == 400 and "host 'models.example.org' is not allowed" in elsewhere.json()["message"]
+    assert _served_settings(study)["max_tokens"] == 400 and _served_settings(study)["temperature"] == 0.0
+    assert _served_settings(study)["base_url"] == server.base_url
+
+
+def test_a_studys_owner_raises_its_timeout_but_only_a_superuser_moves_its_model_server(
+    django_capture_on_commit_callbacks,
+):
+    with openai_standin() as server:
+        study = _served_and_asked(server.base_url, django_capture_on_commit_callbacks, slug="owned")
+    owner = get_user_model().objects.create_user("olga", password="pw")
+    owner.user_permissions.set(Permission.objects.filter(codename__in=["view_study", "change_study"]))
+    StudyMembership.objects.create(study=study, user=owner, role="owner")
+    api = APIClient()
+    api.force_authenticate(owner)
+    systems = api.get("/api/v1/admin/studies/owned/").json()["systems"]
+
+    def with_served(**changes):
+        return [
+            {**s, "backend_settings": {**s["backend_settings"], **changes}} if s["label"] == "served" else s
+            for s in systems
+        ]
+
+    slower = api.patch("/api/v1/admin/studies/owned/", {"systems": with_served(timeout=90)}, format="json")
+    assert slower.status_code == 200, slower.json()
+    assert _served_settings(study)["timeout"] == 90
+    moved = with_served(timeout=90, base_url="http://localhost:8001/v1")
+    refused = api.patch("/api/v1/admin/studies/owned/", {"systems": moved}, format="json")
+    assert refused.status_code == 403 and "only an administrator" in refused.json()["message"]
+    assert _served_settings(study)["base_url"] == server.base_url
+
+
+def test_admin_edits_the_operational_settings_of_a_study_with_summaries(
+    admin_client, django_capture_on_commit_callbacks
+):
+    with openai_standin() as server:
+        study = _served_and_asked(server.base_url, django_capture_on_commit_callbacks)
+    page = admin_client.get(_change_url(study)).content.decode()
+    # The design is shown, not edited; the backend settings are a field, and the note says which keys may change.
+    assert 'name="systems-1-model_name"' not in page and 'name="systems-1-backend_settings"' in page
+    assert "may still change" in page and "max_tokens" in page and "timeout" in page
+    stored = _served_settings(study)
+    moved = {**stored, "max_tokens": 400, "timeout": 45}
+    data = _form_data(study, systems=[{}, {"backend_settings": json.dumps(moved)}])
+    assert admin_client.post(_change_url(study), data).status_code == 302
+    assert _served_settings(study) == moved
+    hotter = {**moved, "temperature": 0.9}
+    data = _form_data(study, systems=[{}, {"backend_settings": json.dumps(hotter)}])
+    refused = admin_client.post(_change_url(study), data)
+    assert refused.status_code == 200 and "can no longer change" in refused.content.decode()
+    assert _served_settings(study) == moved
 
 
 def test_a_draft_design_can_swap_two_labels_or_a_models_two_conditions(admin_client, api):
