@@ -380,7 +380,7 @@ def study_validate(
         # a higher max_tokens) may change, and each candidate's generation_settings record what it used.
         stored = sorted((_design(system_spec(s)) for s in study.systems.all()), key=lambda s: s["id"])
         if sorted((_design(spec) for spec in systems), key=lambda s: s["id"] or 0) != stored:
-            raise ApplicationError(LOCKED_MESSAGE, field="systems", status=409)
+            raise ApplicationError(locked_note(), field="systems", status=409)  # and what may change
         template = fields.get("prompt_template")
         if (template.pk if template else None) != study.prompt_template_id:
             raise ApplicationError(LOCKED_MESSAGE, field="prompt_template", status=409)

@@ -314,6 +314,8 @@ def test_patch_changes_the_operational_settings_of_a_study_with_summaries_not_it
         assert refused.status_code == 409, (changes, refused.json())
         message = refused.json()["extra"]["fields"]["systems"][0]
         assert "can no longer change" in message and "Create a new study" in message
+        # ... and says what may still change, so the researcher whose model ran out of tokens is not sent away.
+        assert "max_tokens" in message and "retry failed summaries" in message
     systems = api.get(url).json()["systems"]
     renamed = [{**s, "model_name": "other-model"} if s["label"] == "served" else s for s in systems]
     assert api.patch(url, {"systems": renamed}, format="json").status_code == 409
