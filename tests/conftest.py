@@ -53,7 +53,7 @@ def shared_data() -> Path:
 
 
 @pytest.fixture
-def small_reply_caps(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def small_reply_caps(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Caps on external replies small enough for a test's stand-in to pass: 64 KiB from model servers and
     OpenAlex, applied to this process as a worker applies MODEL_SERVER_MAX_RESPONSE_BYTES."""
     from annotation.backends import openai_chat
@@ -63,3 +63,6 @@ def small_reply_caps(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(openai_chat, "_configured", False)
     settings.MODEL_SERVER_MAX_RESPONSE_BYTES = 64 * 1024
     settings.OPENALEX_MAX_RESPONSE_BYTES = 64 * 1024
+    yield
+    # The clients made under the small cap are not handed to a later test whose stand-in gets the same port.
+    openai_chat.close_clients()

@@ -354,5 +354,5 @@ def test_a_judge_reply_over_the_cap_leaves_the_vote_empty_saying_which_cap(
     assert server.completions <= len(votes)  # at most one call per vote: none retried (the judge retries 3 times)
     for choice, reason in votes:
         assert choice == ""
-        assert f"the reply from {server.base_url} was larger than 64 KiB" in reason
+        assert f"judge call to standin-model failed: the reply from {server.base_url} was larger than 64 KiB" in reason
         assert "MODEL_SERVER_MAX_RESPONSE_BYTES" in reason
