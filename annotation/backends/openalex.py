@@ -365,6 +365,10 @@ class OpenAlexRetrieval:
                     last_reason = f"OpenAlex did not answer within {self.timeout:g}s ({url})"
                 except httpx.TransportError as exc:
                     last_reason = f"could not reach OpenAlex at {url} ({type(exc).__name__}: {exc})"
+                except httpx.DecodingError as exc:
+                    # A body its Content-Encoding does not describe (a proxy's mangled gzip): like a malformed
+                    # page, asked again it may come back whole.
+                    last_reason = f"OpenAlex sent a reply that could not be decoded ({url}: {exc})"
                 except ResponseTooLarge as exc:
                     # Asked again, OpenAlex sends the same page: permanent, naming the setting to raise.
                     said = f"; its Content-Length says {size_text(exc.declared)}" if exc.declared is not None else ""

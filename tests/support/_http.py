@@ -7,7 +7,8 @@ says Retry-After: N seconds, "429" Retry-After: 0),
 body), "drop" (close the connection without answering),
 "flood" (200 with a chunked body, no Content-Length, that never ends: written until the client hangs up),
 "announced" (200 whose Content-Length says 1 GiB; the body is then written until the client hangs up),
-"bomb" (200 with a gzip body of 64 KiB that decodes to 64 MiB of spaces inside a JSON object).
+"bomb" (200 with a gzip body of 64 KiB that decodes to 64 MiB of spaces inside a JSON object),
+"badgzip" (200 that says Content-Encoding: gzip over a body that is not gzip).
 What a flood or an announced body saw is kept in the script: `streamed` (body bytes the stand-in wrote)
 and `hung_up` (set when the client closed the connection before the body ended).
 """
@@ -42,6 +43,7 @@ KNOWN_FAULTS = frozenset(
         "flood",
         "announced",
         "bomb",
+        "badgzip",
     }
 )
 # Where a flood stops if the client never hangs up (a cap that does not work): far past any cap a test sets.
@@ -142,6 +144,9 @@ class StandInHandler(BaseHTTPRequestHandler):
             return
         if fault == "bomb":
             self.send_body(200, _gzip_bomb(), headers={"Content-Encoding": "gzip"})
+            return
+        if fault == "badgzip":
+            self.send_body(200, b'{"results": []}', headers={"Content-Encoding": "gzip"})
             return
         if fault == "malformed":
             self.send_body(200, b'{"id": "chatcmpl-cut", "object": "chat.completion", "choices": [{"ind')

@@ -332,3 +332,16 @@ def test_a_page_under_the_cap_is_read_and_one_over_it_is_refused() -> None:
             backend(server.base_url, max_response_bytes=4 * 1024).search("summarisation", k=3)
     assert len(docs) == 2
     assert "larger than 4 KiB; its Content-Length says" in caught.value.reason
+
+
+def test_a_reply_whose_compression_is_broken_is_a_reason_and_asked_again() -> None:
+    # It said gzip and was not: the question's failure names OpenAlex's reply, not "Unexpected error", and a
+    # second attempt gets the page.
+    with openalex_standin(script=["badgzip"]) as server:
+        docs = backend(server.base_url, max_retries=1).search("summarisation", k=2)
+    assert len(docs) == 2
+    with openalex_standin(script=["badgzip"]) as server:
+        with pytest.raises(BackendError) as caught:
+            backend(server.base_url, max_retries=0).search("summarisation", k=2)
+    assert caught.value.transient
+    assert "OpenAlex sent a reply that could not be decoded" in caught.value.reason
