@@ -28,13 +28,21 @@ from typing import Any
 
 import openai
 
+from kernel.response_cap import ResponseTooLarge, response_cap, size_text
 from kernel.storable import storable_json
 from modelserver.cache import ResultCache, cache_for, cache_key
 from modelserver.config import ChatConfig, ChatResult, LLMError
 from modelserver.limits import Limiter, LimitTimeout, default_limiter
 from modelserver.replies import answer_text, message_text
 
-__all__ = ["BACKOFF_CAP_S", "ChatClient", "preload", "tls_context"]
+__all__ = [
+    "BACKOFF_CAP_S",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "ChatClient",
+    "configure_max_response_bytes",
+    "preload",
+    "tls_context",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +52,21 @@ _UNSTORABLE_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
 # Statuses a retry can fix: request timeout, conflict/lock, too early, rate limit, server side.
 _TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
 BACKOFF_CAP_S = 20.0
+
+# A chat completion is a few KiB (a long one with logprobs some hundreds): 8 MiB is far above any real reply
+# and far below what would trouble a worker (docs/backends.md, "Response size caps").
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+_max_response_bytes = DEFAULT_MAX_RESPONSE_BYTES
+
+
+def configure_max_response_bytes(limit: int) -> None:
+    """Set this process's cap on a model server's reply, for the clients made from now on (Django:
+    MODEL_SERVER_MAX_RESPONSE_BYTES, applied by `configure_model_servers`)."""
+    global _max_response_bytes
+    if limit < 1:
+        raise ValueError(f"the model servers' response cap must be at least 1 byte, not {limit}")
+    _max_response_bytes = limit
+
 
 _HINTS: Mapping[int, str] = {
     400: "the server rejected the request (check the model's context length, max_tokens and parameters)",
@@ -103,8 +126,12 @@ class _HttpClient(openai.DefaultHttpxClient):
                 self.close()
 
 
-def _http_client(timeout: float) -> openai.DefaultHttpxClient:
-    return _HttpClient(verify=tls_context(), timeout=timeout)
+def _http_client(timeout: float, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> openai.DefaultHttpxClient:
+    import httpx2
+
+    # Every reply's body, answers and errors alike, is read through the cap (kernel/response_cap.py).
+    hooks = {"request": [], "response": [response_cap(httpx2, max_response_bytes)]}
+    return _HttpClient(verify=tls_context(), timeout=timeout, event_hooks=hooks)
 
 
 def preload() -> None:
@@ -120,7 +147,8 @@ class ChatClient:
     `limiter` (default: this process's, `limits.configure_limiter`) bounds the calls in flight per replica
     and picks the replica with the fewest; `cache` (default: this process's policy applied to
     `cache_dir`, `cache.configure_cache`) answers repeated requests. A replica that refuses connections is
-    skipped for `REPLICA_COOLDOWN_S` and the call moves to another replica at once.
+    skipped for `REPLICA_COOLDOWN_S` and the call moves to another replica at once. A reply larger than
+    `max_response_bytes` (default: this process's, `configure_max_response_bytes`) fails the call for good.
     """
 
     REPLICA_COOLDOWN_S = 30.0
@@ -132,9 +160,11 @@ class ChatClient:
         *,
         cache: ResultCache | None = None,
         limiter: Limiter | None = None,
+        max_response_bytes: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.config = config
+        self.max_response_bytes = max_response_bytes if max_response_bytes is not None else _max_response_bytes
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._sleep = sleep
         self._replicas = list(config.replicas)
@@ -144,7 +174,7 @@ class ChatClient:
                 api_key=config.api_key or "EMPTY",
                 timeout=config.timeout,
                 max_retries=0,
-                http_client=_http_client(config.timeout),
+                http_client=_http_client(config.timeout, self.max_response_bytes),
             )
             for url in self._replicas
         ]
@@ -272,6 +302,14 @@ class ChatClient:
             raise _ReplicaDown(index, error) from exc
         except openai.APIStatusError as exc:
             raise self._status_error(exc, where) from exc
+        except ResponseTooLarge as exc:
+            # The same request would draw the same reply: permanent, and the reason says which setting to raise.
+            said = f"; its Content-Length says {size_text(exc.declared)}" if exc.declared is not None else ""
+            raise LLMError(
+                f"the reply from {where} was larger than {size_text(exc.limit)}{said} (the cap on a model "
+                "server's reply: raise MODEL_SERVER_MAX_RESPONSE_BYTES if such replies are expected)",
+                transient=False,
+            ) from exc
         latency = time.perf_counter() - started
         return self._parse(body_text, latency, where)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +50,19 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.fail(f"shared data not found at {SHARED_DATA}; set SHARED_DATA_DIR")
     return SHARED_DATA
+
+
+@pytest.fixture
+def small_reply_caps(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Caps on external replies small enough for a test's stand-in to pass: 64 KiB from model servers and
+    OpenAlex, applied to this process as a worker applies MODEL_SERVER_MAX_RESPONSE_BYTES."""
+    from annotation.backends import openai_chat
+    from modelserver import client
+
+    monkeypatch.setattr(client, "_max_response_bytes", client._max_response_bytes)  # put back after the test
+    monkeypatch.setattr(openai_chat, "_configured", False)
+    settings.MODEL_SERVER_MAX_RESPONSE_BYTES = 64 * 1024
+    settings.OPENALEX_MAX_RESPONSE_BYTES = 64 * 1024
+    yield
+    # The clients made under the small cap are not handed to a later test whose stand-in gets the same port.
+    openai_chat.close_clients()

@@ -113,20 +113,23 @@ _configured = False
 
 def configure_model_servers() -> None:
     """Apply the model-server settings to this process once: the shared limit (MODEL_SERVER_LIMIT_URL,
-    a Redis URL) and the cache policy (LLM_CACHE: dir, cache or off; docs/backends.md). Judges and
-    stress-test rewrites in this process use them too."""
+    a Redis URL), the cache policy (LLM_CACHE: dir, cache or off) and the cap on a reply's size
+    (MODEL_SERVER_MAX_RESPONSE_BYTES; docs/backends.md). Judges and stress-test rewrites in this process use
+    them too."""
     global _configured
     if _configured:
         return
     from django.core.cache import caches
 
     from modelserver.cache import KeyValueCache, configure_cache
+    from modelserver.client import DEFAULT_MAX_RESPONSE_BYTES, configure_max_response_bytes
     from modelserver.limits import configure_limiter
 
     configure_limiter(
         getattr(settings, "MODEL_SERVER_LIMIT_URL", "") or None,
         lease_s=float(getattr(settings, "MODEL_SERVER_LEASE_S", 30.0)),
     )
+    configure_max_response_bytes(int(getattr(settings, "MODEL_SERVER_MAX_RESPONSE_BYTES", DEFAULT_MAX_RESPONSE_BYTES)))
     mode = str(getattr(settings, "LLM_CACHE", "dir"))
     if mode == "cache":
         store = caches[str(getattr(settings, "LLM_CACHE_ALIAS", "default"))]

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.core.cache import caches
 
 from kernel.backends import BackendError, Document
+from kernel.response_cap import ResponseTooLarge, response_cap, size_text
 from kernel.storable import storable_json
 from kernel.text import content_words, fold_whitespace
 from kernel.years import YearError, year_range
@@ -42,6 +43,8 @@ SELECT_FIELDS = (
     "abstract_inverted_index",
 )
 _BACKOFF_CAP_S = 30.0
+# A page of 200 works is 1-3 MiB; the deployment's setting is OPENALEX_MAX_RESPONSE_BYTES (docs/backends.md).
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 IDS_PER_REQUEST = 50  # OpenAlex ORs at most 100 values in one filter; 50 keeps the URL short
 _FILTER_KEYS = frozenset(
     {"from_year", "to_year", "years", "concepts", "fields", "topics", "open_access_only", "types", "openalex_filter"}
@@ -218,6 +221,7 @@ class OpenAlexRetrieval:
         backoff_s: float | None = None,
         cache_ttl: int | None = None,
         cache_alias: str | None = None,
+        max_response_bytes: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.base_url = (base_url or getattr(settings, "OPENALEX_BASE_URL", "") or DEFAULT_BASE_URL).rstrip("/")
@@ -230,6 +234,11 @@ class OpenAlexRetrieval:
             cache_ttl if cache_ttl is not None else getattr(settings, "OPENALEX_CACHE_TTL", 7 * 24 * 3600)
         )
         self.cache_alias: str = cache_alias or str(getattr(settings, "OPENALEX_CACHE_ALIAS", "default"))
+        self.max_response_bytes = int(
+            max_response_bytes
+            if max_response_bytes is not None
+            else getattr(settings, "OPENALEX_MAX_RESPONSE_BYTES", DEFAULT_MAX_RESPONSE_BYTES)
+        )
         self._sleep = sleep
 
     # -- RetrievalBackend ---------------------------------------------------------------
@@ -345,7 +354,9 @@ class OpenAlexRetrieval:
         attempts = max(0, self.max_retries) + 1
         headers = {"User-Agent": f"satisfy-eval (mailto:{self.mailto})" if self.mailto else "satisfy-eval"}
         last_reason = ""
-        with httpx.Client(timeout=self.timeout, headers=headers) as client:
+        # The body is read through the cap (kernel/response_cap.py): a reply past it is never held whole.
+        hooks = {"request": [], "response": [response_cap(httpx, self.max_response_bytes)]}
+        with httpx.Client(timeout=self.timeout, headers=headers, event_hooks=hooks) as client:
             for attempt in range(attempts):
                 retry_after: float | None = None
                 try:
@@ -354,6 +365,18 @@ class OpenAlexRetrieval:
                     last_reason = f"OpenAlex did not answer within {self.timeout:g}s ({url})"
                 except httpx.TransportError as exc:
                     last_reason = f"could not reach OpenAlex at {url} ({type(exc).__name__}: {exc})"
+                except httpx.DecodingError as exc:
+                    # A body its Content-Encoding does not describe (a proxy's mangled gzip): like a malformed
+                    # page, asked again it may come back whole.
+                    last_reason = f"OpenAlex sent a reply that could not be decoded ({url}: {exc})"
+                except ResponseTooLarge as exc:
+                    # Asked again, OpenAlex sends the same page: permanent, naming the setting to raise.
+                    said = f"; its Content-Length says {size_text(exc.declared)}" if exc.declared is not None else ""
+                    raise BackendError(
+                        f"OpenAlex's reply was larger than {size_text(exc.limit)}{said} ({url}): raise "
+                        "OPENALEX_MAX_RESPONSE_BYTES if such replies are expected",
+                        transient=False,
+                    ) from exc
                 else:
                     status = response.status_code
                     if status == 200:

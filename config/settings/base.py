@@ -438,6 +438,18 @@ if LLM_CACHE not in {"dir", "cache", "off"}:
     raise ImproperlyConfigured(f"LLM_CACHE must be dir, cache or off, not {LLM_CACHE!r}")
 LLM_CACHE_ALIAS = env.str("LLM_CACHE_ALIAS", default="default")
 LLM_CACHE_TTL = env.int("LLM_CACHE_TTL", default=None)
+
+
+def _byte_cap(name: str, default: int) -> int:
+    """A cap in bytes on the reply an external service may send (docs/backends.md, "Response size caps")."""
+    value: int = env.int(name, default=default)
+    if value < 1:
+        raise ImproperlyConfigured(f"{name} must be a number of bytes, at least 1, not {value}")
+    return value
+
+
+# A chat completion is a few KiB: 8 MiB is far above any real reply and far below what troubles a worker.
+MODEL_SERVER_MAX_RESPONSE_BYTES = _byte_cap("MODEL_SERVER_MAX_RESPONSE_BYTES", 8 * 1024 * 1024)
 METRICS_DEVICE = env.str("METRICS_DEVICE", default="auto").strip().lower()
 if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", METRICS_DEVICE):
     raise ImproperlyConfigured(f"METRICS_DEVICE must be auto, cpu, mps, cuda or cuda:N, not {METRICS_DEVICE!r}")
@@ -453,6 +465,9 @@ OPENALEX_MAX_RETRIES = env.int("OPENALEX_MAX_RETRIES", default=0)
 OPENALEX_BACKOFF_S = env.float("OPENALEX_BACKOFF_S", default=1.0)
 OPENALEX_CACHE_TTL = env.int("OPENALEX_CACHE_TTL", default=7 * 24 * 3600)
 OPENALEX_CACHE_ALIAS = env.str("OPENALEX_CACHE_ALIAS", default="default")
+# A page of 200 works with abstracts and authorships is 1-3 MiB, but one paper by a physics collaboration (thousands
+# of authors with their institutions) adds megabytes on its own: 32 MiB leaves room for several.
+OPENALEX_MAX_RESPONSE_BYTES = _byte_cap("OPENALEX_MAX_RESPONSE_BYTES", 32 * 1024 * 1024)
 
 # The legacy import (analysis.legacy_import): caps on what one archive may unpack to (docs/analysis.md).
 LEGACY_IMPORT_MAX_MEMBER_BYTES = env.int("LEGACY_IMPORT_MAX_MEMBER_BYTES", default=64 * 1024 * 1024)

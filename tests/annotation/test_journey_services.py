@@ -22,6 +22,7 @@ from annotation.tasks import generate_candidate
 from kernel.exceptions import ApplicationError
 from tests.annotation.factories import StudyFactory, join, study_with_a_failing_system
 from tests.support.openai_standin import openai_standin
+from tests.support.openalex_standin import openalex_standin
 
 pytestmark = pytest.mark.django_db
 
@@ -416,3 +417,47 @@ def test_a_reply_with_a_character_no_database_can_store_is_stored_without_it(
     assert served.raw_response["choices"][0]["message"]["content"] == stored
     query.refresh_from_db()
     assert query.status == Query.Status.READY
+
+
+def test_a_model_server_reply_that_never_ends_fails_the_summary_saying_which_cap(
+    django_capture_on_commit_callbacks, small_reply_caps
+):
+    # A study's system points at a server that answers with a body that never ends. The worker reads 64 KiB of
+    # it, hangs up, and the summary fails at once (the same request would draw the same reply), saying what to
+    # raise; the question's other summaries are written.
+    with openai_standin(script=["flood"] * 5) as server:
+        participation, query = _generated(_served_study(server.base_url), django_capture_on_commit_callbacks)
+        assert server.script.hung_up.wait(5)
+        assert server.completions == 1
+    served = query.candidates.get(system__label="served")
+    assert served.status == Candidate.Status.FAILED
+    assert served.failure_reason.startswith(f"standin-model: the reply from {server.base_url} was larger than 64 KiB")
+    assert "raise MODEL_SERVER_MAX_RESPONSE_BYTES" in served.failure_reason
+    assert query.candidates.get(system__label="extractive").status == Candidate.Status.DONE
+
+
+def test_a_summary_under_the_cap_is_written(django_capture_on_commit_callbacks, small_reply_caps):
+    answer = "Night shifts shorten sleep and raise error rates [1]. " * 200  # 11 KiB
+    with openai_standin(lambda body: answer) as server:
+        participation, query = _generated(
+            _served_study(server.base_url, max_tokens=5000), django_capture_on_commit_callbacks
+        )
+    served = query.candidates.get(system__label="served")
+    assert served.status == Candidate.Status.DONE, served.failure_reason
+    assert served.text == answer.strip()
+
+
+def test_an_openalex_reply_over_the_cap_fails_the_question_saying_which_cap(
+    django_capture_on_commit_callbacks, small_reply_caps, settings
+):
+    with openalex_standin(script=["announced"]) as server:
+        settings.OPENALEX_BASE_URL = server.base_url
+        participation = join(StudyFactory(retrieval_backend="openalex"))
+        with django_capture_on_commit_callbacks(execute=True):
+            query = ask(participation)
+        assert server.script.hung_up.wait(5)
+        assert server.calls == 1
+    query.refresh_from_db()
+    assert query.status == Query.Status.FAILED
+    assert query.failure_reason.startswith("OpenAlex's reply was larger than 64 KiB; its Content-Length says 1 GiB")
+    assert "raise OPENALEX_MAX_RESPONSE_BYTES" in query.failure_reason

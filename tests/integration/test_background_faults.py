@@ -104,6 +104,29 @@ def test_a_model_server_that_hangs_past_the_soft_time_limit_is_retried(
         assert "time limit" in celery_workers.logs() or "SoftTimeLimitExceeded" in celery_workers.logs()
 
 
+def test_a_model_server_whose_reply_never_ends_fails_the_summaries_and_the_worker_goes_on(
+    celery_workers: WorkerPool,
+) -> None:
+    # The deployment's cap, from the worker's environment: 64 KiB. The stand-in answers each of the question's
+    # four calls with a body that never ends; read whole, it would fill the worker's memory.
+    worker = celery_workers.start("capped", extra_env={"MODEL_SERVER_MAX_RESPONSE_BYTES": "65536"})
+    with openai_standin(script=["flood"] * 4) as standin:
+        query = ask(openai_study(standin, slug="flooded"))
+        wait_for(lambda: settled(query), timeout=30, interval=0.5, message=describe(query, celery_workers))
+        rows = candidates(query)
+        assert [c.status for c in rows] == ["failed"] * 4, describe(query, celery_workers)()
+        for row in rows:
+            assert f"{row.model_name}: the reply from {standin.base_url} was larger than 64 KiB" in row.failure_reason
+            assert "raise MODEL_SERVER_MAX_RESPONSE_BYTES" in row.failure_reason
+            assert row.attempts == 1  # permanent: no attempt spent on asking again
+        assert standin.completions == 4 and standin.script.hung_up.is_set()
+        # The same worker process goes on to write the next question's summaries.
+        after = ask(openai_study(standin, slug="after-the-flood"))
+        wait_for(lambda: settled(after), timeout=30, interval=0.5, message=describe(after, celery_workers))
+        assert [c.status for c in candidates(after)] == ["done"] * 4, describe(after, celery_workers)()
+    assert worker.process is not None and worker.process.poll() is None
+
+
 def test_a_scoring_run_whose_messages_were_lost_is_restarted_by_the_sweeper(
     celery_workers: WorkerPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

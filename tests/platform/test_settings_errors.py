@@ -243,3 +243,17 @@ def test_check_deploy_says_when_a_host_runs_on_the_embedded_database_or_broker()
     shared = {**env, "DATABASE_URL": os.environ["DATABASE_URL"], "CELERY_BROKER_URL": "redis://127.0.0.1:6379/8"}
     served = subprocess.run(argv, cwd=REPO, env=shared, capture_output=True, text=True, timeout=120)
     assert served.returncode == 0 and "satisfy.W00" not in served.stdout + served.stderr, served.stderr
+
+
+def test_a_reply_size_cap_is_read_in_bytes_and_one_under_a_byte_or_not_a_number_is_refused() -> None:
+    read = settings_of(
+        ["MODEL_SERVER_MAX_RESPONSE_BYTES", "OPENALEX_MAX_RESPONSE_BYTES"],
+        MODEL_SERVER_MAX_RESPONSE_BYTES="1048576",
+        OPENALEX_MAX_RESPONSE_BYTES="",
+    )
+    assert read == {"MODEL_SERVER_MAX_RESPONSE_BYTES": 1048576, "OPENALEX_MAX_RESPONSE_BYTES": 32 * 1024 * 1024}
+    message = refused(MODEL_SERVER_MAX_RESPONSE_BYTES="0")
+    assert "MODEL_SERVER_MAX_RESPONSE_BYTES must be a number of bytes, at least 1, not 0" in message
+    assert "OPENALEX_MAX_RESPONSE_BYTES must be a whole number, not '32MB'" in refused(
+        OPENALEX_MAX_RESPONSE_BYTES="32MB"
+    )

@@ -336,3 +336,23 @@ def test_a_pairwise_rerun_whose_judge_fails_keeps_the_votes_it_had(
         with django_capture_on_commit_callbacks(execute=True):
             pairwise_run_start(study=played_study, judge=settings)
     assert set(PairwiseVote.objects.values_list("match_id", "order", "choice")) == votes
+
+
+def test_a_judge_reply_over_the_cap_leaves_the_vote_empty_saying_which_cap(
+    played_study,  # noqa: F811
+    small_reply_caps,
+    django_capture_on_commit_callbacks,
+):
+    # The judge's server answers every vote with a body that never ends: each call reads 64 KiB of it and hangs
+    # up, and every vote is stored empty with the reason, naming the cap and the setting that raises it.
+    with openai_standin(script=["flood"] * 100) as server, django_capture_on_commit_callbacks(execute=True):
+        settings = {"model": "standin-model", "base_url": server.base_url, "name": "judge-a"}
+        pairwise_run_start(study=played_study, judge=settings)
+    assert server.script.hung_up.is_set()
+    votes = list(PairwiseVote.objects.values_list("choice", "reason"))
+    assert len(votes) == 2 * Judgment.objects.filter(match__bracket__query__participation__study=played_study).count()
+    assert server.completions <= len(votes)  # at most one call per vote: none retried (the judge retries 3 times)
+    for choice, reason in votes:
+        assert choice == ""
+        assert f"judge call to standin-model failed: the reply from {server.base_url} was larger than 64 KiB" in reason
+        assert "MODEL_SERVER_MAX_RESPONSE_BYTES" in reason

@@ -4,11 +4,20 @@ A fault script is a list of faults played one per request, in order, before norm
 "429", "500", "502", "503", "400", "401", "403", "404" (that status with a JSON error body; "429:N"
 says Retry-After: N seconds, "429" Retry-After: 0),
 "timeout" (hold the request until the client gives up), "malformed" (200 with a cut-off JSON
-body), "drop" (close the connection without answering).
+body), "drop" (close the connection without answering),
+"flood" (200 with a chunked body, no Content-Length, that never ends: written until the client hangs up),
+"announced" (200 whose Content-Length says 1 GiB; the body is then written until the client hangs up),
+"bomb" (200 with a gzip body of 64 KiB that decodes to 64 MiB of spaces inside a JSON object),
+"badgzip" (200 that says Content-Encoding: gzip over a body that is not gzip).
+What a flood or an announced body saw is kept in the script: `streamed` (body bytes the stand-in wrote)
+and `hung_up` (set when the client closed the connection before the body ended).
 """
 
 from __future__ import annotations
 
+import functools
+import gzip
+import io
 import json
 import re
 import sys
@@ -18,7 +27,42 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-KNOWN_FAULTS = frozenset({"429", "500", "502", "503", "400", "401", "403", "404", "timeout", "malformed", "drop"})
+KNOWN_FAULTS = frozenset(
+    {
+        "429",
+        "500",
+        "502",
+        "503",
+        "400",
+        "401",
+        "403",
+        "404",
+        "timeout",
+        "malformed",
+        "drop",
+        "flood",
+        "announced",
+        "bomb",
+        "badgzip",
+    }
+)
+# Where a flood stops if the client never hangs up (a cap that does not work): far past any cap a test sets.
+FLOOD_MAX_BYTES = 256 * 1024 * 1024
+_FLOOD_CHUNK = b" " * (64 * 1024)
+_BOMB_BYTES = 64 << 20
+
+
+@functools.cache
+def _gzip_bomb() -> bytes:
+    """A JSON object padded with 64 MiB of spaces, gzipped (about 64 KiB), made once per test process."""
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=9) as zipped:
+        zipped.write(b'{"padding": "')
+        block = b" " * (1 << 20)
+        for _ in range(_BOMB_BYTES // len(block)):
+            zipped.write(block)
+        zipped.write(b'"}')
+    return out.getvalue()
 
 
 class FaultScript:
@@ -31,6 +75,8 @@ class FaultScript:
             raise ValueError(f"unknown faults {unknown}; known: {sorted(KNOWN_FAULTS)}")
         self._lock = threading.Lock()
         self.played: list[str] = []
+        self.streamed = 0
+        self.hung_up = threading.Event()
 
     def next(self) -> str | None:
         with self._lock:
@@ -83,8 +129,8 @@ class StandInHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def play_fault(self, fault: str, error_body: dict[str, object]) -> None:
-        """Answer with `fault`; the caller has consumed it from the script."""
+    def play_fault(self, fault: str, error_body: dict[str, object], script: FaultScript) -> None:
+        """Answer with `fault`; the caller has consumed it from `script`."""
         if fault == "timeout":
             # Hold the request until the client gives up (or the stand-in shuts down), then hang up.
             self.server.closing.wait(self.server.hang_s)
@@ -92,6 +138,15 @@ class StandInHandler(BaseHTTPRequestHandler):
             return
         if fault == "drop":
             self.close_connection = True
+            return
+        if fault in ("flood", "announced"):
+            self.stream_until_hang_up(script, chunked=fault == "flood")
+            return
+        if fault == "bomb":
+            self.send_body(200, _gzip_bomb(), headers={"Content-Encoding": "gzip"})
+            return
+        if fault == "badgzip":
+            self.send_body(200, b'{"results": []}', headers={"Content-Encoding": "gzip"})
             return
         if fault == "malformed":
             self.send_body(200, b'{"id": "chatcmpl-cut", "object": "chat.completion", "choices": [{"ind')
@@ -101,6 +156,27 @@ class StandInHandler(BaseHTTPRequestHandler):
         status = int(code)
         headers = {"Retry-After": wait or "0"} if status == 429 else None
         self.send_json(status, error_body, headers=headers)
+
+    def stream_until_hang_up(self, script: FaultScript, *, chunked: bool) -> None:
+        """A 200 whose body is written until the client closes the connection (or FLOOD_MAX_BYTES)."""
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(1 << 30))
+        self.end_headers()
+        head = b'{"id": "flood", "padding": "'
+        frame = (f"{len(_FLOOD_CHUNK):x}\r\n".encode() + _FLOOD_CHUNK + b"\r\n") if chunked else _FLOOD_CHUNK
+        try:
+            self.wfile.write((f"{len(head):x}\r\n".encode() + head + b"\r\n") if chunked else head)
+            while script.streamed < FLOOD_MAX_BYTES and not self.server.closing.is_set():
+                self.wfile.write(frame)
+                self.wfile.flush()
+                script.streamed += len(_FLOOD_CHUNK)
+        except OSError:  # BrokenPipeError, ConnectionResetError: the client hung up mid-body
+            script.hung_up.set()
 
     def read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)

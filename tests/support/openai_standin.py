@@ -128,7 +128,7 @@ def openai_standin(
             fault = state.script.next()
             if fault is not None:
                 kind, message = _ERRORS.get(fault.partition(":")[0], ("server_error", "fault"))
-                self.play_fault(fault, _error(kind, message))
+                self.play_fault(fault, _error(kind, message), state.script)
                 return
             if api_key is not None and self.headers.get("Authorization") != f"Bearer {api_key}":
                 self.send_json(401, _error("invalid_request_error", "Incorrect API key provided.", "invalid_api_key"))

@@ -327,7 +327,7 @@ def openalex_standin(
             fault = state.script.next()
             if fault is not None:
                 message = {"429": "Too many requests", "401": "Invalid API key"}.get(fault, "Internal server error")
-                self.play_fault(fault, {"error": message, "message": message})
+                self.play_fault(fault, {"error": message, "message": message}, state.script)
                 return
             if parts.path.rstrip("/") != "/works":
                 self.send_json(404, {"error": "Not found", "message": f"{parts.path} is not an endpoint"})

@@ -289,3 +289,59 @@ def test_works_without_an_id_are_not_one_source(caplog: pytest.LogCaptureFixture
     left_out = [r.getMessage() for r in caplog.records if "no readable id or DOI" in r.getMessage()]
     assert len(left_out) == 2
     assert "cohort 8205" in left_out[0] and "cohort 8206" in left_out[1]
+
+
+# The cap on OpenAlex's reply (OPENALEX_MAX_RESPONSE_BYTES), caused by a stand-in that answers with too much.
+
+
+def test_a_reply_that_never_ends_is_cut_at_the_cap_and_fails_for_good() -> None:
+    with openalex_standin(script=["flood", "flood", "flood"]) as server:
+        with pytest.raises(BackendError) as caught:
+            backend(server.base_url, max_retries=2, max_response_bytes=64 * 1024).search("summarisation", k=2)
+        assert server.script.hung_up.wait(5), "the stand-in never saw the client hang up"
+        assert server.calls == 1  # the same page would come back: no retry is spent on it
+    assert not caught.value.transient
+    assert caught.value.reason.startswith("OpenAlex's reply was larger than 64 KiB")
+    assert "OPENALEX_MAX_RESPONSE_BYTES" in caught.value.reason
+    # The bytes the stand-in managed to write before the hang-up: the cap and the sockets' buffers, not the
+    # 256 MiB it would have written to a client reading on.
+    assert server.script.streamed < 32 * 1024 * 1024
+
+
+def test_a_content_length_over_the_cap_fails_before_the_body_is_read() -> None:
+    with openalex_standin(script=["announced"]) as server:
+        with pytest.raises(BackendError) as caught:
+            backend(server.base_url, max_response_bytes=64 * 1024).search("summarisation", k=2)
+        assert server.script.hung_up.wait(5)
+    assert not caught.value.transient
+    assert "larger than 64 KiB; its Content-Length says 1 GiB" in caught.value.reason
+
+
+def test_a_compressed_reply_is_counted_as_it_decodes() -> None:
+    with openalex_standin(script=["bomb"]) as server:  # 64 KiB of gzip that decodes to 64 MiB
+        with pytest.raises(BackendError) as caught:
+            backend(server.base_url, max_response_bytes=1024 * 1024).search("summarisation", k=2)
+    assert "OpenAlex's reply was larger than 1 MiB" in caught.value.reason
+
+
+def test_a_page_under_the_cap_is_read_and_one_over_it_is_refused() -> None:
+    # The stand-in's default page for "summarisation" (25 works asked, 15 found) is about 20 KiB.
+    with openalex_standin() as server:
+        docs = backend(server.base_url, max_response_bytes=64 * 1024).search("summarisation", k=2)
+        with pytest.raises(BackendError) as caught:
+            backend(server.base_url, max_response_bytes=4 * 1024).search("summarisation", k=3)
+    assert len(docs) == 2
+    assert "larger than 4 KiB; its Content-Length says" in caught.value.reason
+
+
+def test_a_reply_whose_compression_is_broken_is_a_reason_and_asked_again() -> None:
+    # It said gzip and was not: the question's failure names OpenAlex's reply, not "Unexpected error", and a
+    # second attempt gets the page.
+    with openalex_standin(script=["badgzip"]) as server:
+        docs = backend(server.base_url, max_retries=1).search("summarisation", k=2)
+    assert len(docs) == 2
+    with openalex_standin(script=["badgzip"]) as server:
+        with pytest.raises(BackendError) as caught:
+            backend(server.base_url, max_retries=0).search("summarisation", k=2)
+    assert caught.value.transient
+    assert "OpenAlex sent a reply that could not be decoded" in caught.value.reason
