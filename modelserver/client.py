@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import json
 import logging
+import os
 import random
 import re
 import ssl
@@ -40,6 +41,7 @@ __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "ChatClient",
     "configure_max_response_bytes",
+    "configure_max_response_bytes_from_env",
     "preload",
     "tls_context",
 ]
@@ -66,6 +68,19 @@ def configure_max_response_bytes(limit: int) -> None:
     if limit < 1:
         raise ValueError(f"the model servers' response cap must be at least 1 byte, not {limit}")
     _max_response_bytes = limit
+
+
+def configure_max_response_bytes_from_env(environ: Mapping[str, str] | None = None) -> None:
+    """The cap a command line without Django (python -m scoring.cli, the stress tests) takes from
+    MODEL_SERVER_MAX_RESPONSE_BYTES, the variable the platform's settings read: applied when it is set, left
+    as it is otherwise. ValueError naming the variable when it is not a whole number of bytes, at least 1."""
+    raw = (os.environ if environ is None else environ).get("MODEL_SERVER_MAX_RESPONSE_BYTES", "").strip()
+    if not raw:
+        return
+    limit = int(raw) if raw.isdigit() else 0
+    if limit < 1:
+        raise ValueError(f"MODEL_SERVER_MAX_RESPONSE_BYTES must be a whole number of bytes, at least 1, not {raw!r}")
+    configure_max_response_bytes(limit)
 
 
 _HINTS: Mapping[int, str] = {

@@ -178,6 +178,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     judge: Any = None
     if args.judge_base_url and args.judge_model:
         from modelserver import ChatConfig
+        from modelserver.client import configure_max_response_bytes_from_env
+
+        try:  # the cap the platform's settings read, for a judge called from here too
+            configure_max_response_bytes_from_env()
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         from scoring.core.judges import JudgeRunner
 
         config = ChatConfig(base_url=args.judge_base_url, model=args.judge_model, api_key=args.judge_api_key or "EMPTY")

@@ -20,6 +20,7 @@ from typing import Any
 from kernel.cli import at_least_one, out_dir_problem
 from kernel.jsonl import JsonlError, read_jsonl
 from modelserver import ChatConfig
+from modelserver.client import configure_max_response_bytes_from_env
 from scoring.stress.perturb import TESTS, StressError
 from scoring.stress.runner import CoreMetrics, MetricBackend, resolve_metrics, resolve_tests, run_stress
 
@@ -96,6 +97,11 @@ def main(argv: Sequence[str] | None = None, *, backend: MetricBackend | None = N
     if args.llm_base_url or args.llm_model:
         if not (args.llm_base_url and args.llm_model):
             print("error: give both --llm-base-url and --llm-model for the LLM rewriter", file=sys.stderr)
+            return 2
+        try:  # the cap the platform's settings read, for the rewriter called from here too
+            configure_max_response_bytes_from_env()
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 2
         judge = ChatConfig(
             base_url=args.llm_base_url, model=args.llm_model, api_key=os.environ.get(args.llm_api_key_env, "EMPTY")

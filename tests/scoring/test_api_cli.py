@@ -14,6 +14,7 @@ from scoring.cli import main
 from scoring.core import api
 from scoring.core.api import metric_specs, score_rows
 from scoring.core.registry import FAMILIES, INPUTS
+from tests.support.openai_standin import openai_standin
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,3 +142,34 @@ def test_a_callers_pause_runs_before_each_row_and_changes_no_score() -> None:
     paused = score_rows(rows, ["rouge1"], pause=lambda: calls.append(1))
     assert len(calls) == len(rows)
     assert paused == score_rows(rows, ["rouge1"])
+
+
+def test_cli_reads_a_judges_reply_under_the_cap_its_environment_sets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MODEL_SERVER_MAX_RESPONSE_BYTES is what a failed call's reason tells the reader to raise: it must work here
+    # too, not only in the platform's workers.
+    from modelserver import client
+
+    monkeypatch.setattr(client, "_max_response_bytes", client._max_response_bytes)  # put back after the test
+    monkeypatch.delenv("JUDGE_CACHE_DIR", raising=False)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"id": "a", "summary": "The trial found fewer errors on day shifts."}) + "\n")
+    out = tmp_path / "scores.jsonl"
+    args = ["--input", str(rows), "--output", str(out), "--metrics", "geval_fluency", "--judge-model", "m"]
+    with openai_standin(lambda body: "4") as server:
+        args += ["--judge-base-url", server.base_url]
+        monkeypatch.setenv("MODEL_SERVER_MAX_RESPONSE_BYTES", "200")  # a chat completion's JSON is more than that
+        assert main(args) == 0
+        capped = json.loads(out.read_text())
+        monkeypatch.setenv("MODEL_SERVER_MAX_RESPONSE_BYTES", str(64 * 1024))
+        assert main(args) == 0
+        read = json.loads(out.read_text())
+        monkeypatch.setenv("MODEL_SERVER_MAX_RESPONSE_BYTES", "a lot")
+        capsys.readouterr()
+        assert main(args) == 2
+    assert capped["geval_fluency"] is None
+    assert "larger than 200 bytes" in capped["errors"]["geval_fluency"]
+    assert "MODEL_SERVER_MAX_RESPONSE_BYTES" in capped["errors"]["geval_fluency"]
+    assert read["geval_fluency"] == 4
+    assert "MODEL_SERVER_MAX_RESPONSE_BYTES must be a whole number of bytes" in capsys.readouterr().err

@@ -116,6 +116,18 @@ def test_cli_errors(tmp_path, capsys, args, message):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["0", "8MB", "-1"])
+def test_cli_refuses_a_response_cap_that_is_not_a_number_of_bytes(tmp_path, capsys, monkeypatch, value):
+    # The rewriter's model server is read under MODEL_SERVER_MAX_RESPONSE_BYTES, as the platform's are.
+    monkeypatch.setenv("MODEL_SERVER_MAX_RESPONSE_BYTES", value)
+    rows = _write_rows(tmp_path / "rows.jsonl")
+    args = ["--tests", "shorten", "--metrics", "length", "--llm-model", "m", "--llm-base-url", "http://127.0.0.1:9/v1"]
+    assert main(["--input", str(rows), "--out", str(tmp_path / "o"), *args], backend=TinyMetrics()) == 2
+    assert f"MODEL_SERVER_MAX_RESPONSE_BYTES must be a whole number of bytes, at least 1, not '{value}'" in (
+        capsys.readouterr().err
+    )
+
+
 def test_cli_missing_and_malformed_input(tmp_path, capsys):
     base = ["--tests", "distractor", "--metrics", "length", "--out", str(tmp_path / "o")]
     assert main(["--input", str(tmp_path / "absent.jsonl"), *base], backend=TinyMetrics()) == 2
