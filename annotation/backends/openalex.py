@@ -108,10 +108,14 @@ def _external_id(work: Mapping[str, Any]) -> str:
     short = _short_id(_text(work.get("id")))
     if _WORK_ID.fullmatch(short):
         return short
+    doi = _doi_key(work)
+    return doi if doi and len(doi) <= len("doi:") + _DOI_MAX else ""
+
+
+def _doi_key(work: Mapping[str, Any]) -> str:
+    """``doi:<the work's DOI>`` in lower case, as DOIs compare; "" without a readable one."""
     doi = _DOI.fullmatch(_text(work.get("doi")))
-    if doi and len(doi.group(1)) <= _DOI_MAX:
-        return f"doi:{doi.group(1).lower()}"
-    return ""
+    return f"doi:{doi.group(1).lower()}" if doi else ""
 
 
 def _ids(value: Any, name: str) -> list[str]:
@@ -341,9 +345,14 @@ class OpenAlexRetrieval:
             if not isinstance(work, dict):
                 continue
             doc = work_to_document(work)
-            if doc is None or doc.external_id in seen:
+            if doc is None:
                 continue
-            seen.add(doc.external_id)
+            # One paper is one source: OpenAlex sometimes lists it twice, as two works (a preprint and its
+            # journal version merged late) with different ids and the same DOI.
+            keys = {doc.external_id, _doi_key(work)} - {""}
+            if keys & seen:
+                continue
+            seen |= keys
             documents.append(doc)
             if len(documents) == k:
                 break

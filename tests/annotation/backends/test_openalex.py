@@ -291,6 +291,20 @@ def test_works_without_an_id_are_not_one_source(caplog: pytest.LogCaptureFixture
     assert "cohort 8205" in left_out[0] and "cohort 8206" in left_out[1]
 
 
+def test_two_works_with_one_doi_are_one_source() -> None:
+    # OpenAlex lists some papers twice (a preprint and its journal version under two ids, one DOI): the
+    # annotator would read the same abstract as two sources, and k sources would hold fewer papers.
+    works = [
+        _night_shift_work(8301),
+        _night_shift_work(8302, doi="https://doi.org/10.5555/SLEEP.8301"),  # the same DOI, told in capitals
+        _night_shift_work(8303),
+        _night_shift_work(8304, id=None, doi="10.5555/sleep.8303"),  # named by its DOI, which 8303 holds
+    ]
+    with openalex_standin(works) as server:
+        docs = backend(server.base_url).search("night shifts nurses sleep", k=10)
+    assert [doc.external_id for doc in docs] == ["W8301", "W8303"]
+
+
 # The cap on OpenAlex's reply (OPENALEX_MAX_RESPONSE_BYTES), caused by a stand-in that answers with too much.
 
 
