@@ -151,6 +151,14 @@ def test_generation_settings_are_written_as_stored_and_name_the_keys_variable_no
         extractive = rows[rows["system_label"] == "extractive"]
         assert set(extractive["generation_settings"]) == {"{}"}
         assert set(extractive["generation_backend"]) == {"extractive"}
+        template = served.first().prompt_template  # the study's, recorded on each candidate
+        assert template is not None
+        assert set(zip(rows["prompt_template"], rows["prompt_template_version"], strict=True)) == {
+            (template.name, template.version)
+        }
+        assert (rows["attempts"] == 1).all() and (rows["status"] == "done").all()
+        finished = pd.to_datetime(rows["finished_at"], utc=True)
+        assert (finished >= pd.to_datetime(rows["queued_at"], utc=True)).all()
 
 
 def test_the_manifest_states_each_files_checksum_and_the_tables(study, tmp_path):
