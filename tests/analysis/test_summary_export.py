@@ -4,6 +4,7 @@ joining the comparison table on the candidate id, and flagging a summary cut off
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 
 import pandas as pd
@@ -12,8 +13,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 
 from analysis.exports import read_comparisons
+from analysis.models import ResearchJob
 from analysis.stats import table_checksum
 from annotation.models import Candidate, StudyMembership
 from annotation.services.participation import participation_preview_start
@@ -209,3 +212,48 @@ def test_an_out_path_that_is_a_file_is_refused_naming_out(tmp_path):
     with pytest.raises(CommandError, match="--out: .*taken exists and is not a folder"):
         call_command("export_summaries", "--study", "summaries", "--out", str(tmp_path / "taken"))
     assert (tmp_path / "taken").read_text() == "keep me"
+
+
+def _researcher(study):
+    client = Client()
+    client.force_login(get_user_model().objects.get(username="previewer"))
+    return client
+
+
+def test_an_export_job_writes_the_summary_table_through_the_api(study, django_capture_on_commit_callbacks):
+    client = _researcher(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            f"/api/v1/research/studies/{study.slug}/jobs/",
+            {"kind": "export", "options": {"format": "jsonl", "table": "summaries", "include_texts": True}},
+            content_type="application/json",
+        )
+    assert response.status_code == 201, response.content
+    job = ResearchJob.objects.get(pk=response.json()["id"])
+    assert job.status == ResearchJob.Status.DONE, job.error
+    assert job.files == ["summaries.jsonl", "summaries.manifest.json"]
+    assert job.manifest["format"] == "satisfy.summary-export/1" and job.manifest["includes_texts"] is True
+    body = b"".join(client.get(f"/api/v1/research/jobs/{job.pk}/files/summaries.jsonl").streaming_content)
+    assert hashlib.sha256(body).hexdigest() == job.manifest["files"][0]["sha256"]
+    rows = pd.read_json(io.BytesIO(body), lines=True, dtype=False)
+    assert set(rows["candidate"]) == set(_data_candidates(study).values_list("pk", flat=True))
+    assert rows.loc[rows["truncated"], "finish_reason"].tolist() == ["length"]
+    assert "exclude" not in job.options  # the rule does not apply to this table
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"format": "csv", "table": "votes"}, "table"),
+        ({"format": "csv", "table": "summaries", "exclude": "checks"}, "exclude"),
+    ],
+)
+def test_an_export_job_of_an_unknown_table_or_an_exclusion_on_summaries_is_a_400_naming_it(study, options, field):
+    response = _researcher(study).post(
+        f"/api/v1/research/studies/{study.slug}/jobs/",
+        {"kind": "export", "options": options},
+        content_type="application/json",
+    )
+    assert response.status_code == 400, response.content
+    assert field in response.json()["extra"]["fields"]
+    assert not ResearchJob.objects.exists()
