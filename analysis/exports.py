@@ -40,6 +40,38 @@ TEXT_COLUMNS: tuple[str, ...] = ("query_text", "persona", "left_summary", "right
 """Participant texts (``analysis.texts``), written only when an export asks for them (``include_texts``):
 the question, the persona it was asked with (JSON object), the two summaries shown, and the titles of the
 sources in rank order (JSON list)."""
+SUMMARY_MANIFEST_FORMAT = "satisfy.summary-export/1"
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "candidate",
+    "annotator",
+    "query_id",
+    "query_index",
+    "position",
+    "system",
+    "system_label",
+    "model",
+    "condition",
+    "generation_backend",
+    "generation_settings",
+    "prompt_template",
+    "prompt_template_version",
+    "status",
+    "failure_reason",
+    "finish_reason",
+    "truncated",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_s",
+    "attempts",
+    "regenerations",
+    "queued_at",
+    "started_at",
+    "finished_at",
+)
+"""The summary table's columns in order (docs/comparison-table.md, "The summary table"); ``summary`` (the
+text, ``SUMMARY_TEXT_COLUMNS``) follows only when an export asks for the texts."""
+SUMMARY_TEXT_COLUMNS: tuple[str, ...] = ("summary",)
+SUMMARY_TIMESTAMP_COLUMNS: tuple[str, ...] = ("queued_at", "started_at", "finished_at")
 
 
 def is_formula_like(text: str) -> bool:
@@ -277,11 +309,14 @@ def _write_jsonl(frame: pd.DataFrame, path: Path) -> None:
             fh.write(memoryview(lines.buffers()[2])[int(offsets[0]) : int(offsets[-1])])
 
 
-def _prepare(table: pd.DataFrame) -> pd.DataFrame:
+def _prepare(
+    table: pd.DataFrame, *, timestamps: Sequence[str] = TIMESTAMP_COLUMNS, contract_order: bool = True
+) -> pd.DataFrame:
     """Contract order, and timestamps as tz-aware UTC (typed in Parquet). Values are written as given: the
-    database and the legacy import already form canonical system ids, and readers fold the rest."""
-    frame = table[ordered_columns(table)].copy()
-    for col in TIMESTAMP_COLUMNS:
+    database and the legacy import already form canonical system ids, and readers fold the rest. A table
+    that is not a comparison table (the summary table) keeps its own order."""
+    frame = table[ordered_columns(table)].copy() if contract_order else table.copy()
+    for col in timestamps:
         if col in frame.columns and not isinstance(frame[col].dtype, pd.DatetimeTZDtype):
             frame[col] = _as_utc(frame[col])
     return frame
@@ -323,16 +358,18 @@ def _manifest(
     files: Sequence[ExportedFile],
     *,
     study: str | None,
-    filters: Mapping[str, Any] | None,
-    seed: int | None,
+    filters: Mapping[str, Any] | None = None,
+    seed: int | None = None,
     exclusion: Mapping[str, Any] | None = None,
     table_sha256: str | None = None,
+    manifest_format: str = MANIFEST_FORMAT,
+    text_columns: Sequence[str] = TEXT_COLUMNS,
 ) -> ExportManifest:
     if study is None and "study" in frame.columns:
         studies = sorted({str(s) for s in frame["study"].dropna()})
         study = studies[0] if len(studies) == 1 else None
     return ExportManifest(
-        format=MANIFEST_FORMAT,
+        format=manifest_format,
         study=study,
         filters=dict(filters or {}),
         rows=len(frame),
@@ -343,7 +380,7 @@ def _manifest(
         seed=seed,
         created_at=now_iso(),
         files=tuple(files),
-        includes_texts=any(c in frame.columns for c in TEXT_COLUMNS),
+        includes_texts=any(c in frame.columns for c in text_columns),
         exclusion=dict(exclusion) if exclusion is not None else None,
     )
 
@@ -396,12 +433,43 @@ def export_comparisons(
     for its provenance; the checksum ignores column order and reads timestamps as UTC, so it is the same
     for the prepared frame); computed here otherwise."""
     frame = _prepare(table)
-    files = [_write_one(frame, out_dir / f"{stem}.{fmt}", fmt) for fmt in formats]
-    manifest = _manifest(
-        frame, files, study=study, filters=filters, seed=seed, exclusion=exclusion, table_sha256=table_sha256
+    return _export_set(
+        frame,
+        out_dir,
+        stem=stem,
+        formats=formats,
+        study=study,
+        filters=filters,
+        seed=seed,
+        exclusion=exclusion,
+        table_sha256=table_sha256,
     )
-    manifest.write(out_dir / f"{stem}.manifest.json")
-    return manifest
+
+
+def _export_set(
+    frame: pd.DataFrame, out_dir: Path, *, stem: str, formats: Sequence[str], **manifest: Any
+) -> ExportManifest:
+    """Each format's file of a prepared frame, and ``<stem>.manifest.json`` (``_manifest``'s keywords) listing them."""
+    files = [_write_one(frame, out_dir / f"{stem}.{fmt}", fmt) for fmt in formats]
+    result = _manifest(frame, files, **manifest)
+    result.write(out_dir / f"{stem}.manifest.json")
+    return result
+
+
+def export_summaries(
+    table: pd.DataFrame,
+    out_dir: Path,
+    *,
+    stem: str = "summaries",
+    formats: Sequence[str] = FORMATS,
+    study: str | None = None,
+) -> ExportManifest:
+    """Write the summary table (one row per candidate, ``SUMMARY_COLUMNS``) in several formats and one
+    ``<stem>.manifest.json``, as ``export_comparisons`` does: every file's sha256, the table's checksum, the
+    code version and the study; format marker ``satisfy.summary-export/1``."""
+    frame = _prepare(table, timestamps=SUMMARY_TIMESTAMP_COLUMNS, contract_order=False)
+    texts = {"manifest_format": SUMMARY_MANIFEST_FORMAT, "text_columns": SUMMARY_TEXT_COLUMNS}
+    return _export_set(frame, out_dir, stem=stem, formats=formats, study=study, **texts)
 
 
 PARQUET_COLUMNS_PER_READ = 16

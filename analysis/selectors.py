@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -286,3 +287,81 @@ def comparison_frame(*, study: Study, metrics: list[str] | None = None) -> Any:
 
     rows = comparison_rows(study=study, metrics=metrics)
     return pd.DataFrame(rows, columns=None if rows else [*COLUMNS, *CHOICE_DETAIL_COLUMNS])
+
+
+def summary_rows(*, study: Study, include_texts: bool = False) -> list[dict[str, Any]]:
+    """One row per candidate (summary) of the study's analysed participations, whatever its status: what
+    generated it and how its generation went (docs/comparison-table.md, "The summary table"). ``candidate`` is
+    the id the comparison table's ``left_candidate``/``right_candidate`` carry, ``system`` the system id it
+    forms (``candidate_design``). The summary's text only with ``include_texts`` (participants' study data)."""
+    candidates = (
+        Candidate.objects.filter(query__participation__in=analysed_participations(study=study))
+        .select_related("query__participation", "system", "prompt_template")
+        .defer("raw_response", "prompt", *(() if include_texts else ("text",)))
+        .order_by("query__participation__code", "query__index", "system__order", "pk")
+    )
+    rows = []
+    for candidate in candidates:
+        system, model, condition = candidate_design(candidate)
+        usage = candidate.usage if isinstance(candidate.usage, dict) else {}
+        template = candidate.prompt_template
+        row: dict[str, Any] = {
+            "candidate": candidate.pk,
+            "annotator": candidate.query.participation.code,
+            "query_id": candidate.query_id,
+            "query_index": candidate.query.index,
+            "position": candidate.position or None,
+            "system": system,
+            "system_label": candidate.system_label or candidate.system.label,
+            "model": model,
+            "condition": condition,
+            "generation_backend": candidate.generation_backend or None,
+            # The settings the generation called the model with, as stored (a key's variable name, never a key).
+            "generation_settings": json.dumps(candidate.generation_settings, ensure_ascii=False, sort_keys=True),
+            "prompt_template": template.name if template else None,
+            "prompt_template_version": candidate.prompt_template_version,
+            "status": candidate.status,
+            "failure_reason": candidate.failure_reason or None,
+            "finish_reason": candidate.finish_reason or None,
+            # Accepted as done, but cut off at max_tokens: a reader of the comparisons must be able to tell.
+            "truncated": candidate.finish_reason == "length",
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "completion_tokens": usage.get("completion_tokens"),
+            "latency_s": candidate.latency_s,
+            "attempts": candidate.attempts,
+            "regenerations": candidate.regenerations,
+            "queued_at": candidate.queued_at,
+            "started_at": candidate.started_at,
+            "finished_at": candidate.finished_at,
+        }
+        if include_texts:
+            row["summary"] = candidate.text or None
+        rows.append(row)
+    return rows
+
+
+def summary_frame(*, study: Study, include_texts: bool = False) -> Any:
+    """``summary_rows`` as a typed DataFrame (whole numbers nullable, times tz-aware UTC), with its columns
+    even when the study has no candidates."""
+    import pandas as pd
+
+    from analysis.exports import SUMMARY_COLUMNS, SUMMARY_TEXT_COLUMNS, SUMMARY_TIMESTAMP_COLUMNS
+
+    columns = [*SUMMARY_COLUMNS, *(SUMMARY_TEXT_COLUMNS if include_texts else ())]
+    frame = pd.DataFrame(summary_rows(study=study, include_texts=include_texts), columns=columns)
+    for col in (
+        "candidate",
+        "query_id",
+        "query_index",
+        "prompt_template_version",
+        "prompt_tokens",
+        "completion_tokens",
+        "attempts",
+        "regenerations",
+    ):
+        frame[col] = frame[col].astype("Int64")
+    frame["latency_s"] = frame["latency_s"].astype("float64")
+    frame["truncated"] = frame["truncated"].astype("bool")
+    for col in SUMMARY_TIMESTAMP_COLUMNS:
+        frame[col] = pd.to_datetime(frame[col], utc=True)
+    return frame

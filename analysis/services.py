@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from analysis.models import ResearchJob
-from analysis.selectors import analysis_frame, exclusion_reasons
+from analysis.selectors import analysis_frame, exclusion_reasons, summary_frame
 from analysis.stats.config import DEFAULT_RESAMPLES, DEFAULT_SEED  # one default for every way in (docs/analysis.md)
 from annotation.models import Candidate, Participation, Study
 from kernel import leases
@@ -40,6 +40,9 @@ def _lease() -> timedelta:
 
 
 EXPORT_FORMATS = ("csv", "jsonl", "parquet")
+# What an export job writes: the comparison table, or the summary table (one row per candidate, how it was
+# generated: docs/comparison-table.md, "The summary table"), which the exclusion rule does not apply to.
+EXPORT_TABLES = ("comparisons", "summaries")
 
 
 def job_dir(job: ResearchJob) -> Path:
@@ -143,6 +146,13 @@ def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
         # Off by default: queries, personas and summaries are participants' text, for a released dataset only.
         if not isinstance(options.setdefault("include_texts", False), bool):
             raise ApplicationError("include_texts must be true or false.", field="include_texts")
+        if options.setdefault("table", "comparisons") not in EXPORT_TABLES:
+            raise ApplicationError(f"table must be one of {', '.join(EXPORT_TABLES)}.", field="table")
+        if options["table"] == "summaries" and "exclude" in options:
+            raise ApplicationError(
+                "The summary table has a row for every summary: the exclusion rule applies to the comparisons only.",
+                field="exclude",
+            )
     elif kind == ResearchJob.Kind.REPORT:
         resamples = options.setdefault("n_resamples", DEFAULT_RESAMPLES)
         if not _whole(resamples) or not 1 <= resamples <= 100_000:
@@ -230,7 +240,7 @@ def research_job_request(
     is locked while this looks, so two requests at the same moment make one job (no annotator statement locks
     it). A finished or failed job is not reused: asking again runs it again."""
     options = _validate(kind, options or {})
-    if kind in (ResearchJob.Kind.EXPORT, ResearchJob.Kind.REPORT):
+    if kind == ResearchJob.Kind.REPORT or (kind == ResearchJob.Kind.EXPORT and options["table"] == "comparisons"):
         # The rule is resolved now (the study's default when none is asked for) and kept with the job.
         exclude = options.get("exclude")
         if exclude is not None and not isinstance(exclude, str | list):
@@ -399,8 +409,14 @@ def research_jobs_sweep(*, now: datetime | None = None) -> dict[str, int]:
 
 def _run_export(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[str, Any]:
     # The export module loads pandas and pyarrow: in the worker, not the web process.
-    from analysis.exports import export_comparisons
+    from analysis.exports import export_comparisons, export_summaries
 
+    if job.options.get("table") == "summaries":
+        _progress(job, 10, "reading summaries", pause)
+        summaries = summary_frame(study=job.study, include_texts=bool(job.options.get("include_texts")))
+        _progress(job, 60, f"writing {len(summaries)} rows", pause)
+        formats = [job.options["format"]]
+        return export_summaries(summaries, out, formats=formats, study=job.study.slug).to_dict()
     _progress(job, 10, "reading comparisons", pause)
     frame, exclusion = analysis_frame(study=job.study, exclude=job.options.get("exclude"))
     if job.options.get("include_texts"):

@@ -14,13 +14,10 @@ from analysis.selectors import exclusion_default, exclusion_reasons
 from analysis.stats import AnalysisConfig, analyze
 from analysis.stats.errors import AnalysisError
 from analysis.stats.exclusion import AnnotatorFlags, ExclusionRule, apply_exclusion
-from annotation.selectors.tournament import match_current
 from annotation.services.quality import participation_exclude
-from annotation.services.query import query_submit
-from annotation.services.tournament import judgment_record
 from kernel.exceptions import ApplicationError
 from tests.analysis.helpers import row, table
-from tests.annotation.factories import StudyFactory, join
+from tests.annotation.factories import StudyFactory, ask_and_answer, join
 
 STRONG_PERSONA = ("variant", "strong / persona", "round1")
 
@@ -81,12 +78,7 @@ def test_combined_reasons_count_an_annotator_under_each_but_once_in_total():
 pytestmark_db = pytest.mark.django_db
 
 
-def _ranked(participation, capture, text):
-    with capture(execute=True):
-        query = query_submit(participation=participation, text=text, client_token="")
-    while (match := match_current(query=query)) is not None:
-        judgment_record(match=match, choice="left", by=participation)
-    return query
+_ranked = ask_and_answer
 
 
 @pytestmark_db

@@ -20,7 +20,7 @@ from annotation.services.study import study_set_status
 from annotation.services.tournament import judgment_record
 from annotation.tasks import generate_candidate
 from kernel.exceptions import ApplicationError
-from tests.annotation.factories import StudyFactory, join, study_with_a_failing_system
+from tests.annotation.factories import StudyFactory, join, served_study, study_with_a_failing_system
 from tests.support.openai_standin import openai_standin
 from tests.support.openalex_standin import openalex_standin
 
@@ -289,18 +289,7 @@ def test_an_empty_reply_is_not_cached_so_the_retry_writes_the_summary(
 
 
 def _served_study(base_url, **backend_settings):
-    return StudyFactory(
-        systems=[
-            {"label": "extractive", "model_name": "extractive-centroid", "condition": "persona"},
-            {
-                "label": "served",
-                "model_name": "standin-model",
-                "condition": "generic",
-                "generation_backend": "openai",
-                "backend_settings": {"base_url": base_url, "use_cache": False, **backend_settings},
-            },
-        ]
-    )
+    return served_study({"base_url": base_url, "use_cache": False, **backend_settings})
 
 
 def _reasoning_model(body):

@@ -14,7 +14,7 @@ from annotation.models import Candidate, Study, StudyMembership, StudySystem
 from annotation.services.query import query_submit
 from annotation.services.study import study_create, study_set_status
 from kernel.exceptions import ApplicationError
-from tests.annotation.factories import StudyFactory, join
+from tests.annotation.factories import StudyFactory, join, served_study
 from tests.support.openai_standin import openai_standin
 
 pytestmark = pytest.mark.django_db
@@ -258,19 +258,7 @@ def _served_and_asked(base_url: str, django_capture_on_commit_callbacks, **field
     """A study of an extractive system and one served by the model server at `base_url`, with one question's
     summaries generated (so its design is frozen)."""
     served = {"base_url": base_url, "use_cache": False, "max_tokens": 50, "temperature": 0.0}
-    study = StudyFactory(
-        systems=[
-            {"label": "extractive", "model_name": "extractive-centroid", "condition": "persona"},
-            {
-                "label": "served",
-                "model_name": "standin-model",
-                "condition": "generic",
-                "generation_backend": "openai",
-                "backend_settings": served,
-            },
-        ],
-        **fields,
-    )
+    study = served_study(served, **fields)
     with django_capture_on_commit_callbacks(execute=True):
         _asked(study)
     assert set(Candidate.objects.filter(system__study=study).values_list("status", flat=True)) == {"done"}
