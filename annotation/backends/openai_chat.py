@@ -11,6 +11,7 @@ import atexit
 import contextlib
 import math
 import os
+import re
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -53,9 +54,22 @@ _NUMBER_RANGES: dict[str, tuple[type, str, float, float]] = {
 }
 
 
+# An environment variable's name (POSIX: letters, digits and _, not starting with a digit).
+_KEY_ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
 def settings_problem(options: Mapping[str, Any]) -> str | None:
-    """What is wrong with these backend settings' operational numbers, or None. A value is read as
+    """What is wrong with these backend settings' operational values, or None. A value is read as
     `config_for` reads it (so a stored value generation accepts is accepted here), then held to its range."""
+    key_env = options.get("api_key_env")
+    if key_env not in (None, "") and not (isinstance(key_env, str) and _KEY_ENV.fullmatch(key_env)):
+        # A key pasted here would be stored with every summary's settings, exported, and shown in failure
+        # reasons; the value is only ever the name of the variable that holds it.
+        # The value is not repeated: it may be the key.
+        return (
+            "backend setting 'api_key_env' must name the environment variable that holds the API key (letters, "
+            "digits and _, such as OPENAI_API_KEY), not hold the key itself"
+        )
     for name, (kind, wanted, low, high) in _NUMBER_RANGES.items():
         value = options.get(name)
         if value is None:

@@ -223,6 +223,26 @@ def test_patch_refuses_limits_and_a_broken_design_of_an_open_study(api):
     assert not StudySystem.objects.filter(model_name="extractive-mmmr").exists()
 
 
+def test_a_key_pasted_where_its_variables_name_goes_is_refused_and_never_repeated(api):
+    # api_key_env is stored with every summary's settings, exported with them (export_summaries) and named in
+    # failure reasons: a key pasted into it would leave the platform in all three.
+    StudyFactory(slug="keyed", status=Study.Status.DRAFT)
+    systems = api.get("/api/v1/admin/studies/keyed/").json()["systems"]
+    key = "sk-proj-Zq8dW3vN1xYt7Lm2Pa9Rb4Kc"
+    pasted = [
+        {**systems[0], "generation_backend": "openai", "model_name": "m1", "backend_settings": {"api_key_env": key}},
+        *systems[1:],
+    ]
+    refused = api.patch("/api/v1/admin/studies/keyed/", {"systems": pasted}, format="json")
+    assert refused.status_code == 400
+    assert "'api_key_env' must name the environment variable" in refused.json()["extra"]["fields"]["systems"][0]
+    assert key not in refused.content.decode()
+    assert not StudySystem.objects.filter(backend_settings__api_key_env=key).exists()
+    named = [{**pasted[0], "backend_settings": {"api_key_env": "LAB_LLM_KEY"}}, *systems[1:]]
+    saved = api.patch("/api/v1/admin/studies/keyed/", {"systems": named}, format="json")
+    assert saved.status_code == 200, saved.json()
+
+
 def test_patch_and_put_edit_a_draft_through_the_service(api):
     StudyFactory(slug="p3", status=Study.Status.DRAFT)
     systems = api.get("/api/v1/admin/studies/p3/").json()["systems"]
