@@ -190,6 +190,7 @@ def job_start(request: HttpRequest, slug: str) -> HttpResponse:
         if kind == ResearchJob.Kind.EXPORT:
             options["format"] = request.POST.get("format", "csv")
             options["include_texts"] = request.POST.get("include_texts") == "1"
+            options["table"] = request.POST.get("table", "comparisons")
         elif kind == ResearchJob.Kind.REPORT:
             options["n_resamples"] = _int(request.POST.get("n_resamples", "2000"), "n_resamples")
         elif kind == ResearchJob.Kind.STRESS:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import logging
@@ -18,7 +19,7 @@ from django.test import Client
 from analysis import services
 from analysis.models import ResearchJob
 from analysis.selectors import comparison_rows
-from annotation.models import Judgment, Match, Study
+from annotation.models import Candidate, Judgment, Match, Study
 from kernel.exceptions import ApplicationError
 from scoring.models import CandidateScore, ScoringRun
 from scoring.services import scoring_run_start
@@ -87,6 +88,27 @@ def test_export_job_in_each_format(played_study, django_capture_on_commit_callba
     if fmt == "parquet":
         frame = pd.read_parquet(io.BytesIO(b"".join(response.streaming_content)))
         assert len(frame) == Judgment.objects.count()
+
+
+def test_the_summary_table_is_exported_from_the_dashboard(
+    played_study, django_capture_on_commit_callbacks, researcher_client
+):
+    page = researcher_client.get(f"/research/studies/{played_study.slug}/").content.decode()
+    assert "Export the summary table" in page and 'name="table" value="summaries"' in page
+    with django_capture_on_commit_callbacks(execute=True):
+        posted = researcher_client.post(
+            f"/research/studies/{played_study.slug}/jobs/", {"kind": "export", "table": "summaries", "format": "csv"}
+        )
+    assert posted.status_code == 302 and "error" not in posted["Location"]
+    job = ResearchJob.objects.get()
+    assert job.status == ResearchJob.Status.DONE, job.error
+    assert job.options["table"] == "summaries" and "summaries.csv" in job.files
+    response = researcher_client.get(f"/research/jobs/{job.pk}/files/summaries.csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    # One row per summary of the study, each a candidate the comparisons show or could have shown.
+    assert len(rows) == Candidate.objects.filter(query__participation__study=played_study).count()
+    listed = researcher_client.get(f"/research/studies/{played_study.slug}/").content.decode()
+    assert "(summary table, csv)" in listed
 
 
 def test_bad_job_options_are_refused_on_the_page(played_study, researcher_client):
