@@ -90,10 +90,17 @@ def test_a_researcher_invites_scores_reports_and_exports(browser, live_server, s
     camera.shot(page, "report")
 
     page.go_back()
-    page.get_by_label("Parquet").check()
-    page.get_by_role("button", name="Export").click()
+    comparisons = page.locator("form", has=page.get_by_role("heading", name="Export comparisons"))
+    comparisons.get_by_label("Parquet").check()
+    comparisons.get_by_role("button", name="Export", exact=True).click()
     page.wait_for_selector("a:has-text('comparisons.parquet')")
     camera.shot(page, "dashboard-export")
+    # How each summary was generated, beside the comparisons (truncated ones flagged).
+    summaries = page.locator("form", has=page.get_by_role("heading", name="Export the summary table"))
+    summaries.get_by_label("JSONL").check()
+    summaries.get_by_role("button", name="Export summaries").click()
+    page.wait_for_selector("a:has-text('summaries.jsonl')")
+    assert "(summary table, jsonl)" in page.content()
     kinds = set(ResearchJob.objects.filter(status="done").values_list("kind", flat=True))
     assert kinds == {"report", "export"}
 
@@ -104,4 +111,4 @@ def test_a_researcher_invites_scores_reports_and_exports(browser, live_server, s
     camera.shot(page, "dashboard-error")
     page.goto(f"{live_server.url}/research/token/")
     camera.shot(page, "token")
-    assert ResearchJob.objects.count() == 2
+    assert ResearchJob.objects.count() == 3
