@@ -134,6 +134,10 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         "n_failed": Candidate.objects.filter(
             query__participation__in=participations, status=Candidate.Status.FAILED
         ).count(),
+        # Accepted, but cut off at max_tokens: what the annotators compared was not the model's whole answer.
+        "n_truncated": Candidate.objects.filter(
+            query__participation__in=participations, status=Candidate.Status.DONE, finish_reason="length"
+        ).count(),
         "jobs": study.research_jobs.all()[:20],
         # A job queued longer than a worker takes to pick one up says why it waits and how to stop it.
         "waiting_since": timezone.now() - QUEUED_NOTE_AFTER,

@@ -111,6 +111,15 @@ def test_the_summary_table_is_exported_from_the_dashboard(
     assert "(summary table, csv)" in listed
 
 
+def test_the_dashboard_counts_the_summaries_cut_off_at_max_tokens(played_study, researcher_client):
+    url = f"/research/studies/{played_study.slug}/"
+    assert " cut off at max_tokens</span>" not in researcher_client.get(url).content.decode()
+    # Two summaries a model stopped at max_tokens (its reply's finish_reason), accepted as done.
+    cut = Candidate.objects.filter(query__participation__study=played_study, status="done").order_by("pk")[:2]
+    Candidate.objects.filter(pk__in=[c.pk for c in cut]).update(finish_reason="length")
+    assert ">2 cut off at max_tokens</span>" in researcher_client.get(url).content.decode()
+
+
 def test_bad_job_options_are_refused_on_the_page(played_study, researcher_client):
     response = researcher_client.post(
         f"/research/studies/{played_study.slug}/jobs/", {"kind": "export", "format": "xlsx"}
