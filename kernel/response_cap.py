@@ -26,6 +26,13 @@ class ResponseTooLarge(Exception):
         said = f" (its Content-Length says {size_text(declared)})" if declared is not None else ""
         super().__init__(f"reply larger than {size_text(limit)}{said}")
 
+    @property
+    def larger_than(self) -> str:
+        """How a failure reason says it: ``larger than 8 MiB``, with ``; its Content-Length says 1 GiB`` when
+        the header told the size up front."""
+        said = f"; its Content-Length says {size_text(self.declared)}" if self.declared is not None else ""
+        return f"larger than {size_text(self.limit)}{said}"
+
 
 def size_text(n: int) -> str:
     """A byte count as a person writes it: 8 MiB, 64 KiB, 1000 bytes, and 41.3 KiB (42290 bytes) when it is not

@@ -29,7 +29,7 @@ from typing import Any
 
 import openai
 
-from kernel.response_cap import ResponseTooLarge, response_cap, size_text
+from kernel.response_cap import ResponseTooLarge, response_cap
 from kernel.storable import storable_json
 from modelserver.cache import ResultCache, cache_for, cache_key
 from modelserver.config import ChatConfig, ChatResult, LLMError
@@ -319,9 +319,8 @@ class ChatClient:
             raise self._status_error(exc, where) from exc
         except ResponseTooLarge as exc:
             # The same request would draw the same reply: permanent, and the reason says which setting to raise.
-            said = f"; its Content-Length says {size_text(exc.declared)}" if exc.declared is not None else ""
             raise LLMError(
-                f"the reply from {where} was larger than {size_text(exc.limit)}{said} (the cap on a model "
+                f"the reply from {where} was {exc.larger_than} (the cap on a model "
                 "server's reply: raise MODEL_SERVER_MAX_RESPONSE_BYTES if such replies are expected)",
                 transient=False,
             ) from exc

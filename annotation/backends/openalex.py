@@ -23,7 +23,7 @@ from django.conf import settings
 from django.core.cache import caches
 
 from kernel.backends import BackendError, Document
-from kernel.response_cap import ResponseTooLarge, response_cap, size_text
+from kernel.response_cap import ResponseTooLarge, response_cap
 from kernel.storable import storable_json
 from kernel.text import content_words, fold_whitespace
 from kernel.years import YearError, year_range
@@ -380,9 +380,8 @@ class OpenAlexRetrieval:
                     last_reason = f"OpenAlex sent a reply that could not be decoded ({url}: {exc})"
                 except ResponseTooLarge as exc:
                     # Asked again, OpenAlex sends the same page: permanent, naming the setting to raise.
-                    said = f"; its Content-Length says {size_text(exc.declared)}" if exc.declared is not None else ""
                     raise BackendError(
-                        f"OpenAlex's reply was larger than {size_text(exc.limit)}{said} ({url}): raise "
+                        f"OpenAlex's reply was {exc.larger_than} ({url}): raise "
                         "OPENALEX_MAX_RESPONSE_BYTES if such replies are expected",
                         transient=False,
                     ) from exc
