@@ -32,6 +32,27 @@ def _blocking_another_connection() -> bool:
     return bool(waiting)
 
 
+def _store_while_the_other_waits(runs: dict[str, ScoringRun], chunk: list[int]) -> None:
+    """The answering run stores its chunk and holds its transaction open until the broken run's write of the
+    same chunk waits on it, then commits; each on its own connection. Neither may raise."""
+    stored = threading.Event()
+
+    def answering_run() -> None:
+        with transaction.atomic():
+            services.scoring_run_chunk(run_id=runs["answering"].pk, candidate_ids=chunk, chunk_index=0)
+            stored.set()
+            deadline = time.monotonic() + 60
+            while not _blocking_another_connection() and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+    def broken_run() -> int:
+        assert stored.wait(60), "the answering run never stored its chunk"
+        return services.scoring_run_chunk(run_id=runs["broken"].pk, candidate_ids=chunk, chunk_index=0)
+
+    results = at_once(answering_run, broken_run, timeout=180)
+    assert not any(isinstance(result, BaseException) for result in results), results
+
+
 @pytest.mark.timeout(240)
 def test_a_failing_judge_run_keeps_the_ratings_a_concurrent_run_commits(played_study, monkeypatch, tmp_path):  # noqa: F811
     # Run "broken" reaches a judge replica that answers no rating; run "answering" reaches one that rates.
@@ -54,23 +75,7 @@ def test_a_failing_judge_run_keeps_the_ratings_a_concurrent_run_commits(played_s
                 runs[name] = services.scoring_run_start(study=played_study, metrics=["geval_fluency"], judge=judge)
         (chunk,) = runs["answering"].chunks
         assert runs["broken"].chunks == [chunk]
-        stored = threading.Event()
-
-        def answering_run() -> None:
-            # Its ratings are written and its transaction held open until the broken run's write waits on them.
-            with transaction.atomic():
-                services.scoring_run_chunk(run_id=runs["answering"].pk, candidate_ids=chunk, chunk_index=0)
-                stored.set()
-                deadline = time.monotonic() + 60
-                while not _blocking_another_connection() and time.monotonic() < deadline:
-                    time.sleep(0.05)
-
-        def broken_run() -> int:
-            assert stored.wait(60), "the answering run never stored its ratings"
-            return services.scoring_run_chunk(run_id=runs["broken"].pk, candidate_ids=chunk, chunk_index=0)
-
-        results = at_once(answering_run, broken_run, timeout=180)
-        assert not any(isinstance(result, BaseException) for result in results), results
+        _store_while_the_other_waits(runs, chunk)
         assert broken.completions > 0 and answering.completions > 0
 
     for run in runs.values():
@@ -106,22 +111,7 @@ def test_a_failing_pairwise_run_keeps_the_votes_a_concurrent_run_commits(played_
             for name, judge in judges.items():
                 runs[name] = services.pairwise_run_start(study=played_study, judge=judge)
         (chunk,) = runs["answering"].chunks
-        stored = threading.Event()
-
-        def answering_run() -> None:
-            with transaction.atomic():
-                services.scoring_run_chunk(run_id=runs["answering"].pk, candidate_ids=chunk, chunk_index=0)
-                stored.set()
-                deadline = time.monotonic() + 60
-                while not _blocking_another_connection() and time.monotonic() < deadline:
-                    time.sleep(0.05)
-
-        def broken_run() -> int:
-            assert stored.wait(60), "the answering run never stored its votes"
-            return services.scoring_run_chunk(run_id=runs["broken"].pk, candidate_ids=chunk, chunk_index=0)
-
-        results = at_once(answering_run, broken_run, timeout=180)
-        assert not any(isinstance(result, BaseException) for result in results), results
+        _store_while_the_other_waits(runs, chunk)
 
     for run in runs.values():
         run.refresh_from_db()
