@@ -125,6 +125,11 @@ def test_bad_job_options_are_refused_on_the_page(played_study, researcher_client
         f"/research/studies/{played_study.slug}/jobs/", {"kind": "export", "format": "xlsx"}
     )
     assert response.status_code == 302 and "Export+format" in response["Location"]
+    # A table the page does not offer (a hand-made post): refused by name, and no job starts.
+    response = researcher_client.post(
+        f"/research/studies/{played_study.slug}/jobs/", {"kind": "export", "format": "csv", "table": "everything"}
+    )
+    assert response.status_code == 302 and "table+must+be+one+of" in response["Location"]
     assert not ResearchJob.objects.exists()
 
 
