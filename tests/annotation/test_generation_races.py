@@ -82,3 +82,62 @@ def test_candidates_finishing_at_once_draw_one_bracket(transactional_db: None) -
     assert Bracket.objects.filter(query__in=queries).count() == QUERIES
     assert Match.objects.filter(bracket__query__in=queries, round=1, check_expected="").count() == 2 * QUERIES
     assert study.identical_policy != Study.IdenticalPolicy.REGENERATE
+
+
+@pytest.mark.timeout(120)
+def test_settings_raised_while_a_summary_is_generated_are_not_the_ones_it_records(transactional_db: None) -> None:
+    # An owner raises max_tokens (an operational setting, allowed on a running study) while a summary's model
+    # call is in flight: that summary was asked with the old value, and must say so, not the new one; the
+    # next generation asks with the new one.
+    from annotation.services.study import study_update, system_spec
+    from tests.annotation.factories import served_study
+
+    in_call, raised = threading.Event(), threading.Event()
+    hold = threading.Event()
+
+    def responder(body: dict) -> str:  # type: ignore[type-arg]
+        if hold.is_set():
+            in_call.set()
+            assert raised.wait(30), "the settings were never raised"
+        return "A summary of the abstracts [1]."
+
+    with openai_standin(responder) as standin:
+        study = served_study({"base_url": standin.base_url, "use_cache": False, "max_retries": 0, "max_tokens": 50})
+        query = query_submit(participation=join(study), text="Night shifts and sleep", client_token="")
+        _generating_again([query])
+        served = Candidate.objects.get(query=query, system__label="served")
+        errors: list[BaseException] = []
+
+        def generate() -> None:
+            try:
+                candidate_generate(candidate_id=served.pk)
+            except BaseException as error:  # noqa: BLE001 - reported by the main thread
+                errors.append(error)
+            finally:
+                connection.close()
+
+        hold.set()
+        thread = threading.Thread(target=generate)
+        thread.start()
+        assert in_call.wait(30), "the generation never called the model"
+        specs = [system_spec(s) for s in study.systems.all()]
+        study_update(
+            study=study,
+            systems=[
+                {**s, "backend_settings": {**s["backend_settings"], "max_tokens": 400}} if s["label"] == "served" else s
+                for s in specs
+            ],
+        )
+        raised.set()
+        thread.join(timeout=60)
+        assert not errors, errors
+        served.refresh_from_db()
+        assert standin.requests[-1]["max_tokens"] == 50
+        assert served.status == Candidate.Status.DONE and served.generation_settings["max_tokens"] == 50
+        hold.clear()
+        _generating_again([query])
+        candidate_generate(candidate_id=served.pk)
+        assert standin.requests[-1]["max_tokens"] == 400
+
+    served.refresh_from_db()
+    assert served.status == Candidate.Status.DONE and served.generation_settings["max_tokens"] == 400
