@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from analysis.models import ResearchJob
 from analysis.selectors import analysis_frame, exclusion_reasons, summary_frame
-from analysis.stats.config import DEFAULT_RESAMPLES, DEFAULT_SEED  # one default for every way in (docs/analysis.md)
+from analysis.stats.config import DEFAULT_RESAMPLES, DEFAULT_SEED, AnalysisConfig  # one default for every way in
 from annotation.models import Candidate, Participation, Study
 from kernel import leases
 from kernel.exceptions import ApplicationError
@@ -157,9 +157,8 @@ def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
         resamples = options.setdefault("n_resamples", DEFAULT_RESAMPLES)
         if not _whole(resamples) or not 1 <= resamples <= 100_000:
             raise ApplicationError("Resamples must be a whole number between 1 and 100000.", field="n_resamples")
-        # Analysis settings (AnalysisConfig fields, as in `analyze --config`); their values are checked by
-        # AnalysisConfig in the worker (the statistics package stays out of the web process), a wrong one
-        # failing the job with its message.
+        # Analysis settings (AnalysisConfig fields, as in `analyze --config`), checked here as the worker will
+        # check them, so that a wrong one is a 400 naming it rather than a failed job.
         config = options.get("config", {})
         if not isinstance(config, dict):
             raise ApplicationError("config must be an object of analysis settings.", field="config")
@@ -167,6 +166,10 @@ def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
             raise ApplicationError(
                 f"Give {' and '.join(twice)} as an option of the job, not in config.", field="config"
             )
+        try:
+            AnalysisConfig.from_dict(config)
+        except ValueError as exc:
+            raise ApplicationError(f"config: {exc}.", field="config") from exc
     elif kind == ResearchJob.Kind.STRESS:
         # scoring.stress brings numpy and the openai client into the web process; load it only here.
         from scoring.stress import TESTS
@@ -437,10 +440,7 @@ def _run_export(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[
 
 
 def analysis_config_for(frame: Any, *, seed: int, n_resamples: int, extra: dict[str, Any] | None = None) -> Any:
-    # The statistics package loads pandas and scipy: in the worker, not the web process. Families and
-    # directions come from the metric registry inside analyze(), the same lookup as the file-based path.
-    from analysis.stats.config import AnalysisConfig
-
+    # Families and directions come from the metric registry inside analyze(), the same lookup as the file path.
     # from_dict names an unknown setting (a typo), where the constructor's TypeError named Python's internals.
     return AnalysisConfig.from_dict({**(extra or {}), "seed": seed, "n_resamples": n_resamples})
 

@@ -158,7 +158,7 @@ def analyze(
         lambda: fit_personalization_logit(
             t,
             reference_levels=config.reference_levels,
-            formula=config.regression_formula,
+            predictors=config.regression_predictors,
             confidence_level=config.confidence_level,
             persona=persona,
             generic=generic,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from numbers import Integral, Real
@@ -11,6 +12,7 @@ from typing import Any
 
 from analysis.stats._results import json_safe
 from analysis.stats.agreement import DEFAULT_SD_FRACTION
+from analysis.stats.regression import FACTORS, check_predictors
 from analysis.stats.small_sample import DEFAULT_SMALL_SAMPLE_BELOW, INFERENCE_CHOICES
 
 DEFAULT_SEED = 20_251_130
@@ -39,7 +41,10 @@ _SCALAR_CHECKS: dict[str, tuple[Any, str]] = {
     "confidence_level": (_is_number, "a number"),
     "persona_condition": (lambda v: isinstance(v, str), "text"),
     "generic_condition": (lambda v: isinstance(v, str), "text"),
-    "regression_formula": (lambda v: v is None or isinstance(v, str), "text or null"),
+    "regression_predictors": (
+        lambda v: v is None or (isinstance(v, list | tuple) and all(isinstance(t, str) for t in v)),
+        "a list of terms or null",
+    ),
     "default_metric_threshold": (lambda v: v is None or _is_number(v), "a number or null"),
     "threshold_sd_fraction": (_is_number, "a number"),
     "use_metric_registry": (lambda v: isinstance(v, bool), "true or false"),
@@ -56,11 +61,28 @@ _MAPPING_CHECKS: dict[str, tuple[Any, str]] = {
 }
 
 
+NAME = re.compile(r"\w[\w .:/@+-]{0,199}")
+"""What a setting that names something (a condition, model, stage, metric, family) may hold: a model's name such
+as ``Qwen/Qwen2.5-7B-Instruct`` or ``llama3:8b`` passes; quotes, brackets, braces and control characters, which
+no such name needs and every snippet of code does, are refused."""
+_NAMED = ("persona_condition", "generic_condition")
+_NAMED_VALUES = ("reference_levels", "metric_families")
+
+
+def _check_name(setting: str, value: str) -> None:
+    if not NAME.fullmatch(value):
+        raise ValueError(
+            f"{setting} must be a name (letters, digits, spaces and . : / @ + - _, at most 200), not {value[:80]!r}"
+        )
+
+
 def _check_types(config: Any) -> None:
     for name, (ok, expected) in _SCALAR_CHECKS.items():
         value = getattr(config, name)
         if not ok(value):
             raise ValueError(f"{name} must be {expected}, not {value!r}")
+    for name in _NAMED:
+        _check_name(name, getattr(config, name))
     for name, (ok, expected) in _MAPPING_CHECKS.items():
         value = getattr(config, name)
         if not isinstance(value, Mapping):
@@ -68,6 +90,9 @@ def _check_types(config: Any) -> None:
         for key, item in value.items():
             if not isinstance(key, str) or not ok(item):
                 raise ValueError(f"{name}[{key!r}] must be {expected}, not {item!r}")
+            _check_name(f"{name} key", key)
+            if name in _NAMED_VALUES:
+                _check_name(f"{name}[{key!r}]", item)
 
 
 @dataclass(frozen=True)
@@ -75,8 +100,9 @@ class AnalysisConfig:
     """Everything that changes the numbers of an analysis; stored in every report.
 
     ``reference_levels`` keys: ``model_personalized``, ``model_generic``, ``round_stage`` (unset ones
-    default to the model that wins most and the final round). ``regression_formula`` is a patsy formula
-    or a ``str.format`` template over those keys. ``metric_thresholds`` maps metric -> similarity
+    default to the model that wins most and the final round). ``regression_predictors`` lists the logit's
+    terms from a closed set (``regression.check_predictors``: those keys, and two of them joined by ``:``);
+    null means all three. ``metric_thresholds`` maps metric -> similarity
     threshold; the others use ``default_metric_threshold`` when set, else ``threshold_sd_fraction`` x
     the metric's pooled standard deviation over the candidates. Family and direction come from the
     metric registry (``use_metric_registry``); ``metric_families`` (metric -> family name) and
@@ -89,7 +115,7 @@ class AnalysisConfig:
     persona_condition: str = "persona"
     generic_condition: str = "generic"
     reference_levels: Mapping[str, str] = field(default_factory=dict)
-    regression_formula: str | None = None
+    regression_predictors: tuple[str, ...] | None = None
     metric_thresholds: Mapping[str, float] = field(default_factory=dict)
     default_metric_threshold: float | None = None
     threshold_sd_fraction: float = DEFAULT_SD_FRACTION
@@ -109,6 +135,10 @@ class AnalysisConfig:
         _check_types(self)
         for name in ("reference_levels", "metric_thresholds", "metric_families", "higher_is_better"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
+        if self.regression_predictors is not None:
+            object.__setattr__(self, "regression_predictors", check_predictors(self.regression_predictors))
+        if unknown := sorted(set(self.reference_levels) - set(FACTORS)):
+            raise ValueError(f"reference_levels: unknown factor {unknown[0]!r}; the factors are {', '.join(FACTORS)}")
         if self.seed < 0:  # numpy's own refusal names neither the setting nor --seed
             raise ValueError(f"seed must be a non-negative whole number, not {self.seed}")
         if self.n_resamples < 1:
@@ -138,6 +168,13 @@ class AnalysisConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AnalysisConfig:
         """Build from JSON-like data; unknown keys are an error so typos do not pass silently."""
+        if "regression_formula" in data:
+            # A free formula reached patsy, which evaluates its terms as Python: text from a researcher ran as
+            # code in the worker. The structured list replaces it (docs/analysis.md, docs/permissions.md).
+            raise ValueError(
+                "regression_formula is no longer accepted (a formula is evaluated as code); "
+                f"list the terms in regression_predictors instead, from {', '.join(FACTORS)} and their 'a:b' pairs"
+            )
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:

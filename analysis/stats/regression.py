@@ -6,13 +6,13 @@ model on each side and the round stage, each categorical with a chosen reference
 
 from __future__ import annotations
 
-import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from scipy import stats as sps
 
@@ -22,12 +22,7 @@ from analysis.stats.small_sample import CR1_NORMAL, CR2_T, cluster_vcov
 from analysis.stats.table import PreparedTable
 
 FACTORS: tuple[str, ...] = ("model_personalized", "model_generic", "round_stage")
-DEFAULT_FORMULA = (
-    "personalized_won ~ C(model_personalized, Treatment(reference={model_personalized!r}))"
-    " + C(model_generic, Treatment(reference={model_generic!r}))"
-    " + C(round_stage, Treatment(reference={round_stage!r}))"
-)
-"""A ``str.format`` template; placeholders are filled with the reference levels."""
+"""The predictors a logit may use, each categorical with one reference level (treatment coding)."""
 SEPARATION_VARIANCE = 1e-8
 """A fitted ``mu (1 - mu)`` at or below this is a fitted probability within 1e-8 of 0 or 1: perfect separation."""
 
@@ -118,7 +113,6 @@ def personalization_frame(t: PreparedTable, *, persona: str = "persona", generic
             "annotator": np.asarray(t.annotators, dtype=object)[t.annotator_code[rows]].astype(str),
         }
     )
-    # Categorical factors: patsy reads their levels directly instead of inspecting every cell.
     for factor in FACTORS:
         frame[factor] = pd.Categorical(frame[factor])
     return frame
@@ -141,23 +135,60 @@ def default_reference_levels(frame: pd.DataFrame) -> dict[str, str]:
     }
 
 
-def _treatment_design(frame: pd.DataFrame, factors: list[str], refs: Mapping[str, str]) -> pd.DataFrame:
-    """Intercept plus one indicator per non-reference level (sorted), named as patsy names them."""
-    columns: dict[str, Any] = {"Intercept": np.ones(len(frame))}
-    for factor in factors:
-        values = frame[factor].astype(str).to_numpy()
-        for level in sorted(set(values) - {refs[factor]}):
-            name = f"C({factor}, Treatment(reference={refs[factor]!r}))[T.{level}]"
-            columns[name] = (values == level).astype(np.float64)
-    return pd.DataFrame(columns)
+def check_predictors(predictors: Sequence[str]) -> tuple[str, ...]:
+    """The logit's terms, checked against the closed set: a factor of ``FACTORS``, or two of them joined by ``:``
+    (their interaction). Raises ``ValueError`` naming the first term that is not one; nothing is ever evaluated."""
+    if isinstance(predictors, str) or not isinstance(predictors, Sequence):
+        raise ValueError(f"regression_predictors must be a list of terms, not {predictors!r}")
+    terms: list[str] = []
+    for term in predictors:
+        parts = term.split(":") if isinstance(term, str) else [term]
+        if not 1 <= len(parts) <= 2 or any(p not in FACTORS for p in parts) or len(set(parts)) != len(parts):
+            raise ValueError(
+                f"regression_predictors: {term!r} is not a term; use {', '.join(FACTORS)}, "
+                "or two of them joined by ':' for their interaction"
+            )
+        canonical = ":".join(sorted(parts, key=FACTORS.index))
+        if canonical in terms:
+            raise ValueError(f"regression_predictors: {term!r} is given twice")
+        terms.append(canonical)
+    return tuple(terms)
 
 
-_TERM = re.compile(r"C\((?P<var>\w+)(?:,[^)]*\))?\)\[T\.(?P<level>.+)\]$")
+def _indicators(frame: pd.DataFrame, factor: str, reference: str) -> dict[str, npt.NDArray[np.float64]]:
+    """One 0/1 column per non-reference level (sorted), named ``factor[level]``."""
+    values = frame[factor].astype(str).to_numpy()
+    return {f"{factor}[{level}]": (values == level).astype(np.float64) for level in sorted(set(values) - {reference})}
 
 
-def _clean_term(name: str) -> str:
-    m = _TERM.match(name)
-    return f"{m.group('var')}[{m.group('level')}]" if m else name
+def _treatment_design(
+    frame: pd.DataFrame, terms: Sequence[str], refs: Mapping[str, str]
+) -> tuple[pd.DataFrame, list[str]]:
+    """Intercept plus, per term, one indicator per non-reference level (treatment coding) or, for ``a:b``, the
+    products of the two factors' indicators. A product that no row takes (a combination never observed) is left
+    out, and named in the notes returned beside the design."""
+    columns: dict[str, npt.NDArray[np.float64]] = {"Intercept": np.ones(len(frame))}
+    empty: list[str] = []
+    for term in terms:
+        parts = term.split(":")
+        if len(parts) == 1:
+            columns.update(_indicators(frame, term, refs[term]))
+            continue
+        first, second = (_indicators(frame, p, refs[p]) for p in parts)
+        for name_a, col_a in first.items():
+            for name_b, col_b in second.items():
+                product = col_a * col_b
+                if product.any():
+                    columns[f"{name_a}:{name_b}"] = product
+                else:
+                    empty.append(f"{name_a}:{name_b}")
+    notes = [f"interaction {name} never observed; term left out" for name in empty]
+    return pd.DataFrame(columns), notes
+
+
+def describe_model(terms: Sequence[str]) -> str:
+    """The model in the notation papers use, for reports (a description; nothing reads it back)."""
+    return "personalized_won ~ " + (" + ".join(terms) if terms else "1")
 
 
 def _separated(fit: Any) -> bool:
@@ -171,7 +202,7 @@ def fit_personalization_logit(
     t: PreparedTable,
     *,
     reference_levels: Mapping[str, str] | None = None,
-    formula: str | None = None,
+    predictors: Sequence[str] | None = None,
     confidence_level: float = 0.95,
     persona: str = "persona",
     generic: str = "generic",
@@ -179,14 +210,17 @@ def fit_personalization_logit(
 ) -> LogisticRegressionResult:
     """Fit ``personalized_won`` by statsmodels GLM (binomial, logit) with ``cov_type="cluster"`` by annotator.
 
-    ``formula`` is a patsy formula or a ``str.format`` template over the reference levels. With the
-    default formula, a factor observed at a single level is dropped (and noted) rather than failing.
+    ``predictors`` names the terms (``check_predictors``: factors of ``FACTORS`` and their two-way
+    interactions), each treatment-coded against its reference level; the design is built here, column by column,
+    so no text is ever parsed or evaluated as a formula. ``None``: every factor. A factor observed at a single
+    level is dropped (and noted) rather than failing, with the interactions that include it.
     ``small_sample`` replaces statsmodels' CR1 errors and normal p-values by CR2 errors (working-weights
     hat matrix, ``small_sample.cluster_vcov``) with t(G-1) p-values and intervals.
     """
-    # statsmodels (and patsy) take seconds to import; only the regression needs them.
+    # statsmodels takes seconds to import; only the regression needs it.
     import statsmodels.api as sm
-    import statsmodels.formula.api as smf
+
+    terms = check_predictors(FACTORS if predictors is None else predictors)
 
     frame = personalization_frame(t, persona=persona, generic=generic)
     if len(frame) == 0:
@@ -209,18 +243,12 @@ def fit_personalization_logit(
                 f"reference level {refs[factor]!r} of {factor} does not occur; observed: {', '.join(sorted(observed))}",
                 extra={"factor": factor, "observed": sorted(observed)},
             )
-    used: list[str] = []
-    if formula is None:
-        terms = []
-        for factor in FACTORS:
-            if frame[factor].nunique() < 2:
-                notes.append(f"{factor} has a single level ({frame[factor].iloc[0]}); term dropped")
-                continue
-            used.append(factor)
-            terms.append(f"C({factor}, Treatment(reference={refs[factor]!r}))")
-        spec = "personalized_won ~ " + (" + ".join(terms) if terms else "1")
-    else:
-        spec = formula.format(**refs)
+    single = [f for f in FACTORS if frame[f].nunique() < 2 and any(f in t.split(":") for t in terms)]
+    notes.extend(f"{f} has a single level ({frame[f].iloc[0]}); term dropped" for f in single)
+    used = [t for t in terms if not set(t.split(":")) & set(single)]
+    design, design_notes = _treatment_design(frame, used, refs)
+    notes.extend(design_notes)
+    spec = describe_model(used)
 
     groups = pd.factorize(frame["annotator"])[0]
     # The cluster sandwich inverts the Hessian, which separation makes (nearly) singular: whether LAPACK
@@ -229,16 +257,7 @@ def fit_personalization_logit(
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            if formula is None:
-                # The default formula's design built directly (same columns as patsy's treatment coding,
-                # without patsy's per-cell inspection, which dominates the time on large tables).
-                model = sm.GLM(
-                    frame["personalized_won"].to_numpy(dtype=np.float64),
-                    _treatment_design(frame, used, refs),
-                    family=sm.families.Binomial(),
-                )
-            else:
-                model = smf.glm(spec, data=frame, family=sm.families.Binomial())
+            model = sm.GLM(frame["personalized_won"].to_numpy(dtype=np.float64), design, family=sm.families.Binomial())
             try:
                 fit: Any = model.fit(cov_type="cluster", cov_kwds={"groups": groups})
             except np.linalg.LinAlgError:
@@ -246,7 +265,7 @@ def fit_personalization_logit(
                 if not _separated(fit):
                     raise
                 hessian_singular = True
-    except Exception as exc:  # statsmodels/patsy raise many types; report them as one domain error
+    except Exception as exc:  # statsmodels raises many types; report them as one domain error
         raise AnalysisError(f"logistic regression failed: {exc}", extra={"formula": spec}) from exc
 
     notes.extend(dict.fromkeys(f"statsmodels warned: {w.category.__name__}: {w.message}" for w in caught))
@@ -294,7 +313,7 @@ def fit_personalization_logit(
             se = float(bse[name])
             coefs.append(
                 Coefficient(
-                    term=_clean_term(str(name)),
+                    term=str(name),
                     estimate=b,
                     std_error=se,
                     z=float(stat[name]),

@@ -95,13 +95,61 @@ def test_paper_sized_study_has_the_paper_table_shape():
     assert result.to_dict()["coefficients"][0]["term"] == "Intercept"
 
 
-def test_custom_formula_template_and_reference_levels(study):
+def test_chosen_predictors_and_reference_levels(study):
     result = fit_personalization_logit(
-        prepare_table(study),
-        formula="personalized_won ~ C(model_personalized, Treatment(reference={model_personalized!r}))",
-        reference_levels={"model_personalized": "weak"},
+        prepare_table(study), predictors=["model_personalized"], reference_levels={"model_personalized": "weak"}
     )
     assert [c.term for c in result.coefficients] == ["Intercept", "model_personalized[strong]"]
+    assert result.formula == "personalized_won ~ model_personalized"
+
+
+def test_no_predictors_is_the_overall_personalisation_effect(study):
+    data = mixed_decided(study)
+    result = fit_personalization_logit(prepare_table(study), predictors=[])
+    assert [c.term for c in result.coefficients] == ["Intercept"]
+    # With an intercept alone the estimate is the log-odds of the personalised side's win share.
+    share = data["personalized_won"].mean()
+    assert result.coefficients[0].estimate == pytest.approx(np.log(share / (1 - share)), rel=1e-9)
+
+
+def test_an_interaction_matches_statsmodels_formula_on_the_same_rows(study):
+    """The design is built column by column; statsmodels' own formula machinery, given a formula written here,
+    is the independent reference for the interaction's coding."""
+    ours = fit_personalization_logit(
+        prepare_table(study),
+        predictors=["model_personalized", "round_stage", "model_personalized:round_stage"],
+        reference_levels={"model_personalized": "strong", "round_stage": "final"},
+    )
+    data = mixed_decided(study)
+    groups = pd.factorize(data["annotator"])[0]
+    ref = smf.logit(
+        "personalized_won ~ C(model_pq, Treatment('strong')) * C(round_stage, Treatment('final'))", data=data
+    ).fit(disp=0, cov_type="cluster", cov_kwds={"groups": groups})
+    assert [c.term for c in ours.coefficients] == [
+        "Intercept",
+        "model_personalized[weak]",
+        "round_stage[round1]",
+        "model_personalized[weak]:round_stage[round1]",
+    ]
+    np.testing.assert_allclose([c.estimate for c in ours.coefficients], ref.params.to_numpy(), rtol=1e-6)
+    np.testing.assert_allclose([c.std_error for c in ours.coefficients], ref.bse.to_numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "term",
+    [
+        "I(__import__('os').system('id'))",
+        "model_personalized + round_stage",
+        "C(model_personalized)",
+        "round_stage:round_stage",
+        "annotator",
+        "model_generic:round_stage:model_personalized",
+    ],
+)
+def test_a_term_outside_the_closed_set_is_refused_by_name(study, term):
+    with pytest.raises(ValueError, match="regression_predictors") as caught:
+        fit_personalization_logit(prepare_table(study), predictors=[term])
+    assert repr(term) in str(caught.value)
 
 
 def test_unknown_reference_level_is_a_clear_error(study):
@@ -135,19 +183,6 @@ def test_single_level_factor_is_dropped_with_a_note():
     result = fit_personalization_logit(prepare_table(table(rows)))
     assert any("round_stage has a single level" in n for n in result.notes)
     assert "round_stage" not in result.formula
-
-
-def test_direct_design_equals_the_patsy_formula(study):
-    from analysis.stats.regression import DEFAULT_FORMULA
-
-    t = prepare_table(study)
-    direct = fit_personalization_logit(t)
-    via_patsy = fit_personalization_logit(t, formula=DEFAULT_FORMULA)
-    assert [c.term for c in direct.coefficients] == [c.term for c in via_patsy.coefficients]
-    np.testing.assert_allclose([c.estimate for c in direct.coefficients], [c.estimate for c in via_patsy.coefficients])
-    np.testing.assert_allclose(
-        [c.std_error for c in direct.coefficients], [c.std_error for c in via_patsy.coefficients]
-    )
 
 
 def finals_won_by_persona() -> pd.DataFrame:

@@ -19,6 +19,7 @@ from django.test import Client
 from analysis import services
 from analysis.models import ResearchJob
 from analysis.selectors import comparison_rows
+from analysis.tasks import run_research_job
 from annotation.models import Candidate, Judgment, Match, Study
 from kernel.exceptions import ApplicationError
 from scoring.models import CandidateScore, ScoringRun
@@ -171,13 +172,27 @@ def test_research_job_options_the_job_could_not_run_with_are_a_400_naming_the_fi
     assert not ResearchJob.objects.exists()
 
 
-def test_a_report_job_with_an_unknown_setting_fails_naming_it(played_study, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=True):
-        job = services.research_job_start(study=played_study, kind="report", options={"config": {"infrence": "x"}})
+def test_a_report_job_with_an_unknown_setting_is_refused_naming_it(played_study):
+    with pytest.raises(ApplicationError) as error:
+        services.research_job_start(study=played_study, kind="report", options={"config": {"infrence": "x"}})
+    # Before: "TypeError: AnalysisConfig.__init__() got an unexpected keyword argument 'infrence'".
+    assert error.value.field == "config" and "unknown analysis settings: infrence" in str(error.value)
+    assert not ResearchJob.objects.exists()
+
+
+def test_a_stored_report_job_whose_settings_no_longer_hold_fails_naming_them(played_study):
+    """A job queued by an earlier release with a setting since withdrawn (the free regression formula) fails in
+    the worker with the setting's name; nothing of it runs."""
+    job = ResearchJob.objects.create(
+        study=played_study,
+        kind="report",
+        options={"seed": 1, "n_resamples": 20, "config": {"regression_formula": "personalized_won ~ 1"}},
+    )
+    run_research_job.apply(args=[job.pk])
     job.refresh_from_db()
     assert job.status == ResearchJob.Status.FAILED
-    # Before: "TypeError: AnalysisConfig.__init__() got an unexpected keyword argument 'infrence'".
-    assert "unknown analysis settings: infrence" in job.error and "TypeError" not in job.error
+    assert "regression_formula is no longer accepted" in job.error
+    assert "report.json" not in (job.files or [])
 
 
 def test_annotators_never_see_statistics(played_study, client):
@@ -316,15 +331,13 @@ def test_report_job_settings_are_checked(played_study, django_capture_on_commit_
     with pytest.raises(ApplicationError) as error:
         services.research_job_start(study=played_study, kind="report", options={"config": ["inference", "standard"]})
     assert error.value.field == "config" and not ResearchJob.objects.exists()
-    # A setting of the wrong type: the job fails with the setting's name, no report is written.
-    with django_capture_on_commit_callbacks(execute=True):
-        job = services.research_job_start(
+    # A setting of the wrong type: refused by name when the job is asked for, nothing queued.
+    with pytest.raises(ApplicationError) as error:
+        services.research_job_start(
             study=played_study, kind="report", options={"n_resamples": 20, "config": {"higher_is_better": {"x": "no"}}}
         )
-    job.refresh_from_db()
-    assert job.status == ResearchJob.Status.FAILED
-    assert "higher_is_better['x'] must be true or false, not 'no'" in job.error
-    assert "report.json" not in (job.files or [])
+    assert error.value.field == "config" and not ResearchJob.objects.exists()
+    assert "higher_is_better['x'] must be true or false, not 'no'" in str(error.value)
     # A good one is applied: the report records it.
     with django_capture_on_commit_callbacks(execute=True):
         job = services.research_job_start(
