@@ -41,6 +41,7 @@ from annotation.models import (
     StudyMembership,
     StudySystem,
 )
+from annotation.prompts import check_template
 from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
 from annotation.services.generation import candidates_retry_failed
 from annotation.services.membership import (
@@ -975,8 +976,23 @@ class BracketAdmin(RecordAdmin):
         return False
 
 
+class PromptTemplateForm(forms.ModelForm):
+    class Meta:
+        model = PromptTemplate
+        fields = ["name", "version", "body", "persona_block"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        # Refused here, naming the placeholder, rather than failing every summary that uses the version.
+        problems = check_template(body=data.get("body") or "", persona_block=data.get("persona_block") or "")
+        for field, problem in problems.items():
+            self.add_error(field, problem)
+        return data
+
+
 @admin.register(PromptTemplate)
 class PromptTemplateAdmin(RefusalsAsFormErrors):
+    form = PromptTemplateForm
     list_display = ["name", "version", "created_at"]
 
     def save_model(self, request: HttpRequest, obj: PromptTemplate, form: forms.ModelForm, change: bool) -> None:

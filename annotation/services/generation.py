@@ -201,9 +201,8 @@ def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candi
         if candidate_claim(candidate=candidate, redelivered=redelivered) is None:
             return None
         raise BackendError(
-            f"The prompt template {template} could not be filled in ({type(error).__name__}: {error}). "
-            "Its placeholders are {query}, {documents} and {persona_block} (and {role}, {domain}, {expertise}, "
-            "{research_area}, {use_case} in the persona block); write a literal brace as {{ or }}.",
+            f"The prompt template {template} could not be filled in: {error}. Save a corrected version of it "
+            "and retry.",
             transient=False,
         ) from error
     # The settings read with the candidate are the ones the backend below is built from: the claim records
