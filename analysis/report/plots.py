@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import ParamSpec, TypeVar
 
 from matplotlib import rc_context
 from matplotlib.backends.backend_svg import FigureCanvasSVG
@@ -17,6 +19,8 @@ from analysis.stats.bradley_terry import BradleyTerryResult
 from analysis.stats.regression import LogisticRegressionResult
 from analysis.stats.win_rates import WinRate
 
+P = ParamSpec("P")
+R = TypeVar("R")
 PALETTE = ("#1b6ca8", "#d1495b", "#66a182", "#edae49", "#00798c", "#8e6c8a", "#4d4d4d", "#a3a380")
 
 
@@ -30,10 +34,24 @@ def _svg(fig: Figure) -> str:
     return text
 
 
+def plain_text(plot: Callable[P, R]) -> Callable[P, R]:
+    """Draw ``plot``'s texts as written: labels are system, model and metric names, and a ``$`` in one is a dollar
+    sign, not mathtext to parse (``sys$\\frac$`` as a model's name failed the whole report). Matplotlib reads the
+    setting when each text is made, so it holds while the figure is built."""
+
+    @functools.wraps(plot)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with rc_context({"text.parse_math": False}):
+            return plot(*args, **kwargs)
+
+    return wrapper
+
+
 def _finite(x: float) -> bool:
     return isinstance(x, int | float) and math.isfinite(x)
 
 
+@plain_text
 def interval_plot(
     rows: Sequence[tuple[str, float, float, float]],
     *,
@@ -67,11 +85,13 @@ def interval_plot(
     return _svg(fig)
 
 
+@plain_text
 def win_rate_plot(rows: Sequence[WinRate], *, title: str) -> str:
     data = [(f"{r.group} ({r.stage})", r.decided_rate, r.ci_low, r.ci_high) for r in rows]
     return interval_plot(data, title=title)
 
 
+@plain_text
 def forest_plot(result: LogisticRegressionResult) -> str:
     data = [(c.term, c.odds_ratio, c.ci_low, c.ci_high) for c in result.coefficients]
     return interval_plot(
@@ -84,6 +104,7 @@ def forest_plot(result: LogisticRegressionResult) -> str:
     )
 
 
+@plain_text
 def alpha_plot(result: AgreementResult) -> str:
     metrics = list(result.metrics)
     families = sorted({m.family for m in metrics})
@@ -105,6 +126,7 @@ def alpha_plot(result: AgreementResult) -> str:
     return _svg(fig)
 
 
+@plain_text
 def threshold_sweep_plot(sweeps: Sequence[ThresholdAlpha], result: AgreementResult) -> str:
     """Alpha against the "neither" threshold (in pooled SDs of each metric), one line per metric, one panel
     per family; a marker shows the threshold each metric actually used."""
@@ -143,6 +165,7 @@ def threshold_sweep_plot(sweeps: Sequence[ThresholdAlpha], result: AgreementResu
     return _svg(fig)
 
 
+@plain_text
 def strength_plot(result: BradleyTerryResult) -> str:
     data = [(s.system, s.log_strength, s.ci_low, s.ci_high) for s in result.systems]
     return interval_plot(

@@ -215,8 +215,15 @@ def level_figure(report: StressReport, test: str) -> Any:
     y axis, so that a metric moving 200-fold beside others moving 5% flattens none of them. The dashed line
     is the unperturbed summary's mean. Returns a matplotlib ``Figure`` (object API, no pyplot state)."""
     # matplotlib is heavy: loaded when a report is drawn, not when the stress package is imported.
+    from matplotlib import rc_context
     from matplotlib.figure import Figure
 
+    # Level and metric names drawn as written, not parsed as mathtext (analysis.report.plots.plain_text).
+    with rc_context({"text.parse_math": False}):
+        return _level_figure(report, test, Figure)
+
+
+def _level_figure(report: StressReport, test: str, Figure: Any) -> Any:  # noqa: N803
     res = [r for r in report.results if r.test == test]
     n = max(len(res), 1)
     cols = min(PANEL_COLUMNS, n)

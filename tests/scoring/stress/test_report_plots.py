@@ -51,3 +51,14 @@ def test_each_metric_spans_a_visible_range_of_its_own_axis():
 def test_the_page_draws_one_panel_per_metric():
     page = render_html(_report())
     assert page.count("<svg") == 1 and all(m in page for m in MEANS)
+
+
+def test_a_metric_name_that_looks_like_mathtext_is_drawn_as_written():
+    """A metric named `m$\\frac$` failed the page with a mathtext parse error; it is a name, drawn as written."""
+    report = _report()
+    odd = _result("m$\\frac$", MEANS["rouge1"])
+    report = StressReport(
+        seed=0, tests=("distractor",), metrics=(*MEANS, odd.metric), n_rows=10, results=(*report.results, odd),
+        rewrites=(), timings=(), scores=(), provenance={"seed": 0},
+    )  # fmt: skip
+    assert "m$\\frac$" in render_html(report)
