@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from rest_framework import exceptions
 from rest_framework.response import Response
+from rest_framework.serializers import as_serializer_error
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from kernel.exceptions import ApplicationError
@@ -26,6 +28,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         if exc.field:
             extra.setdefault("fields", {exc.field: [exc.message]})
         return Response(error_body(exc.message, extra), status=exc.status)
+    if isinstance(exc, DjangoValidationError):
+        # A model's full_clean() or a validator run inside a service: bad input, a 400 with its fields, never a 500
+        # (HackSoft's handler does the same).
+        exc = exceptions.ValidationError(as_serializer_error(exc))
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
