@@ -14,12 +14,13 @@ SHARED_DATA = Path(os.environ.get("SHARED_DATA_DIR", REPO_ROOT.parent / "shared"
 
 
 def require(condition: bool, reason: str) -> None:
-    """Skip on a developer's machine that lacks a prerequisite; fail in CI, which must have it."""
+    """Skip on a developer's machine that lacks a prerequisite; fail in CI, which must have it. Works at a test
+    module's top too (an optional extra's import)."""
     if condition:
         return
     if os.environ.get("CI"):
         pytest.fail(f"CI is missing a prerequisite: {reason}")
-    pytest.skip(reason)
+    pytest.skip(reason, allow_module_level=True)
 
 
 @pytest.fixture(autouse=True, scope="session")

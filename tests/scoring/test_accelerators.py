@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
+
+from tests.conftest import require
+
+try:
+    import torch
+except ImportError:  # the embeddings extra; without it the module is skipped, not a collection error
+    require(False, "torch is not installed (the embeddings extra: EXTRAS=dev,embeddings bin/setup)")
 
 from scoring.core import embeddings
 from scoring.core.embeddings import configure, parse_device, resolve_device
