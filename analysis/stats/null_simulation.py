@@ -66,13 +66,16 @@ class NullRejections:
         return self.logit_cr2 / self.logit_fits if self.logit_fits else math.nan
 
 
-def null_spec(n_annotators: int, *, seed: int, taste_sd: float = 0.5, queries: int = 8) -> SyntheticStudy:
-    """No persona effect for either model; annotators differ in taste (SD ``taste_sd`` on the log-odds)."""
+def null_spec(
+    n_annotators: int, *, seed: int, taste_sd: float = 0.5, queries: int = 8, effect: float = 0.0
+) -> SyntheticStudy:
+    """A persona effect of ``effect`` (log-odds, both models; 0: the null); annotators differ in taste (SD
+    ``taste_sd`` on the log-odds)."""
     return SyntheticStudy(
         n_annotators=n_annotators,
         queries_per_annotator=queries,
         model_strength={"strong": 0.5, "weak": -0.5},
-        persona_effect={"strong": 0.0, "weak": 0.0},
+        persona_effect={"strong": effect, "weak": effect},
         annotator_persona_sd=taste_sd,
         neither_rate=0.05,
         seed=seed,
@@ -111,16 +114,21 @@ def _subset(t: PreparedTable, codes: npt.NDArray[np.int64]) -> PreparedTable:
 
 
 def null_studies(
-    n_annotators: int, reps: int, *, seed: int = 0, taste_sd: float = 0.5, queries: int = 8
+    n_annotators: int, reps: int, *, seed: int = 0, taste_sd: float = 0.5, queries: int = 8, effect: float = 0.0
 ) -> Iterator[tuple[PreparedTable, int]]:
-    """``reps`` independent null studies of ``n_annotators`` annotators each, as (table, first study index)."""
+    """``reps`` independent studies of ``n_annotators`` annotators each, as (table, first study index); null
+    studies unless ``effect`` is given (``analysis.stats.power`` uses them so)."""
     per_chunk = max(1, CHUNK_ANNOTATORS // n_annotators)
     done = 0
     chunk = 0
     while done < reps:
         k = min(per_chunk, reps - done)
         spec = null_spec(
-            k * n_annotators, seed=seed * 7_919 + n_annotators * 104_729 + chunk, taste_sd=taste_sd, queries=queries
+            k * n_annotators,
+            seed=seed * 7_919 + n_annotators * 104_729 + chunk,
+            taste_sd=taste_sd,
+            queries=queries,
+            effect=effect,
         )
         yield prepare_table(simulate_comparisons(spec)), done
         done += k
