@@ -128,7 +128,7 @@ def test_a_study_that_trusts_the_platform_id_lets_the_id_alone_continue_while_th
     # Once it has ended, the id alone opens nothing (as the resume link), trusted or not.
     assert own.post(f"/study/{study.slug}/finish/").status_code == 302
     late, page = arrive(study, "trusted-1")
-    assert page.status_code == 410 and "no longer works" in page.text
+    assert page.status_code == 410 and "has ended, or the study is closed" in page.text
     assert_gets_nothing(late, study, participation, page.text)
 
 
