@@ -302,7 +302,8 @@ class Participation(models.Model):
             models.CheckConstraint(
                 condition=Q(excluded_at__isnull=True) | ~Q(exclusion_reason=""), name="exclusion_has_reason"
             ),
-            # The same PROLIFIC_PID arriving twice resumes its participation, never a second one.
+            # The same PROLIFIC_PID arriving twice finds its participation, never a second one (and continues it
+            # only from the browser that started it: annotation.services.participation.open_link_require_own).
             models.UniqueConstraint(
                 fields=["study", "external_id"], condition=~Q(external_id=""), name="one_participation_per_external_id"
             ),

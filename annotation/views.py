@@ -227,7 +227,8 @@ def _screened_out_response(request: HttpRequest, study: Study) -> HttpResponse:
 def open_join(request: HttpRequest, token: str) -> HttpResponse:
     """The study's open link (docs/crowd.md): the recruiting platform's ids come in the query string
     (PROLIFIC_PID, STUDY_ID, SESSION_ID, or external_id / the study's own parameter) and ride along on the
-    consent form, which posts to the same address. The same id arriving again resumes its participation."""
+    consent form, which posts to the same address. The same id arriving again resumes its participation in the
+    browser that started it; another browser is told to use the resume link (`open_link_require_own`)."""
     try:
         study = open_link_study(token=token)
         external = external_ids_from(params=request.GET, study=study)

@@ -270,7 +270,8 @@ def open_link_join(
     *, token: str, annotator: Any, consent: bool, external: ExternalIds | None = None
 ) -> tuple[Participation, bool]:
     """Join a study through its open link: (the participation, whether it was created now). The same platform
-    id (or account) arriving again gets its participation back, however often and however concurrently. A
+    id (or account) arriving again finds its participation, however often and however concurrently, and never
+    starts a second one; whether that arrival may continue it is `open_link_require_own`'s to say. A
     decline is recorded as a participation screened out (`declined_consent`), so that the platform's return
     path can be followed and a later arrival with the same id is not asked again. Refused when the study is
     full (the cap counts neither previews nor screened-out participations)."""
