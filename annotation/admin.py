@@ -52,7 +52,11 @@ from annotation.services.membership import (
     study_create_owned,
     study_update_as,
 )
-from annotation.services.participation import invitation_check_max_uses, invitation_create_bulk
+from annotation.services.participation import (
+    invitation_check_max_uses,
+    invitation_create_bulk,
+    participation_resume_refusal,
+)
 from annotation.services.quality import participation_exclude, participation_include
 from annotation.services.query import query_retry_failed
 from annotation.services.study import (
@@ -805,6 +809,8 @@ class ParticipationAdmin(StudyScopedAdmin):
         """The participant's personal resume link, for a researcher to send to someone who lost it."""
         if obj.source == Participation.Source.PREVIEW or not obj.resume_token:
             return "–"
+        if participation_resume_refusal(participation=obj) is not None:
+            return "No longer works: the participation has ended or the study is closed."
         return format_html(
             '<input type="text" readonly value="{}" size="70" onclick="this.select()" aria-label="resume link">',
             resume_link(obj.resume_token),

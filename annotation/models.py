@@ -88,6 +88,12 @@ class Study(models.Model):
         help_text="The URL parameter carrying the recruiting platform's participant id besides PROLIFIC_PID and "
         "external_id (e.g. workerId for MTurk).",
     )
+    trust_platform_id = models.BooleanField(
+        default=False,
+        help_text="Weaker: the recruiting platform's participant id alone takes any browser back to that "
+        "participant's unfinished participation (anyone with the open link and the id is that participant). "
+        "Off: coming back from another browser needs the participant's resume link (docs/crowd.md).",
+    )
     completion_url = models.URLField(
         max_length=500, blank=True, default="", help_text="Where a finished annotator is sent (Prolific's URL)."
     )
@@ -296,7 +302,8 @@ class Participation(models.Model):
             models.CheckConstraint(
                 condition=Q(excluded_at__isnull=True) | ~Q(exclusion_reason=""), name="exclusion_has_reason"
             ),
-            # The same PROLIFIC_PID arriving twice resumes its participation, never a second one.
+            # The same PROLIFIC_PID arriving twice finds its participation, never a second one (and continues it
+            # only from the browser that started it: annotation.services.participation.open_link_require_own).
             models.UniqueConstraint(
                 fields=["study", "external_id"], condition=~Q(external_id=""), name="one_participation_per_external_id"
             ),

@@ -11,6 +11,7 @@ urlpatterns = [
     path("resume/<str:token>/", views.resume, name="resume"),
     path("study/<slug:slug>/screening/", views.screening, name="screening"),
     path("study/<slug:slug>/preview/", views.preview, name="preview"),
+    path("study/<slug:slug>/resume-link/", views.resume_link_replace, name="resume-link"),
     path("study/<slug:slug>/", views.study, name="study"),
     path("study/<slug:slug>/profile/", views.profile, name="profile"),
     path("study/<slug:slug>/practice/", views.practice_round, name="practice"),

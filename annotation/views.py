@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth import login
+from django.contrib.auth import login, update_session_auth_hash
 from django.contrib.auth.decorators import login_required
 from django.core import signing
 from django.core.cache import cache
@@ -36,6 +36,7 @@ from annotation.services.participation import (
     open_link_check,
     open_link_existing,
     open_link_join,
+    open_link_require_own,
     open_link_require_room,
     open_link_study,
     participation_ended,
@@ -46,6 +47,7 @@ from annotation.services.participation import (
     participation_preview_start,
     participation_queries_used,
     participation_require_restorable,
+    participation_resume_link_replace,
     participation_resume_url,
     participation_screen,
 )
@@ -197,12 +199,21 @@ def join(request: HttpRequest, token: str) -> HttpResponse:
 
 def _login_participant(request: HttpRequest, participation: Participation) -> None:
     """Sign this browser in as the participant's own passwordless account (never a researcher's: an
-    ApplicationError, 403). The open link can hand over someone's participation by their platform id, also
-    to a browser whose join raced theirs (tests/annotation/test_crowd.py), so the rule is kept here."""
+    ApplicationError, 403). Called once the resume link or the open link's rules (`open_link_require_own`)
+    have let this browser continue the participation; the account rule is kept here too."""
     if request.user.is_authenticated and request.user.pk == participation.annotator_id:
         return
     participation_require_restorable(participation=participation)
     login(request, participation.annotator, backend="django.contrib.auth.backends.ModelBackend")
+
+
+def _arrival_refused(request: HttpRequest, error: ApplicationError) -> HttpResponse:
+    """An open-link arrival that may not continue the participation its platform id names: the page that says
+    this id has already started and how to continue (the resume link, the research team), naming nothing of
+    the participant's; any other refusal is the notice."""
+    if error.extra.get("already_started"):
+        return render(request, "annotation/already_started.html", {"message": error.message}, status=error.status)
+    return _error_page(request, error)
 
 
 def _screened_out_response(request: HttpRequest, study: Study) -> HttpResponse:
@@ -216,7 +227,8 @@ def _screened_out_response(request: HttpRequest, study: Study) -> HttpResponse:
 def open_join(request: HttpRequest, token: str) -> HttpResponse:
     """The study's open link (docs/crowd.md): the recruiting platform's ids come in the query string
     (PROLIFIC_PID, STUDY_ID, SESSION_ID, or external_id / the study's own parameter) and ride along on the
-    consent form, which posts to the same address. The same id arriving again resumes its participation."""
+    consent form, which posts to the same address. The same id arriving again resumes its participation in the
+    browser that started it; another browser is told to use the resume link (`open_link_require_own`)."""
     try:
         study = open_link_study(token=token)
         external = external_ids_from(params=request.GET, study=study)
@@ -225,9 +237,11 @@ def open_join(request: HttpRequest, token: str) -> HttpResponse:
     existing = open_link_existing(study=study, external=external, annotator=request.user)
     if existing is not None:
         try:
+            # Only the browser that started it continues it; another needs the resume link (docs/crowd.md).
+            open_link_require_own(study=study, participation=existing, annotator=request.user)
             _login_participant(request, existing)
         except ApplicationError as error:
-            return _error_page(request, error)
+            return _arrival_refused(request, error)
         return redirect("annotation:study", slug=study.slug)
     try:
         open_link_check(study=study)  # expired, or not open: said before the consent page
@@ -241,12 +255,14 @@ def open_join(request: HttpRequest, token: str) -> HttpResponse:
             # One transaction with the sign-in, as an invitation's: an arrival whose session cannot be stored
             # takes no place in a capped study and leaves no participation behind that no browser can reach.
             with transaction.atomic():
-                participation, _ = open_link_join(
+                participation, created = open_link_join(
                     token=token, annotator=request.user, consent=not declined, external=external
                 )
+                if not created:  # the same id joined meanwhile, from another browser: the same rule as above
+                    open_link_require_own(study=study, participation=participation, annotator=request.user)
                 _login_participant(request, participation)
         except ApplicationError as error:
-            return _error_page(request, error, study=None)
+            return _arrival_refused(request, error)
         if declined:
             return _screened_out_response(request, study)
         return redirect("annotation:study", slug=study.slug)
@@ -259,13 +275,31 @@ def open_join(request: HttpRequest, token: str) -> HttpResponse:
 
 
 def resume(request: HttpRequest, token: str) -> HttpResponse:
-    """A personal resume link: this browser continues the participation where it stands."""
+    """A personal resume link: this browser continues the participation where it stands, while it goes on
+    (a link replaced since, or of a participation that has ended, gets a notice naming nothing of it)."""
     try:
-        participation = participation_for_resume(token=token)
+        participation = participation_for_resume(token=token, annotator=request.user)
+        _login_participant(request, participation)
     except ApplicationError as error:
         return _error_page(request, error)
-    _login_participant(request, participation)
     return redirect("annotation:study", slug=participation.study.slug)
+
+
+@login_required(login_url="annotation:home")
+@require_POST
+def resume_link_replace(request: HttpRequest, slug: str) -> HttpResponse:
+    """ "Replace my resume link": a new link, the old one stops working and other browsers are signed out;
+    this one stays signed in, and the study's page shows the new link."""
+    participation = participation_for(annotator=request.user, study_slug=slug)
+    try:
+        participation = participation_resume_link_replace(participation=participation)
+    except ApplicationError as error:
+        return _refusal_page(request, error, participation)
+    update_session_auth_hash(request, participation.annotator)
+    messages.success(
+        request, _("Your resume link has been replaced. The old one no longer works: keep the new one below.")
+    )
+    return redirect("annotation:study", slug=slug)
 
 
 @login_required(login_url="annotation:home")

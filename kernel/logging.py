@@ -19,7 +19,8 @@ REDACTED = "[redacted]"
 # slashes are not decoded by the router, so a token is everything up to the next '/', '?', '#' or space.
 TOKEN_IN_URL = re.compile(r"(?P<prefix>/join/|/open/|/resume/|/api/v1/invitations/)(?P<token>[^/?#\s\"']+)")
 # The recruiting platform's ids on an open link's query string (annotation.services.participation): personal
-# data, and with the open link enough to resume someone's participation. A study's own parameter name
+# data, and in a study that trusts the id alone (trust_platform_id), with the open link enough to continue
+# someone's participation. A study's own parameter name
 # (external_id_param, e.g. workerId) is covered for the common platforms' names.
 PLATFORM_ID_IN_QUERY = re.compile(
     r"(?P<prefix>[?&](?:PROLIFIC_PID|STUDY_ID|SESSION_ID|external_id|workerId|assignmentId|hitId)=)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_user_model, update_session_auth_hash
 from django.db import transaction
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -38,6 +38,7 @@ from annotation.services.participation import (
     invitation_create_bulk,
     invitation_join,
     participation_finish,
+    participation_resume_link_replace,
     participation_screen,
     study_participants_counted,
 )
@@ -157,6 +158,18 @@ class ParticipationViewSet(viewsets.GenericViewSet):
         study's `min_ranked_questions` the stop is recorded (`stopped_at`) and no completion code is issued;
         a paused or closed study refuses with 409 (see `participation_finish`)."""
         participation = participation_finish(participation=_own_participation(request, pk))
+        return Response(s.participation_body(participation))
+
+    @extend_schema(request=None, responses=s.ParticipationSerializer)
+    @action(detail=True, methods=["post"], url_path="resume-link")
+    def resume_link(self, request: Request, pk: int) -> Response:
+        """Replace the participant's resume link: the participation comes back with the new `resume_url`; the
+        old link opens nothing from now on, and every other browser signed in as this participant is signed
+        out (an API token keeps working). Refused for a preview or a password account (403), and once the
+        participation has ended or its study is closed (410)."""
+        participation = participation_resume_link_replace(participation=_own_participation(request, pk))
+        if request.auth is None:  # signed in by its session (not a token): that session stays signed in
+            update_session_auth_hash(request._request, participation.annotator)
         return Response(s.participation_body(participation))
 
 

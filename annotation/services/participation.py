@@ -236,12 +236,42 @@ def open_link_existing(*, study: Study, external: ExternalIds, annotator: Any) -
     return None
 
 
+ALREADY_STARTED = gettext_lazy(
+    "This participant id has already been used to start this study, in another browser. To continue here, open "
+    'your personal resume link: it is shown on every question page, under "Continue on another device". If '
+    "you do not have it, please contact the research team through the recruiting platform and give them your "
+    "participant id; they can send it to you. If you have already finished, there is nothing more to do."
+)
+
+
+ID_ENDED = gettext_lazy(
+    "The participation of this participant id in this study has ended, or the study is closed: there is nothing "
+    "more to do here. If you think this is a mistake, please contact the research team."
+)
+
+
+def open_link_require_own(*, study: Study, participation: Participation, annotator: Any) -> None:
+    """Refuse an arrival on the open link that names the platform id of a participation it did not start
+    (docs/crowd.md, "Coming back"). The browser signed in as that participation's account continues it; any
+    other needs the participant's resume link (403, a page that names nothing of the participant's), unless
+    the study trusts the platform id alone (`trust_platform_id`, weaker), and then only while the participation
+    goes on (`participation_resume_refusal`) and belongs to a participant's own passwordless account."""
+    if annotator is not None and annotator.is_authenticated and annotator.pk == participation.annotator_id:
+        return
+    if not study.trust_platform_id:
+        raise ApplicationError(str(ALREADY_STARTED), status=403, extra={"already_started": True})
+    if participation_resume_refusal(participation=participation) is not None:
+        raise ApplicationError(str(ID_ENDED), status=410)
+    participation_require_restorable(participation=participation)
+
+
 @transaction.atomic
 def open_link_join(
     *, token: str, annotator: Any, consent: bool, external: ExternalIds | None = None
 ) -> tuple[Participation, bool]:
     """Join a study through its open link: (the participation, whether it was created now). The same platform
-    id (or account) arriving again gets its participation back, however often and however concurrently. A
+    id (or account) arriving again finds its participation, however often and however concurrently, and never
+    starts a second one; whether that arrival may continue it is `open_link_require_own`'s to say. A
     decline is recorded as a participation screened out (`declined_consent`), so that the platform's return
     path can be followed and a later arrival with the same id is not asked again. Refused when the study is
     full (the cap counts neither previews nor screened-out participations)."""
@@ -399,26 +429,78 @@ def participation_resume_token(*, participation: Participation) -> str:
     return participation.resume_token
 
 
-def participation_for_resume(*, token: str) -> Participation:
+def participation_for_resume(*, token: str, annotator: Any = None) -> Participation:
     """The participation behind a resume link. Only a participant's own passwordless account is restored this
-    way: a preview, or an account that signs in with a password (a researcher's), is refused."""
+    way: a preview, or an account that signs in with a password (a researcher's), is refused (403). The link
+    works while the participation goes on: once it has ended, or its study is closed, it is refused (410,
+    `participation_resume_refusal`), except in the participant's own signed-in browser, which is taken to its
+    study's pages as any visit would be. A link replaced since is unknown (404)."""
     participation = (
         Participation.objects.select_related("study", "annotator").filter(resume_token=token).first() if token else None
     )
     if participation is None:
         raise ApplicationError(_("This resume link is not valid. Please check the link you saved."), status=404)
     participation_require_restorable(participation=participation)
+    own = annotator is not None and annotator.is_authenticated and annotator.pk == participation.annotator_id
+    if not own and (refusal := participation_resume_refusal(participation=participation)):
+        raise refusal
     return participation
+
+
+RESUME_ENDED = gettext_lazy(
+    "This resume link no longer works: the participation it belonged to has ended. There is nothing more to do "
+    "in this study. If you think this is a mistake, please contact the research team."
+)
+RESUME_CLOSED = gettext_lazy(
+    "This resume link no longer works: the study is closed. If you think this is a mistake, please contact the "
+    "research team."
+)
+
+
+def participation_resume_refusal(*, participation: Participation) -> ApplicationError | None:
+    """Why another browser may no longer take this participation over (by its resume link, or by its platform
+    id in a study that trusts it), or None while it goes on. It has ended (finished with a code, stopped without
+    one, screened out: declined consent, failed the screening question or the attention checks), or its study
+    is closed and it had not earned the completion code (an annotator who had may still come back to take it,
+    `participation_finish_refusal`). The refusal names nothing of the participant's (410)."""
+    if participation_ended(participation=participation):
+        return ApplicationError(str(RESUME_ENDED), status=410)
+    closed = participation.study.status == Study.Status.CLOSED
+    if closed and participation_finish_refusal(participation=participation) is not None:
+        return ApplicationError(str(RESUME_CLOSED), status=410)
+    return None
 
 
 def participation_resume_url(*, participation: Participation) -> str | None:
     """The participation's personal resume link, for the pages and the API to show; None where a resume link
-    would be refused (a preview, or an account that signs in with a password)."""
+    would be refused (a preview, an account that signs in with a password, a participation that has ended or
+    whose study is closed)."""
     try:
         participation_require_restorable(participation=participation)
     except ApplicationError:
         return None
+    if participation_resume_refusal(participation=participation) is not None:
+        return None
     return resume_link(participation_resume_token(participation=participation))
+
+
+@transaction.atomic
+def participation_resume_link_replace(*, participation: Participation) -> Participation:
+    """Issue the participation a new resume link: the old one then opens nothing (404), and every other browser
+    signed in as this participant (through the old link, or the platform id) is signed out, since the account's
+    session hash changes with its (still unusable) password. The caller keeps its own browser signed in
+    (`update_session_auth_hash`). Refused for a preview or a password account (403) and once the link would no
+    longer work (410, `participation_resume_refusal`)."""
+    participation = participation_locked(participation_id=participation.pk)
+    participation_require_restorable(participation=participation)
+    if refusal := participation_resume_refusal(participation=participation):
+        raise refusal
+    participation.resume_token = secrets.token_urlsafe(24)
+    participation.save(update_fields=["resume_token"])
+    annotator = participation.annotator
+    annotator.set_unusable_password()  # a new random unusable hash: other browsers' sessions no longer match
+    annotator.save(update_fields=["password"])
+    return participation
 
 
 def participation_require_restorable(*, participation: Participation) -> None:

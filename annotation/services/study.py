@@ -59,6 +59,7 @@ STUDY_FIELDS = (
     "place_timeout_minutes",
     "open_link_expires_at",
     "external_id_param",
+    "trust_platform_id",
     "completion_url",
     "crowd_completion_code",
     "screen_out_url",
@@ -78,6 +79,7 @@ CROWD_DEFAULTS: dict[str, Any] = {
     "place_timeout_minutes": None,
     "open_link_expires_at": None,
     "external_id_param": "",
+    "trust_platform_id": False,
     "completion_url": "",
     "crowd_completion_code": "",
     "screen_out_url": "",
@@ -452,6 +454,8 @@ def _validate_crowd(fields: Mapping[str, Any], study: Study | None) -> None:
     values = {**CROWD_DEFAULTS, **{k: v for k, v in fields.items() if k in CROWD_DEFAULTS}}
     if not isinstance(values["open_link_enabled"], bool):
         raise ApplicationError("Open link enabled must be true or false.", field="open_link_enabled")
+    if not isinstance(values["trust_platform_id"], bool):
+        raise ApplicationError("Trust platform id must be true or false.", field="trust_platform_id")
     cap = values["participant_cap"]
     if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or not 1 <= cap <= DB_INT_MAX):
         raise ApplicationError(

@@ -95,13 +95,17 @@ def test_the_same_prolific_id_arriving_twice_resumes_one_participation():
     )
     assert participation.source == "open_link" and participation.consented_at is not None
 
-    # The same id on a fresh browser (and posting consent again) lands in the same participation.
-    other, again = arrive(study, "5f00aa")
+    # The same id in the same browser (Prolific's return to the study) lands in the same participation.
+    _, again = arrive(study, "5f00aa", client)
     assert again.status_code == 302 and again.url == f"/study/{study.slug}/"
-    assert other.get(again.url).url == f"/study/{study.slug}/profile/"
-    assert consent(Client(), study, "5f00aa").status_code == 302
+    assert client.get(again.url).url == f"/study/{study.slug}/profile/"
+    # On a fresh browser (and posting consent again) it starts nothing new and is not signed in as that
+    # participant: it needs the resume link (tests/annotation/test_crowd_keys.py).
+    other, elsewhere = arrive(study, "5f00aa")
+    assert elsewhere.status_code == 403 and "already been used to start this study" in elsewhere.text
+    assert consent(other, study, "5f00aa").status_code == 403
     assert Participation.objects.filter(study=study).count() == 1
-    assert int(other.session["_auth_user_id"]) == participation.annotator_id
+    assert "_auth_user_id" not in other.session
 
     # A generic platform's id by the study's own parameter name (MTurk's workerId).
     study_update(study=study, external_id_param="workerId")
@@ -119,14 +123,14 @@ def test_a_full_or_expired_open_link_refuses_new_participants_with_a_page():
     assert full.status_code == 403 and "all the participants it needs" in full.text
     assert consent(Client(), study, "second").status_code == 403
     # The one who joined still gets back in; a cap of 2 lets the second in.
-    assert arrive(study, "first")[1].status_code == 302
+    assert arrive(study, "first", client)[1].status_code == 302
     study_update(study=study, participant_cap=2)
     assert arrive(study, "second")[1].status_code == 200
 
     Study.objects.filter(pk=study.pk).update(open_link_expires_at=timezone.now() - timedelta(minutes=1))
     _, expired = arrive(study, "third")
     assert expired.status_code == 410 and "no longer accepting participants" in expired.text
-    assert arrive(study, "first")[1].status_code == 302  # who joined before the expiry still comes back
+    assert arrive(study, "first", client)[1].status_code == 302  # who joined before the expiry still comes back
     study_update(study=study, open_link_enabled=False)
     assert arrive(study, "third")[1].status_code == 404
     assert Participation.objects.filter(study=study).count() == 1
@@ -151,7 +155,7 @@ def test_a_participant_who_stops_without_a_code_gives_their_place_back(django_ca
     assert worker.post(f"/study/{study.slug}/finish/").url == COMPLETE
     assert arrive(study, "late")[1].status_code == 403
     # The quitter, back through the link with their id, is at their end page, not refused as "full".
-    assert arrive(study, "quitter")[1].status_code == 302
+    assert arrive(study, "quitter", quitter)[1].status_code == 302
 
 
 def test_a_participant_past_the_platforms_time_allowed_no_longer_holds_a_place(django_capture_on_commit_callbacks):
@@ -195,7 +199,7 @@ def test_declining_consent_screens_out_and_returns_to_the_platform():
     assert client.get(f"/study/{study.slug}/").url == f"/study/{study.slug}/done/"
     assert "This study has ended for you" in client.get(f"/study/{study.slug}/done/").text
     # Coming back with the same id is not asked again; screened out, it does not count toward a cap of 1.
-    assert arrive(study, "decliner")[1].status_code == 302
+    assert arrive(study, "decliner", client)[1].status_code == 302
     study_update(study=study, participant_cap=1)
     assert arrive(study, "someone-else")[1].status_code == 200
 
@@ -721,14 +725,18 @@ def test_an_arrival_does_not_wait_for_another_arrivals_unfinished_join_and_the_s
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("first_account", ["participant", "password"])
-def test_a_browser_racing_the_same_id_through_the_page_resumes_it_only_into_a_participants_account(
-    transactional_db: None, first_account: str
+@pytest.mark.parametrize(
+    ("first_account", "trusted", "expected"),
+    [("participant", False, 403), ("participant", True, 302), ("password", True, 403)],
+)
+def test_a_browser_racing_the_same_id_through_the_page_is_signed_in_only_where_the_id_alone_may_resume(
+    transactional_db: None, first_account: str, trusted: bool, expected: int
 ) -> None:
     """Two browsers consent with the same PROLIFIC_PID at the same moment; the second's join waits for the
-    first's and resumes it. It is signed in as that participation's account only if the account is a
-    participant's passwordless one, as on any later arrival: never into a researcher's account."""
-    study = crowd_study()
+    first's and finds its participation. As on any later arrival, the second browser is signed in as that
+    participation's account only in a study that trusts the platform id alone, and only into a participant's
+    passwordless account (never a researcher's); otherwise it is refused and signed in as no one."""
+    study = crowd_study(trust_platform_id=trusted)
     holder = None if first_account == "participant" else get_user_model().objects.create_user("res", password="pw")
 
     def first():  # type: ignore[no-untyped-def]
@@ -746,12 +754,10 @@ def test_a_browser_racing_the_same_id_through_the_page_resumes_it_only_into_a_pa
     assert "result" in out, out
     participation = Participation.objects.get(study=study, external_id="twice")
     signed_in = browser.session.get("_auth_user_id")
-    if first_account == "participant":
-        assert out["result"].status_code == 302  # type: ignore[attr-defined]
-        assert signed_in == str(participation.annotator_id)
-    else:
-        assert out["result"].status_code == 403  # type: ignore[attr-defined]
-        assert signed_in is None
+    assert out["result"].status_code == expected  # type: ignore[attr-defined]
+    assert signed_in == (str(participation.annotator_id) if expected == 302 else None)
+    if not trusted:
+        assert "already been used to start this study" in out["result"].content.decode()  # type: ignore[attr-defined]
     assert Participation.objects.filter(study=study).count() == 1
 
 

@@ -197,7 +197,7 @@ UNCOVERED = "Which glorptastic wibblers frobnicate quuxes?"
 def test_every_crowd_and_study_setting_page_is_accessible(browser: Browser, live_server: Any, size: str) -> None:
     """The pages a study's settings add: the open link's consent, the screening question (with its error
     and a wrong answer's end), the practice round and its feedback, the question page with the resume
-    link, and the first comparison of a question the sources do not cover (its notice and way out)."""
+    link (and its replace button), an id that has already started, and the first comparison of a question the sources do not cover (its notice and way out)."""
     study = StudyFactory(
         slug="crowd",
         title="Crowd study",
@@ -255,6 +255,14 @@ def test_every_crowd_and_study_setting_page_is_accessible(browser: Browser, live
     other.get_by_role("button", name=re.compile("Continue")).click()
     expect(other.locator("#screened-out")).to_be_visible()
     check_all(pages, other, "screened out")
+    other.context.close()
+
+    # The first participant's id from a fresh browser: the page that says it has already started.
+    replay = browser.new_context(base_url=live_server.url, **SIZES[size]).new_page()
+    replay.set_default_timeout(15_000)
+    replay.goto(f"/open/{study.open_link_token}/?PROLIFIC_PID=a11y-1&STUDY_ID=s&SESSION_ID=v")
+    expect(replay.locator("#already-started")).to_be_visible()
+    check_all(pages, replay, "open link, id already started")
     report(pages, test="crowd-and-settings", size=size)
 
 

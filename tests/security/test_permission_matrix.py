@@ -83,6 +83,14 @@ API: list[Row] = [
         None,
         OWN_API(200),
     ),
+    # A new resume link for the participant's own participation (docs/crowd.md); the old one stops working.
+    (
+        "POST",
+        "/api/v1/participations/{id}/resume-link/",
+        "/api/v1/participations/{participation}/resume-link/",
+        None,
+        OWN_API(200),
+    ),
     ("GET", "/api/v1/queries/{id}/", "/api/v1/queries/{query}/", None, OWN_API(200)),
     ("GET", "/api/v1/queries/{id}/current-match/", "/api/v1/queries/{query}/current-match/", None, OWN_API(204)),
     ("POST", "/api/v1/queries/{id}/retry/", "/api/v1/queries/{query}/retry/", None, OWN_API(200)),
@@ -179,10 +187,13 @@ PAGES: list[Row] = [
     ("GET", "/join/<str:token>/", "/join/{token}/", None, (200, 302, 200, 200, 200, 200, 200, 200, 200, 200)),
     # An unknown (or disabled) open link is 404 for anyone (docs/crowd.md).
     ("GET", "/open/<str:token>/", "/open/{open_token}/", None, (404,) * 10),
-    # A resume link is a bearer secret: whoever opens it continues that participant's participation.
+    # A resume link is a bearer secret: whoever opens it continues that participant's participation, while
+    # it goes on (tests/annotation/test_crowd_keys.py: an ended one, or a replaced link, opens nothing).
     ("GET", "/resume/<str:token>/", "/resume/{resume_token}/", None, (302,) * 10),
     ("GET", "/study/<slug:slug>/", "/study/{slug}/", None, OWN_PAGE(302)),
     ("GET", "/study/<slug:slug>/screening/", "/study/{slug}/screening/", None, OWN_PAGE(302)),
+    # "Replace my resume link": the annotator's own, back to the study's page with the new link.
+    ("POST", "/study/<slug:slug>/resume-link/", "/study/{slug}/resume-link/", None, OWN_PAGE(302)),
     # "Preview as annotator": the study's owners and researchers (docs/permissions.md); anyone else 404.
     (
         "GET",
