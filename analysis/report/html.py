@@ -307,7 +307,7 @@ def _agreement_section(report: AnalysisReport) -> str:
         return "<h2>Metric-human agreement</h2><p>No metric columns in the table.</p>"
     level = f"{ag.confidence_level:.0%}"
     parts = [
-        "<h2>Metric-human agreement (Krippendorff's alpha, nominal)</h2>",
+        f"<h2>Metric-human agreement (Krippendorff's alpha, {escape(ag.level)})</h2>",
         "<p>Each metric votes for the side it scores better (direction from the metric registry), or “neither” "
         "when the scores differ by no more than its threshold: by default 0.2 pooled standard deviations of the "
         "metric over the candidates; a pairwise judge's own vote uses 0. Each judge (model, server, prompt "

@@ -117,7 +117,7 @@ def alpha_plot(result: AgreementResult) -> str:
     ax.axvline(0.0, color="#333333", linewidth=1)
     ax.set_yticks(ys)
     ax.set_yticklabels([m.metric for m in metrics], fontsize=8)
-    ax.set_xlabel("Krippendorff's alpha (nominal), metric vs annotator")
+    ax.set_xlabel(f"Krippendorff's alpha ({result.level}), metric vs annotator")
     ax.set_title("Metric-human agreement by family", fontsize=11)
     handles = [Patch(color=colour[f], label=f) for f in families]
     ax.legend(handles=handles, fontsize=8, loc="lower right")

@@ -1,4 +1,4 @@
-"""Agreement between automatic metrics and the annotators' choices (Krippendorff's alpha, nominal).
+"""Agreement between automatic metrics and the annotators' choices (Krippendorff's alpha, nominal by default).
 
 A metric "votes" on a comparison for the side it scores better (direction from the metric registry),
 or "neither" when the two scores are within the metric's similarity threshold; alpha (the project's own
@@ -88,14 +88,40 @@ def human_votes(t: PreparedTable) -> FloatArray:
 
 
 _CODES = np.asarray([VOTE_LEFT, VOTE_RIGHT, VOTE_NEITHER])
+AGREEMENT_LEVELS = ("nominal", "ordinal")
+"""How votes are compared. ``nominal`` (the default, as in the papers this reproduces): left, right and neither
+are three categories, and a "neither" against a "left" is as wrong as a "right". ``ordinal``: the votes are
+ordered left < neither < right, so a "neither" against a "left" is half as wrong as a "right" (Krippendorff's
+ordinal metric over that order)."""
+_ORDINAL_ORDER = np.asarray([int(VOTE_LEFT), int(VOTE_NEITHER), int(VOTE_RIGHT)])
 
 
-def nominal_alpha(a: FloatArray, b: FloatArray) -> float:
-    """Krippendorff's alpha (nominal) of two coders over the same units (``analysis.stats.alpha``).
+def _check_agreement_level(level: str) -> str:
+    if level not in AGREEMENT_LEVELS:
+        raise ValueError(f"agreement level must be one of {', '.join(AGREEMENT_LEVELS)}, not {level!r}")
+    return level
+
+
+def _ordered(o: FloatArray, level: str) -> FloatArray:
+    """Coincidence matrices (last two axes indexed by vote code) in the order the level's metric reads them."""
+    if level == "ordinal":
+        return o[..., _ORDINAL_ORDER, :][..., :, _ORDINAL_ORDER]
+    return o
+
+
+def _vote_alpha(o: FloatArray, level: str) -> float:
+    """Alpha of one 3 x 3 coincidence matrix of vote codes at ``level``."""
+    return float(alpha_from_coincidences(_ordered(o, level), level, _CODES))
+
+
+def nominal_alpha(a: FloatArray, b: FloatArray, *, level: str = "nominal") -> float:
+    """Krippendorff's alpha of two coders over the same units (``analysis.stats.alpha``), nominal unless
+    ``level="ordinal"`` (vote codes only: left < neither < right).
 
     NaN when fewer than two units are coded by both or when every pairable value is the same
     (alpha is undefined when there is no expected disagreement).
     """
+    level = _check_agreement_level(level)
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     both = np.isfinite(a) & np.isfinite(b)
     if both.sum() < 2:
@@ -104,7 +130,9 @@ def nominal_alpha(a: FloatArray, b: FloatArray) -> float:
         # Vote codes: the 3 x 3 coincidence matrix directly (each pairable unit adds (a, b) and (b, a)).
         x, y = a[both].astype(np.int64), b[both].astype(np.int64)
         o = (np.bincount(x * 3 + y, minlength=9) + np.bincount(y * 3 + x, minlength=9)).reshape(3, 3)
-        return float(alpha_from_coincidences(o.astype(np.float64), "nominal", _CODES))
+        return _vote_alpha(o.astype(np.float64), level)
+    if level != "nominal":
+        raise ValueError("ordinal agreement is defined on vote codes (left, right, neither) only")
     return krippendorff_alpha(np.vstack([a[both], b[both]]), "nominal")
 
 
@@ -179,6 +207,8 @@ class AgreementResult(ResultMixin):
     position_consistency: tuple[PositionConsistency, ...] = ()
     confidence_level: float = 0.95
     notes: tuple[str, ...] = ()
+    level: str = "nominal"
+    """``nominal`` or ``ordinal`` (``AGREEMENT_LEVELS``)."""
 
     def get(self, metric: str) -> MetricAgreement:
         for m in self.metrics:
@@ -217,7 +247,9 @@ class AgreementResult(ResultMixin):
             for f in self.families
         ]
         level = f"{round(100 * self.confidence_level)}%"
-        out = f"Krippendorff's alpha (nominal), metric votes vs annotator choices ({level} annotator-clustered CI)\n"
+        out = (
+            f"Krippendorff's alpha ({self.level}), metric votes vs annotator choices ({level} annotator-clustered CI)\n"
+        )
         out += text_table(
             ["family", "metric", "alpha", "CI / range", "threshold", "better", "units", "agree"], rows + fam
         )
@@ -306,6 +338,7 @@ def metric_agreement(
     threshold_sd_fraction: float = DEFAULT_SD_FRACTION,
     resampler: ClusterResampler | None = None,
     confidence_level: float = 0.95,
+    level: str = "nominal",
 ) -> AgreementResult:
     """Alpha per metric (all ``left__``/``right__`` pairs unless ``metrics`` is given), grouped by family.
 
@@ -314,8 +347,10 @@ def metric_agreement(
     ``default_threshold`` when given, else ``threshold_sd_fraction`` x the metric's pooled SD (a judge's
     vote: 0). A metric whose value cannot differ between the sides (registry ``varies_by_side=False``, or
     equal on both sides of every match) is left out with its reason in ``excluded``. With a
-    ``resampler`` (annotator-clustered draw) each alpha carries a percentile interval.
+    ``resampler`` (annotator-clustered draw) each alpha carries a percentile interval. ``level``: how votes
+    are compared (``AGREEMENT_LEVELS``).
     """
+    level = _check_agreement_level(level)
     names = tuple(metrics) if metrics is not None else metric_names(t.frame)
     if not names:
         raise AnalysisError("the comparison table has no metric columns (left__<metric>, right__<metric>)")
@@ -364,15 +399,15 @@ def metric_agreement(
         n = int(coded.sum())
         if resampler is not None:
             estimate = alpha_from_cluster_coincidences(
-                _vote_coincidences(votes, human, coded, t.annotator_code, t.n_annotators),
+                _ordered(_vote_coincidences(votes, human, coded, t.annotator_code, t.n_annotators), level),
                 resampler=resampler,
-                level="nominal",
+                level=level,
                 confidence_level=confidence_level,
                 domain=_CODES,
             )
             alpha, low, high = estimate.alpha, estimate.ci_low, estimate.ci_high
         else:
-            alpha, low, high = nominal_alpha(votes, human), float("nan"), float("nan")
+            alpha, low, high = nominal_alpha(votes, human, level=level), float("nan"), float("nan")
         out.append(
             MetricAgreement(
                 metric=name,
@@ -418,6 +453,7 @@ def metric_agreement(
         position_consistency=_position_consistency(votes_of, info),
         confidence_level=confidence_level,
         notes=tuple(notes),
+        level=level,
     )
 
 
@@ -442,8 +478,10 @@ def alpha_threshold_sweep(
     *,
     higher_is_better: bool = True,
     sd: float | None = None,
+    level: str = "nominal",
 ) -> tuple[ThresholdAlpha, ...]:
-    """Alpha of one metric at each candidate threshold (to choose or report the threshold)."""
+    """Alpha of one metric at each candidate threshold (to choose or report the threshold), at ``level``."""
+    level = _check_agreement_level(level)
     left, right = _scores(t, metric)
     sd = pooled_sd(t, metric) if sd is None else sd
     # The differences and the human codes once; per threshold only the votes change (3 x 3 coincidences).
@@ -470,9 +508,7 @@ def alpha_threshold_sweep(
                 counts[int(VOTE_NEITHER), h] += tied
         o = counts + counts.T
         n_votes = int(magnitude.size)
-        alpha = (
-            float(alpha_from_coincidences(o.astype(np.float64), "nominal", _CODES)) if n_votes >= 2 else float("nan")
-        )
+        alpha = _vote_alpha(o.astype(np.float64), level) if n_votes >= 2 else float("nan")
         neither_share = float(counts[int(VOTE_NEITHER)].sum() / n_votes) if n_votes else float("nan")
         out.append(
             ThresholdAlpha(

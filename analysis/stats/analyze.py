@@ -183,6 +183,7 @@ def analyze(
                 threshold_sd_fraction=config.threshold_sd_fraction,
                 resampler=resampler,
                 confidence_level=config.confidence_level,
+                level=config.agreement_level,
             ),
         )
         if metrics
@@ -203,6 +204,7 @@ def analyze(
                         default_sweep_thresholds(t, m.metric, config.threshold_sweep_points, sd=m.pooled_sd),
                         higher_is_better=m.higher_is_better,
                         sd=m.pooled_sd,
+                        level=config.agreement_level,
                     )
                 )
     bt = _section(

@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from analysis.stats._results import json_safe
-from analysis.stats.agreement import DEFAULT_SD_FRACTION
+from analysis.stats.agreement import AGREEMENT_LEVELS, DEFAULT_SD_FRACTION
 from analysis.stats.regression import FACTORS, check_predictors
 from analysis.stats.small_sample import DEFAULT_SMALL_SAMPLE_BELOW, INFERENCE_CHOICES
 
@@ -51,6 +51,7 @@ _SCALAR_CHECKS: dict[str, tuple[Any, str]] = {
     "bradley_terry_pseudo_wins": (_is_number, "a number"),
     "threshold_sweep_points": (_is_int, "a whole number"),
     "inference": (lambda v: isinstance(v, str), "text"),
+    "agreement_level": (lambda v: isinstance(v, str), "text"),
     "small_sample_below": (_is_int, "a whole number"),
 }
 _MAPPING_CHECKS: dict[str, tuple[Any, str]] = {
@@ -130,6 +131,9 @@ class AnalysisConfig:
     the clustered bootstrap and CR1 from there on), ``small-sample`` (always CR2-t) or ``standard``."""
     small_sample_below: int = DEFAULT_SMALL_SAMPLE_BELOW
     """Fewer annotators than this count as few: small-sample inference (under ``auto``) and a warning."""
+    agreement_level: str = "nominal"
+    """Metric-human alpha: ``nominal`` (left, right, neither as categories; the papers' choice) or ``ordinal``
+    (left < neither < right: a "neither" against a side is half a disagreement; ``agreement.AGREEMENT_LEVELS``)."""
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -147,6 +151,10 @@ class AnalysisConfig:
             raise ValueError("confidence_level must be in [0.5, 1)")
         if self.inference not in INFERENCE_CHOICES:
             raise ValueError(f"inference must be one of {', '.join(INFERENCE_CHOICES)}, not {self.inference!r}")
+        if self.agreement_level not in AGREEMENT_LEVELS:
+            raise ValueError(
+                f"agreement_level must be one of {', '.join(AGREEMENT_LEVELS)}, not {self.agreement_level!r}"
+            )
         if self.small_sample_below < 2:
             raise ValueError("small_sample_below must be at least 2")
         if (self.default_metric_threshold is not None and self.default_metric_threshold < 0) or any(
