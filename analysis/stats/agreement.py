@@ -111,7 +111,7 @@ def _ordered(o: FloatArray, level: str) -> FloatArray:
 
 def _vote_alpha(o: FloatArray, level: str) -> float:
     """Alpha of one 3 x 3 coincidence matrix of vote codes at ``level``."""
-    return float(alpha_from_coincidences(_ordered(o, level), level, _CODES))
+    return float(alpha_from_coincidences(_ordered(o, level), "ordinal" if level == "ordinal" else "nominal", _CODES))
 
 
 def nominal_alpha(a: FloatArray, b: FloatArray, *, level: str = "nominal") -> float:
