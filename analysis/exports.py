@@ -72,6 +72,21 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
 text, ``SUMMARY_TEXT_COLUMNS``) follows only when an export asks for the texts."""
 SUMMARY_TEXT_COLUMNS: tuple[str, ...] = ("summary",)
 SUMMARY_TIMESTAMP_COLUMNS: tuple[str, ...] = ("queued_at", "started_at", "finished_at")
+PAGE_MANIFEST_FORMAT = "satisfy.page-export/1"
+PAGE_COLUMNS: tuple[str, ...] = (
+    "annotator",
+    "page",
+    "query_id",
+    "query_index",
+    "match",
+    "shown_at",
+    "left_at",
+    "seconds_on_page",
+)
+"""The page-time table's columns (docs/comparison-table.md, "The page-time table"): one row per page an annotator
+was shown, ``consent``, ``persona``, ``question``, ``wait`` and ``comparison``, from when it was first shown to
+when it was left (sent, or for the waiting page the first comparison shown)."""
+PAGE_TIMESTAMP_COLUMNS: tuple[str, ...] = ("shown_at", "left_at")
 
 
 def is_formula_like(text: str) -> bool:
@@ -470,6 +485,15 @@ def export_summaries(
     frame = _prepare(table, timestamps=SUMMARY_TIMESTAMP_COLUMNS, contract_order=False)
     texts = {"manifest_format": SUMMARY_MANIFEST_FORMAT, "text_columns": SUMMARY_TEXT_COLUMNS}
     return _export_set(frame, out_dir, stem=stem, formats=formats, study=study, **texts)
+
+
+def export_page_times(
+    table: pd.DataFrame, out_dir: Path, *, formats: Sequence[str] = FORMATS, study: str | None = None
+) -> ExportManifest:
+    """Write the page-time table (``PAGE_COLUMNS``) and ``pages.manifest.json``, as ``export_summaries`` does."""
+    frame = _prepare(table, timestamps=PAGE_TIMESTAMP_COLUMNS, contract_order=False)
+    texts = {"manifest_format": PAGE_MANIFEST_FORMAT, "text_columns": ()}
+    return _export_set(frame, out_dir, stem="pages", formats=formats, study=study, **texts)
 
 
 PARQUET_COLUMNS_PER_READ = 16

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Min, QuerySet
 
 from analysis.stats.systems import system_id
-from annotation.models import Candidate, Judgment, Participation, Study
+from annotation.models import Candidate, Judgment, Match, Participation, Query, Study
 from annotation.selectors.quality import participation_quality
 from kernel.exceptions import ApplicationError
 from scoring.core.judges import JudgeIdentity, judge_column
@@ -363,5 +363,68 @@ def summary_frame(*, study: Study, include_texts: bool = False) -> Any:
     frame["latency_s"] = frame["latency_s"].astype("float64")
     frame["truncated"] = frame["truncated"].astype("bool")
     for col in SUMMARY_TIMESTAMP_COLUMNS:
+        frame[col] = pd.to_datetime(frame[col], utc=True)
+    return frame
+
+
+def page_rows(*, study: Study) -> list[dict[str, Any]]:
+    """One row per page each analysed participant was shown, with its time (docs/comparison-table.md, "The
+    page-time table"): consent (from arriving to consenting), persona (form shown to sent), question (form shown
+    to sent), wait (waiting page shown to the first comparison shown) and comparison (shown to answered). A page
+    whose start or end was not recorded has an empty time; a page never reached has no row."""
+
+    def row(code: str, page: str, shown: Any, left: Any, **extra: Any) -> dict[str, Any]:
+        seconds = (left - shown).total_seconds() if shown and left else None
+        return {"annotator": code, "page": page, "query_id": None, "query_index": None, "match": None,
+                "shown_at": shown, "left_at": left, "seconds_on_page": seconds, **extra}  # fmt: skip
+
+    participations = list(analysed_participations(study=study).order_by("code").prefetch_related("personas"))
+    queries = (
+        Query.objects.filter(participation__in=participations)
+        .select_related("participation")
+        .order_by("participation__code", "index")
+    )
+    first_shown = {
+        m["bracket__query_id"]: m["first"]
+        for m in Match.objects.filter(bracket__query__in=queries, shown_at__isnull=False)
+        .values("bracket__query_id")
+        .annotate(first=Min("shown_at"))
+    }
+    judgments = (
+        Judgment.objects.filter(match__bracket__query__in=queries, automatic=False)
+        .select_related("match__bracket__query__participation")
+        .order_by("match__bracket__query__participation__code", "match__bracket__query__index", "match_id")
+    )
+    rows: list[dict[str, Any]] = []
+    for p in participations:
+        if p.consented_at:
+            rows.append(row(p.code, "consent", p.created_at, p.consented_at))
+        for persona in sorted(p.personas.all(), key=lambda x: x.version):
+            rows.append(row(p.code, "persona", persona.form_shown_at, persona.created_at))
+    for q in queries:
+        ids = {"query_id": q.pk, "query_index": q.index}
+        rows.append(row(q.participation.code, "question", q.shown_at, q.created_at, **ids))
+        if q.wait_shown_at or q.pk in first_shown:
+            rows.append(row(q.participation.code, "wait", q.wait_shown_at, first_shown.get(q.pk), **ids))
+    for j in judgments:
+        q = j.match.bracket.query
+        rows.append(
+            row(q.participation.code, "comparison", j.shown_at, j.answered_at, query_id=q.pk, query_index=q.index,
+                match=j.match.label)
+        )  # fmt: skip
+    return rows
+
+
+def page_frame(*, study: Study) -> Any:
+    """``page_rows`` as a typed DataFrame (times tz-aware UTC, ids nullable), with its columns when empty."""
+    import pandas as pd
+
+    from analysis.exports import PAGE_COLUMNS, PAGE_TIMESTAMP_COLUMNS
+
+    frame = pd.DataFrame(page_rows(study=study), columns=list(PAGE_COLUMNS))
+    for col in ("query_id", "query_index"):
+        frame[col] = frame[col].astype("Int64")
+    frame["seconds_on_page"] = frame["seconds_on_page"].astype("float64")
+    for col in PAGE_TIMESTAMP_COLUMNS:
         frame[col] = pd.to_datetime(frame[col], utc=True)
     return frame
