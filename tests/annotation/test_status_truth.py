@@ -82,7 +82,12 @@ def test_a_question_whose_summaries_all_failed_reports_the_failure_and_its_reaso
     assert (retried.json()["status"], retried.json()["failed"]) == ("generating", False)
     assert len(sent) == 4
     body, poll, html = _seen(api, page, query)
-    assert (body["status"], poll["status"], body["failed"], poll["failed"]) == ("generating", "generating", False, False)
+    assert (body["status"], poll["status"], body["failed"], poll["failed"]) == (
+        "generating",
+        "generating",
+        False,
+        False,
+    )
     assert not _failure_shown(html)
     # The worker runs them this time (the offline summariser): ready, in the API and on the poll.
     for send in sent:
