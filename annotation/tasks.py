@@ -74,16 +74,18 @@ def _generation_failed(task: Task, exc: BaseException, task_id: str, args: Any, 
     on_failure=_retrieval_failed,
 )
 def retrieve_query(self, query_id: int) -> None:  # type: ignore[no-untyped-def]
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     try:
-        query_retrieve(query_id=query_id)
+        query_retrieve(query_id=query_id, redelivered=redelivered)
     except Exception as error:
         if not _retriable(error):
             raise
         reason = _transient_reason(error, RETRIEVAL_SOFT_TIME_LIMIT_S)
         if reason is not None and self.request.retries < self.max_retries:
             countdown = backoff(self.request.retries, error)
-            # The lease covers the wait, so the sweeper does not take a scheduled retry for a dead worker.
-            query_lease_renew(query_id=query_id, seconds=countdown + settings.BACKGROUND_LEASE_S)
+            # The lease covers the wait, so the sweeper does not take a scheduled retry for a dead worker, nor
+            # another message the search; it lapses when the retry is due, for the retry to claim it.
+            query_lease_renew(query_id=query_id, seconds=countdown)
             raise self.retry(countdown=countdown) from error
         if reason is not None:
             reason = f"Gave up after {self.request.retries + 1} attempts; the last: {reason}"

@@ -234,8 +234,10 @@ def query_resend(*, query: Query) -> Query:
     return query_retry_failed(query=query)
 
 
-def query_retrieve(*, query_id: int) -> Query:
-    """Retrieve and freeze the sources, then queue one candidate per system. Safe to run twice."""
+def query_retrieve(*, query_id: int, redelivered: bool = False) -> Query:
+    """Retrieve and freeze the sources, then queue one candidate per system. Safe to run twice, and never
+    twice at once: the search runs under the question's lease (`query_claim`), and a second message for a
+    question whose lease is live (being searched, or a retry waiting out its backoff) leaves it alone."""
     query = query_with_study(query_id=query_id, retrieval=True)
     if query.status != Query.Status.RETRIEVING:
         return query
@@ -250,7 +252,8 @@ def query_retrieve(*, query_id: int) -> Query:
             )
         backend = get_retrieval_backend(query.retrieval_backend, study.retrieval_settings)
         filters = study.retrieval_settings.get("filters") if study.retrieval_settings else None
-        query_lease_renew(query_id=query.pk)
+        if not query_claim(query_id=query.pk, redelivered=redelivered):
+            return query
         with heartbeat(
             lambda: query_lease_renew(query_id=query.pk),
             every=settings.BACKGROUND_HEARTBEAT_S,
@@ -309,6 +312,21 @@ def query_retrieve(*, query_id: int) -> Query:
         for candidate_id in query.candidates.order_by().values_list("pk", flat=True):
             candidate_send(candidate_id=candidate_id)
     return query
+
+
+def query_claim(*, query_id: int, redelivered: bool = False) -> bool:
+    """Take the retrieval's lease for this worker: only where none is live (none taken, or lapsed: its worker
+    died), or for a redelivered message (the broker redelivers only when the holder died: kernel.leases).
+    One statement, so of two workers at once only one claims it."""
+    now = timezone.now()
+    claimable = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+    if redelivered:
+        claimable |= Q(lease_expires_at__isnull=False)
+    return bool(
+        Query.objects.filter(claimable, pk=query_id, status=Query.Status.RETRIEVING).update(
+            lease_expires_at=now + timedelta(seconds=settings.BACKGROUND_LEASE_S)
+        )
+    )
 
 
 def query_lease_renew(*, query_id: int, seconds: float | None = None) -> bool:
@@ -370,18 +388,22 @@ def queries_sweep(*, now: datetime | None = None) -> dict[str, int]:
             .exclude(pk__in=late)
             .values_list("pk", flat=True)
         )
-        Query.objects.filter(pk__in=lost).update(retrieval_requeued_at=now)
+        # Stamped, with no lease: the new message claims it (query_claim); a later sweep sends it again only
+        # if that message is lost too (after the broker's next start, or the window).
+        Query.objects.filter(pk__in=lost).update(retrieval_requeued_at=now, lease_expires_at=None)
         for query_id in lost:
             enqueue_on_commit(retrieve_query, query_id)
-        # A retrieval whose lease lapsed lost its worker mid-search: sent again now, with a window of
-        # RETRIEVAL_RESENT_LEASE for the new message to be taken before the next sweep sends another.
+        # A retrieval whose lease lapsed lost its worker mid-search (or its retry waited out its backoff and
+        # was not taken): sent again now, stamped; the next sweeps leave it to the new message for
+        # RETRIEVAL_RESENT_LEASE (a second message would find it claimed anyway).
         orphaned = list(
             sendable.select_for_update(skip_locked=True)
             .filter(lease_expires_at__lt=now)
+            .exclude(retrieval_requeued_at__gt=now - RETRIEVAL_RESENT_LEASE)
             .exclude(pk__in=[*late, *lost])
             .values_list("pk", flat=True)
         )
-        Query.objects.filter(pk__in=orphaned).update(lease_expires_at=now + RETRIEVAL_RESENT_LEASE)
+        Query.objects.filter(pk__in=orphaned).update(retrieval_requeued_at=now, lease_expires_at=None)
         for query_id in orphaned:
             enqueue_on_commit(retrieve_query, query_id)
     # A question whose retrieval could not be sent (the broker was down when it was asked) is known to be
