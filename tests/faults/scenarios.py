@@ -1131,3 +1131,45 @@ def broker_restart_with_research_queued(rig: Rig, server: Any, *, down_s: float 
     if outcome.settled_s is not None:
         outcome.notes.append(f"both done {outcome.settled_s:.0f}s after Redis was back (restarts {run_row.restarts})")
     return outcome
+
+
+def resend_while_queued(rig: Rig, *, questions: int = 3, window_s: int = 1) -> Outcome:
+    """The fallback windows set to `window_s` seconds and the generation sweeper run every second while a
+    backlog waits for a slowed model server: queued summaries and searches whose messages were never lost
+    are sent again and again. Every question must still become ready with each summary written once."""
+    outcome = Outcome("re-send of work merely queued", f"{questions} questions, windows {window_s}s")
+    windows = {
+        "SWEEP_REQUEUE_QUEUED_AFTER_S": str(window_s),
+        "SWEEP_RETRIEVAL_REQUEUE_AFTER_S": str(window_s),
+        "SWEEP_RETRIEVAL_DEADLINE_S": "600",
+    }
+    with openai_standin(delay=0.5) as llm:
+        study = actions.study_open(slug=rig.slug("resend"), systems=openai_systems(llm.base_url))
+        worker = rig.start_worker("worker", env=windows)
+        people = [Annotator.join(study) for _ in range(questions)]
+        ids = [a.ask().json()["id"] for a in people]
+        started = time.monotonic()
+
+        def ready() -> bool:
+            return Query.objects.filter(pk__in=ids, status=Query.Status.READY).count() == len(ids)
+
+        while not ready() and time.monotonic() - started < 120:
+            rig.sweep(["annotation.tasks.sweep_generation"])
+            time.sleep(1.0)
+        outcome.settled_s = time.monotonic() - started if ready() else None
+        for query_id in ids:
+            audit_query(outcome, query_id, systems=4)
+        resends = sum(int(n) for n in re.findall(r"sweeper: (\d+) candidate\(s\) sent again", worker.log()))
+        outcome.expect(resends > 0, "no queued summary was sent again: the scenario proved nothing")
+        total = Candidate.objects.filter(query_id__in=ids).count()
+        outcome.expect(llm.completions == total, f"{llm.completions} model calls for {total} summaries")
+        outcome.duplicated += max(0, llm.completions - total)
+        attempts = sorted(Candidate.objects.filter(query_id__in=ids).values_list("attempts", flat=True))
+        outcome.expect(set(attempts) == {1}, f"attempts per summary: {attempts}")
+        outcome.see(
+            f"{Query.objects.filter(pk__in=ids, status=Query.Status.READY).count()}/{len(ids)} ready; "
+            f"{resends} re-sends of queued summaries; {llm.completions} model calls for {total} summaries"
+        )
+    for annotator in people:
+        annotator.close()
+    return outcome

@@ -76,3 +76,7 @@ def test_a_broker_restart_with_research_queued_sends_it_again_and_it_ends_once(
     restart_rig: Rig, own_redis: RedisServer
 ) -> None:
     check(scenarios.broker_restart_with_research_queued(restart_rig, own_redis))
+
+
+def test_sending_again_work_that_was_merely_queued_is_harmless(rig: Rig) -> None:
+    check(scenarios.resend_while_queued(rig))
