@@ -1173,3 +1173,44 @@ def resend_while_queued(rig: Rig, *, questions: int = 3, window_s: int = 1) -> O
     for annotator in people:
         annotator.close()
     return outcome
+
+
+def try_again_after_failure(rig: Rig) -> Outcome:
+    """Every summary of a question fails (the model server refuses each first request with a 400): the API
+    must say so as the waiting page does, and the annotator's "try again" through the API must bring the
+    question to ready once the server answers."""
+    outcome = Outcome("try again after every summary failed", "a 400 for each of the first 4 requests")
+    with openai_standin(script=["400"] * 4) as llm:
+        study = actions.study_open(slug=rig.slug("try-again"), systems=openai_systems(llm.base_url))
+        rig.start_worker("worker")
+        annotator = Annotator.join(study)
+        query_id = annotator.ask().json()["id"]
+        failed = poll(
+            lambda: Candidate.objects.filter(query_id=query_id, status=Candidate.Status.FAILED).count() == 4,
+            timeout=60,
+        )
+        if not outcome.expect(failed, f"the summaries did not fail: {describe_query(query_id)}"):
+            return outcome
+        body = annotator.api.get(f"/api/v1/queries/{query_id}/").json()
+        page = annotator.status(Query.objects.get(pk=query_id).index)
+        outcome.expect(
+            (body.get("status"), body.get("failed"), body.get("failure_reason"))
+            == ("failed", True, "One of the summaries could not be written."),
+            f"the API says {body.get('status')}, failed {body.get('failed')}, {body.get('failure_reason')!r}",
+        )
+        outcome.expect(
+            (page.get("status"), page.get("failed"), page.get("failure_reason"))
+            == (body.get("status"), body.get("failed"), body.get("failure_reason")),
+            f"the page's poll says {page.get('status')}, the API {body.get('status')}",
+        )
+        retried = annotator.api.post(f"/api/v1/queries/{query_id}/retry/")
+        outcome.expect(retried.status_code == 200, f"try again answered {retried.status_code}")
+        ready = poll(lambda: _api_status(annotator, query_id) == Query.Status.READY, timeout=60)
+        outcome.expect(ready, f"not ready after try again: {describe_query(query_id)}")
+        audit_query(outcome, query_id, systems=4)
+        outcome.expect(llm.completions == 8, f"{llm.completions} model calls for 4 refused and 4 answered")
+        outcome.see(
+            f"API {body.get('status')} ({body.get('failure_reason')}); after try again: {_api_status(annotator, query_id)}"
+        )
+        annotator.close()
+    return outcome

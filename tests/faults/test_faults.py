@@ -80,3 +80,7 @@ def test_a_broker_restart_with_research_queued_sends_it_again_and_it_ends_once(
 
 def test_sending_again_work_that_was_merely_queued_is_harmless(rig: Rig) -> None:
     check(scenarios.resend_while_queued(rig))
+
+
+def test_a_question_whose_summaries_all_failed_says_so_in_the_api_and_try_again_recovers_it(rig: Rig) -> None:
+    check(scenarios.try_again_after_failure(rig))
