@@ -25,14 +25,19 @@ from kernel import leases
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
 from kernel.storable import json_problem
-from kernel.tasks import enqueue_on_commit
+from kernel.tasks import enqueue_on_commit, lost_if_sent_before
 from kernel.yielding import research_pause
 from scoring.inputs import candidate_rows
 
 logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
-REQUEUE_QUEUED_AFTER = timedelta(minutes=10)
+
+
+def requeue_queued_after() -> timedelta:
+    """A queued job's message is sent again this often when the broker cannot say it lost it
+    (SWEEP_REQUEUE_QUEUED_AFTER_S); sent before the broker last started, at the next sweep."""
+    return timedelta(seconds=settings.SWEEP_REQUEUE_QUEUED_AFTER_S)
 
 
 def _lease() -> timedelta:
@@ -264,10 +269,19 @@ def research_job_request(
         created_by=creator,
         queued_at=timezone.now(),
     )
+    _job_send(job_id=job.pk)
+    return job, True
+
+
+def _job_send(*, job_id: int) -> None:
+    """Send the job once the transaction commits. A send the broker refuses (it is down or restarting) leaves
+    the job queued with no send time (`queued_at` empty): the next sweep sends it again."""
     from analysis.tasks import run_research_job  # a cycle: analysis.tasks imports this module
 
-    enqueue_on_commit(run_research_job, job.pk)
-    return job, True
+    def unsent() -> None:
+        ResearchJob.objects.filter(pk=job_id, status=ResearchJob.Status.QUEUED).update(queued_at=None)
+
+    enqueue_on_commit(run_research_job, job_id, on_send_failed=unsent)
 
 
 def _progress(job: ResearchJob, percent: int, stage: str, pause: Callable[[], None] | None = None) -> None:
@@ -384,10 +398,11 @@ def research_job_run(*, job_id: int, redelivered: bool = False) -> ResearchJob:
 
 def research_jobs_sweep(*, now: datetime | None = None) -> dict[str, int]:
     """The sweeper: a running job whose lease expired (its worker died) is queued and sent again, or
-    failed once its attempts are spent; a job queued for REQUEUE_QUEUED_AFTER is sent again, stamped."""
-    from analysis.tasks import run_research_job  # a cycle: analysis.tasks imports this module
-
+    failed once its attempts are spent; a queued job whose message may be lost (sent before the broker
+    last started, or `requeue_queued_after()` ago) is sent again, stamped. A message that was only waiting
+    finds the job claimed (research_job_claim)."""
     now = now or timezone.now()
+    lost_before = lost_if_sent_before(window=requeue_queued_after(), now=now)
     with transaction.atomic():
         due = ResearchJob.objects.select_for_update(skip_locked=True).filter(
             Q(status=ResearchJob.Status.RUNNING, lease_expires_at__lt=now)
@@ -395,16 +410,17 @@ def research_jobs_sweep(*, now: datetime | None = None) -> dict[str, int]:
             | Q(
                 status=ResearchJob.Status.RUNNING,
                 lease_expires_at__isnull=True,
-                created_at__lt=now - REQUEUE_QUEUED_AFTER,
+                created_at__lt=now - requeue_queued_after(),
             )
-            | Q(status=ResearchJob.Status.QUEUED, queued_at__lt=now - REQUEUE_QUEUED_AFTER)
+            | Q(status=ResearchJob.Status.QUEUED, queued_at__lt=lost_before)
+            | Q(status=ResearchJob.Status.QUEUED, queued_at__isnull=True)
         )
         due_ids = list(due.values_list("pk", flat=True))
         ResearchJob.objects.filter(pk__in=due_ids).update(
             status=ResearchJob.Status.QUEUED, queued_at=now, lease_expires_at=None, stage="waiting for a worker"
         )
         for job_id in due_ids:
-            enqueue_on_commit(run_research_job, job_id)
+            _job_send(job_id=job_id)
     if due_ids:
         logger.warning("sweeper: research job(s) %s sent again", due_ids)
     return {"research_jobs_requeued": len(due_ids)}

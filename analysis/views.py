@@ -95,7 +95,7 @@ def study_list(request: HttpRequest) -> HttpResponse:
 
 
 # A queued job that no worker has taken after this long is explained on the dashboard (a worker takes one in
-# seconds; the sweeper sends it again after services.REQUEUE_QUEUED_AFTER).
+# seconds; the sweeper sends it again after services.requeue_queued_after()).
 QUEUED_NOTE_AFTER = timedelta(minutes=2)
 
 EXCLUSION_CHOICES = (
@@ -141,7 +141,7 @@ def study_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         "jobs": study.research_jobs.all()[:20],
         # A job queued longer than a worker takes to pick one up says why it waits and how to stop it.
         "waiting_since": timezone.now() - QUEUED_NOTE_AFTER,
-        "requeue_minutes": int(services.REQUEUE_QUEUED_AFTER.total_seconds() // 60),
+        "requeue_minutes": int(services.requeue_queued_after().total_seconds() // 60),
         "scoring_runs": ScoringRun.objects.filter(study=study)[:10],
         "offline_metrics": _offline_metrics(),
         "stress_tests": _stress_tests(),

@@ -20,7 +20,7 @@ import random
 from typing import Any
 
 from celery import Task, shared_task
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import Reject, SoftTimeLimitExceeded
 from django.conf import settings
 
 from annotation.backends import openai_chat  # noqa: F401 - imported before the pool forks, not per child
@@ -28,11 +28,12 @@ from annotation.services.generation import (
     MAX_ATTEMPTS,
     candidate_generate,
     candidate_mark_failed,
+    candidate_mark_unsent,
     candidate_retry_later,
 )
 from annotation.services.query import background_sweep, query_lease_renew, query_mark_failed, query_retrieve
 from kernel.backends import BackendError
-from kernel.tasks import FIRST, LATER, OrderedTask
+from kernel.tasks import FIRST, LATER, OrderedTask, unreachable_service
 
 logger = logging.getLogger(__name__)
 
@@ -73,14 +74,18 @@ def _generation_failed(task: Task, exc: BaseException, task_id: str, args: Any, 
     on_failure=_retrieval_failed,
 )
 def retrieve_query(self, query_id: int) -> None:  # type: ignore[no-untyped-def]
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     try:
-        query_retrieve(query_id=query_id)
-    except (BackendError, SoftTimeLimitExceeded) as error:
+        query_retrieve(query_id=query_id, redelivered=redelivered)
+    except Exception as error:
+        if not _retriable(error):
+            raise
         reason = _transient_reason(error, RETRIEVAL_SOFT_TIME_LIMIT_S)
         if reason is not None and self.request.retries < self.max_retries:
             countdown = backoff(self.request.retries, error)
-            # The lease covers the wait, so the sweeper does not take a scheduled retry for a dead worker.
-            query_lease_renew(query_id=query_id, seconds=countdown + settings.BACKGROUND_LEASE_S)
+            # The lease covers the wait, so the sweeper does not take a scheduled retry for a dead worker, nor
+            # another message the search; it lapses when the retry is due, for the retry to claim it.
+            query_lease_renew(query_id=query_id, seconds=countdown)
             raise self.retry(countdown=countdown) from error
         if reason is not None:
             reason = f"Gave up after {self.request.retries + 1} attempts; the last: {reason}"
@@ -104,13 +109,21 @@ def generate_candidate(self, candidate_id: int) -> None:  # type: ignore[no-unty
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     try:
         candidate_generate(candidate_id=candidate_id, redelivered=redelivered)
-    except (BackendError, SoftTimeLimitExceeded) as error:
+    except Exception as error:
+        if not _retriable(error):
+            raise
         reason = _transient_reason(error, GENERATION_SOFT_TIME_LIMIT_S)
         if reason is None:  # permanent: a configuration the admin must fix
             candidate_mark_failed(candidate_id=candidate_id, reason=unexpected_reason(error))
             return
         if candidate_retry_later(candidate_id=candidate_id, reason=reason):
-            raise self.retry(countdown=backoff(self.request.retries, error)) from error
+            try:
+                raise self.retry(countdown=backoff(self.request.retries, error)) from error
+            except Reject:
+                # The retry could not be sent (the broker is out of reach): the candidate waits, queued, for
+                # the next sweep to send it again once the broker is back.
+                candidate_mark_unsent(candidate_id=candidate_id)
+                raise
 
 
 @shared_task(soft_time_limit=60, time_limit=90)
@@ -118,10 +131,18 @@ def sweep_generation() -> dict[str, int]:
     return background_sweep()
 
 
+def _retriable(error: BaseException) -> bool:
+    """What the tasks look at before giving up: a backend's error, a time limit, or a broker or Redis out of
+    reach (restarting: docs/backends.md, "Sweepers"); anything else fails through `on_failure`."""
+    return isinstance(error, BackendError | SoftTimeLimitExceeded) or unreachable_service(error)
+
+
 def _transient_reason(error: BaseException, soft_limit_s: int) -> str | None:
     """The reason to show while retrying, or None when a retry cannot help."""
     if isinstance(error, SoftTimeLimitExceeded):
         return f"no answer within the {soft_limit_s} s time limit"
+    if unreachable_service(error):
+        return f"the broker or Redis could not be reached ({type(error).__name__}: {error})"
     if isinstance(error, BackendError) and error.transient:
         return error.reason
     return None

@@ -604,8 +604,9 @@ def status(request: HttpRequest, slug: str, index: int) -> JsonResponse:
     state = query_wait_state(query=query, progress=progress)
     return JsonResponse(
         {
-            "status": query.status,
+            "status": state.status,
             "failed": state.failed,
+            "failure_reason": state.reason,
             "overdue": state.overdue,
             "message": state.message,
             "candidates": progress,

@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from celery import Task as CeleryTask
 from django.db import transaction
+from django.utils import timezone
 
 logger = logging.getLogger(__name__)
 
@@ -107,3 +109,59 @@ class OrderedTask(CeleryTask):
         if priority is not None:
             options.setdefault("priority", priority)
         return super().apply_async(args, kwargs, **options)
+
+
+# --- a broker that restarted ------------------------------------------------------------------------
+# A Redis without persistence forgets every queued message when it restarts (RabbitMQ's durable queues keep
+# theirs). The work those messages carried is still in the database, queued, and stamped with when it was
+# sent: work sent before the broker started is sent again by the sweepers at their next run, rather than
+# after their fallback windows (docs/backends.md, "Sweepers"). Sending it again is harmless where the message
+# was not lost after all: every task claims its row under a lease before it works.
+_broker_clients: dict[str, Any] = {}
+
+
+def broker_started_at(*, app: Any = None) -> datetime | None:
+    """When the Redis the tasks are sent through last started (from its uptime, rounded down a second so
+    that a message sent in the same second counts as sent before); None for other brokers, or when it cannot
+    be reached (then nothing is sent now: the sweepers run again once it is back)."""
+    if app is None:
+        from celery import current_app
+
+        app = current_app
+    url = str(app.conf.broker_url or "")
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        return None
+    try:
+        client = _broker_clients.get(url)
+        if client is None:
+            import redis
+
+            client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+            _broker_clients[url] = client
+        uptime = int(client.info("server")["uptime_in_seconds"])
+    except Exception:  # noqa: BLE001 - whatever an unreachable broker raises: the next sweep asks again
+        logger.warning("could not ask the broker when it started", exc_info=True)
+        return None
+    return timezone.now() - timedelta(seconds=uptime + 1)
+
+
+def lost_if_sent_before(*, window: timedelta, now: datetime, app: Any = None) -> datetime:
+    """The send time before which work still waiting for a worker may have lost its message: when the
+    broker last started, or `window` ago (the fallback, for brokers that cannot say), whichever is later."""
+    started = broker_started_at(app=app)
+    return max(now - window, started) if started is not None else now - window
+
+
+def unreachable_service(error: BaseException) -> bool:
+    """Whether `error` says a broker or a Redis (the model-server limiter, a shared cache) could not be
+    reached right now (restarting, failing over): a fault a retry with backoff outlives."""
+    from kombu.exceptions import OperationalError
+
+    kinds: tuple[type[BaseException], ...] = (OperationalError, ConnectionError, TimeoutError)
+    try:
+        import redis
+    except ImportError:  # pragma: no cover - the broker's client ships with the platform
+        pass
+    else:
+        kinds += (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+    return isinstance(error, kinds)

@@ -149,6 +149,9 @@ class RedisLeaseLimiter:
     jitter until `timeout`; Redis's clock decides expiry, so hosts need not agree on the time.
     """
 
+    # While Redis cannot be reached, the wait between tries grows to this.
+    UNREACHABLE_BACKOFF_MAX_S = 2.0
+
     def __init__(
         self, redis_url: str, *, lease_s: float = 30.0, prefix: str = "satisfy:modelserver", poll_s: float = 0.02
     ) -> None:
@@ -163,6 +166,11 @@ class RedisLeaseLimiter:
         self._held: dict[str, str] = {}  # token -> key
         self._held_lock = threading.Lock()
         self._renewer: threading.Thread | None = None
+        # Redis restarting or out of reach (a restart empties the semaphore: its holders just lose their slots).
+        self._connection_errors: tuple[type[Exception], ...] = (
+            redis.exceptions.ConnectionError,
+            redis.exceptions.TimeoutError,
+        )
 
     def key(self, base_url: str) -> str:
         return f"{self.prefix}:{_server_key(base_url)}"
@@ -175,16 +183,32 @@ class RedisLeaseLimiter:
 
     @contextmanager
     def acquire(self, base_urls: Sequence[str], limit: int, *, timeout: float) -> Iterator[int]:
+        """A Redis that cannot be reached (restarting, failing over) is waited for like a full server: tried
+        again with backoff until `timeout`, then LimitTimeout, which callers retry. Its release never
+        raises: a slot not given back expires by itself `lease_s` later."""
         keys = [self.key(u) for u in base_urls]
         token = uuid.uuid4().hex
         deadline = time.monotonic() + timeout
+        unreachable: Exception | None = None
+        pause = self.poll_s
         while True:
-            index = int(self._acquire(keys=keys, args=[max(1, limit), self.lease_ms, token]))
+            try:
+                index = int(self._acquire(keys=keys, args=[max(1, limit), self.lease_ms, token]))
+                unreachable, pause = None, self.poll_s
+            except self._connection_errors as error:
+                index, unreachable = -1, error
+                pause = min(max(pause * 2, 0.1), self.UNREACHABLE_BACKOFF_MAX_S)
             if index >= 0:
                 break
             if time.monotonic() >= deadline:
-                raise LimitTimeout(f"no free slot on {', '.join(map(_server_key, base_urls))} within {timeout:g}s")
-            time.sleep(self.poll_s * (0.5 + random.random()))
+                servers = ", ".join(map(_server_key, base_urls))
+                if unreachable is not None:
+                    raise LimitTimeout(
+                        f"the model-server limiter (Redis) could not be reached within {timeout:g}s "
+                        f"({type(unreachable).__name__}: {unreachable})"
+                    ) from unreachable
+                raise LimitTimeout(f"no free slot on {servers} within {timeout:g}s")
+            time.sleep(min(pause * (0.5 + random.random()), max(0.0, deadline - time.monotonic())))
         with self._held_lock:
             self._held[token] = keys[index]
             self._start_renewer()
@@ -193,7 +217,10 @@ class RedisLeaseLimiter:
         finally:
             with self._held_lock:
                 self._held.pop(token, None)
-            self._redis.zrem(keys[index], token)
+            try:
+                self._redis.zrem(keys[index], token)
+            except self._connection_errors as error:  # the work is done; the slot lapses on its own
+                logger.warning("could not give back a model-server lease on %s: %s", keys[index], error)
 
     def _start_renewer(self) -> None:
         if self._renewer is None or not self._renewer.is_alive():

@@ -15,9 +15,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from annotation.models import Candidate, Judgment, Participation, Study
+from annotation.services.generation import broker_restarted
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
-from kernel.tasks import enqueue_on_commit
+from kernel.tasks import broker_started_at, enqueue_on_commit
 from kernel.yielding import research_pause
 from scoring.core.judges import PROMPT_VERSIONS, JudgeIdentity, judge_config_from_env, metric_prompt_version
 from scoring.inputs import REFERENCE_CHOICES, SOURCE_CHOICES, candidate_rows, persona_text
@@ -26,10 +27,14 @@ from scoring.models import CandidateScore, PairwiseVote, ScoringRun
 logger = logging.getLogger(__name__)
 CHUNK_SIZE = 50
 # A running run whose lease has expired (no chunk has renewed it: its workers died, or its messages
-# were lost) has its unfinished chunks sent again, with a window of REQUEUE_WINDOW before the next
+# were lost) has its unfinished chunks sent again, with a window of `requeue_window()` before the next
 # look; after MAX_RESTARTS such restarts without finishing, it fails with its progress in the reason.
-REQUEUE_WINDOW = timedelta(minutes=2)
 MAX_RESTARTS = 10
+
+
+def requeue_window() -> timedelta:
+    """How long a run's sent chunks may wait for a worker before they are sent again (SWEEP_SCORING_WINDOW_S)."""
+    return timedelta(seconds=settings.SWEEP_SCORING_WINDOW_S)
 
 
 def _lease() -> timedelta:
@@ -164,7 +169,7 @@ def _run_create(*, study: Study, metrics: list[str], options: dict[str, Any], by
         status=ScoringRun.Status.RUNNING if ids else ScoringRun.Status.DONE,
         finished_at=None if ids else timezone.now(),
         chunks=[ids[start : start + CHUNK_SIZE] for start in range(0, len(ids), CHUNK_SIZE)],
-        lease_expires_at=timezone.now() + REQUEUE_WINDOW,
+        lease_expires_at=timezone.now() + requeue_window(),
     )
     _send_chunks(run=run, indexes=range(min(len(run.chunks), _max_inflight(run))))
     return run
@@ -239,7 +244,7 @@ def scoring_run_chunk(*, run_id: int, candidate_ids: list[int], chunk_index: int
         fields = ["done", "lease_expires_at", "restarts"]
         run.done += len(candidate_ids)
         run.restarts = 0
-        run.lease_expires_at = timezone.now() + REQUEUE_WINDOW
+        run.lease_expires_at = timezone.now() + requeue_window()
         if index is not None:
             run.chunks_done = sorted([*run.chunks_done, index])
             fields.append("chunks_done")
@@ -415,9 +420,17 @@ def scoring_runs_sweep(*, now: datetime | None = None) -> dict[str, int]:
     chunk counted in between. A run left running with no lease (started before leases existed) counts too."""
     now = now or timezone.now()
     restarted = failed = 0
+    broker_started = broker_started_at()
+    if broker_restarted(name="scoring", started=broker_started):
+        # Chunks waiting in a broker that restarted are lost. A run no chunk is running for (its lease is the
+        # waiting window, not a heartbeat's) is given a heartbeat's lease: it lapses by the next sweeps, which
+        # send its chunks again; a run with a chunk running keeps the lease that chunk renews.
+        ScoringRun.objects.filter(
+            status=ScoringRun.Status.RUNNING, created_at__lt=broker_started, lease_expires_at__gt=now + _lease()
+        ).update(lease_expires_at=now + _lease())
     with transaction.atomic():
         for run in ScoringRun.objects.select_for_update(skip_locked=True).filter(
-            Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True, created_at__lt=now - REQUEUE_WINDOW),
+            Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True, created_at__lt=now - requeue_window()),
             status=ScoringRun.Status.RUNNING,
         ):
             # Only the chunks already sent: the rest follow as these are counted.
@@ -431,7 +444,7 @@ def scoring_runs_sweep(*, now: datetime | None = None) -> dict[str, int]:
                 failed += 1
                 continue
             ScoringRun.objects.filter(pk=run.pk).update(
-                restarts=run.restarts + 1, lease_expires_at=now + REQUEUE_WINDOW
+                restarts=run.restarts + 1, lease_expires_at=now + requeue_window()
             )
             _send_chunks(run=run, indexes=missing)
             restarted += 1

@@ -143,6 +143,12 @@ class QuerySerializer(serializers.ModelSerializer):
     candidates = serializers.SerializerMethodField()
     message = serializers.SerializerMethodField()
     overdue = serializers.SerializerMethodField()
+    status = serializers.SerializerMethodField(
+        help_text="As the waiting page shows it: `failed` as soon as the search or one of the summaries failed "
+        "(`failure_reason` says which); then retry or discard are the ways on."
+    )
+    failed = serializers.SerializerMethodField()
+    failure_reason = serializers.SerializerMethodField()
 
     class Meta:
         model = Query
@@ -156,6 +162,8 @@ class QuerySerializer(serializers.ModelSerializer):
             "candidates",
             "message",
             "overdue",
+            "failed",
+            "failure_reason",
             "set_aside_reason",
         ]
 
@@ -173,11 +181,26 @@ class QuerySerializer(serializers.ModelSerializer):
     def get_candidates(self, obj: Query) -> list[dict[str, object]]:
         return list(CandidateProgressSerializer(self._progress(obj), many=True).data)
 
+    def _state(self, obj: Query) -> Any:
+        from annotation.selectors.query import query_wait_state
+
+        return query_wait_state(query=obj, progress=self._progress(obj))
+
     def get_message(self, obj: Query) -> str:
-        return query_message(obj, self._progress(obj))
+        return query_message(obj, self._state(obj))
 
     def get_overdue(self, obj: Query) -> bool:
-        return query_overdue(obj, self._progress(obj))
+        return bool(self._state(obj).overdue)
+
+    @extend_schema_field(serializers.ChoiceField(choices=Query.Status.choices))
+    def get_status(self, obj: Query) -> str:
+        return str(self._state(obj).status)
+
+    def get_failed(self, obj: Query) -> bool:
+        return bool(self._state(obj).failed)
+
+    def get_failure_reason(self, obj: Query) -> str:
+        return str(self._state(obj).reason)
 
 
 # What the status poll reads of a question: QuerySerializer's fields and what its message and deadline need.
@@ -248,22 +271,11 @@ def screening_body(study: Study) -> dict[str, Any]:
     return {"question": study.screening_question, "choices": list(study.screening_choices)}
 
 
-def query_message(query: Query, progress: list[dict[str, object]]) -> str:
+def query_message(query: Query, state: Any) -> str:
     """The waiting page's words for the question's state (`message`)."""
-    from annotation.selectors.query import query_wait_state
-
     if query.status in SETTLED_MESSAGES:
         return SETTLED_MESSAGES[Query.Status(query.status)]
-    return query_wait_state(query=query, progress=progress).message
-
-
-def query_overdue(query: Query, progress: list[dict[str, object]]) -> bool:
-    """Whether the question has waited past the waiting page's deadline (`overdue`)."""
-    from annotation.selectors.query import query_wait_state
-
-    if query.status not in (Query.Status.RETRIEVING, Query.Status.GENERATING):
-        return False
-    return query_wait_state(query=query, progress=progress).overdue
+    return str(state.message)
 
 
 def query_body(query: Query) -> dict[str, Any]:
@@ -272,14 +284,17 @@ def query_body(query: Query) -> dict[str, Any]:
     again for every instance, were half of its CPU. tests/annotation/test_api_bodies.py holds it to the
     serializer's output."""
     from annotation.selectors.generation import generation_progress
+    from annotation.selectors.query import query_wait_state
 
     progress = generation_progress(query=query)
+    # The waiting page's own reading of the question (views.wait and views.status): the two never disagree.
+    state = query_wait_state(query=query, progress=progress)
     rows = rows_by(RetrievedDocument, DOCUMENT_FIELDS, column="query_id", value=query.pk, order_by="rank")
     return {
         "id": query.pk,
         "index": query.index,
         "text": query.text,
-        "status": str(query.status),
+        "status": str(state.status),
         "created_at": _datetime(query.created_at),
         "documents": [
             {
@@ -295,8 +310,10 @@ def query_body(query: Query) -> dict[str, Any]:
             for rank, external_id, title, abstract, url, year, venue, authors in rows
         ],
         "candidates": progress,
-        "message": query_message(query, progress),
-        "overdue": query_overdue(query, progress),
+        "message": query_message(query, state),
+        "overdue": state.overdue,
+        "failed": state.failed,
+        "failure_reason": str(state.reason),
         "set_aside_reason": str(query.set_aside_reason),
     }
 

@@ -174,15 +174,27 @@ def wait_deadline_s() -> int:
 
 @dataclass(frozen=True)
 class WaitState:
-    """What the waiting page tells the annotator: whether it is past its deadline, and what is happening."""
+    """What the waiting page tells the annotator, and the API its clients: the question's status as shown
+    (`failed` as soon as its search or one of its summaries failed, though the question's row still says
+    `generating` until it is retried or set aside), whether it failed and why, whether it is past its
+    deadline, and what is happening."""
 
     overdue: bool
     failed: bool
     message: str
+    status: str = ""
+    reason: str = ""
+
+
+SETTLED = (Query.Status.READY, Query.Status.RANKED, Query.Status.DISCARDED)
 
 
 def query_wait_state(*, query: Query, progress: list[dict[str, object]], now: datetime | None = None) -> WaitState:
-    """Plain words for the waiting page and the API, from the query and its anonymous progress rows."""
+    """The one reading of a question's state for the waiting page, its poll and the API (`query_body`), from
+    the query and its anonymous progress rows, so that they never disagree: plain words, the status shown,
+    the failure and its reason."""
+    if query.status in SETTLED:
+        return WaitState(overdue=False, failed=False, message="", status=str(query.status))
     now = now or timezone.now()
     failed = query.status == Query.Status.FAILED or any(row["status"] == "failed" for row in progress)
     # The clock restarts when the annotator asked for it again ("try again" stamps retrieval_queued_at).
@@ -195,10 +207,13 @@ def query_wait_state(*, query: Query, progress: list[dict[str, object]], now: da
     else:
         waited = ngettext("more than %(n)d second", "more than %(n)d seconds", deadline) % {"n": deadline}
     done = sum(1 for row in progress if row["status"] == "done")
+    reason = ""
     if query.status == Query.Status.FAILED:
         message = _("Something went wrong: the search for sources did not succeed.")
+        reason = _("The search for sources did not succeed.")
     elif failed:
         message = _("Something went wrong: one of the summaries could not be written.")
+        reason = _("One of the summaries could not be written.")
     elif query.status == Query.Status.RETRIEVING and query.queue_failed_at is not None:
         message = _(
             "Your question is saved, but our background service cannot be reached right now, so the search "
@@ -221,4 +236,10 @@ def query_wait_state(*, query: Query, progress: list[dict[str, object]], now: da
         ) % {"waited": waited, "done": done, "total": len(progress)}
     else:
         message = _("Summaries are being written. This page updates by itself.")
-    return WaitState(overdue=overdue and not failed, failed=failed, message=message)
+    return WaitState(
+        overdue=overdue and not failed,
+        failed=failed,
+        message=message,
+        status=str(Query.Status.FAILED if failed else query.status),
+        reason=reason,
+    )

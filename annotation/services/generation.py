@@ -35,16 +35,13 @@ from kernel.backends import BackendError, GenerationRequest
 from kernel.heartbeat import heartbeat
 from kernel.rows import RowShape, column, instances_from_row, model_columns, select_list
 from kernel.similarity import likeness
-from kernel.tasks import enqueue_on_commit
+from kernel.tasks import enqueue_on_commit, lost_if_sent_before
 
 logger = logging.getLogger(__name__)
 
 # Attempts per candidate, each one model call (the task owns the retries: annotation/tasks.py). A
 # worker lost mid-call costs an attempt too, so a candidate that kills its worker ends failed.
 MAX_ATTEMPTS = 4
-# A queued candidate's message is sent again at most this often (a lost message, a flushed broker);
-# until then a backlog just waits its turn.
-REQUEUE_QUEUED_AFTER = timedelta(minutes=10)
 # Under the identical policy "regenerate", a candidate (nearly) identical to another of its query is generated
 # again at most this often; a pair still alike after that is shown with the notice (policy "notice").
 MAX_REGENERATIONS = 2
@@ -52,6 +49,12 @@ MAX_REGENERATIONS = 2
 
 def _lease() -> timedelta:
     return timedelta(seconds=settings.BACKGROUND_LEASE_S)
+
+
+def requeue_queued_after() -> timedelta:
+    """A queued candidate's message is sent again at most this often when the broker cannot say it lost it
+    (SWEEP_REQUEUE_QUEUED_AFTER_S); until then a backlog just waits its turn."""
+    return timedelta(seconds=settings.SWEEP_REQUEUE_QUEUED_AFTER_S)
 
 
 def _candidate_for_generation(candidate_id: int) -> Candidate | None:
@@ -324,12 +327,27 @@ def candidate_retry(*, candidate: Candidate) -> Candidate:
     )
     if updated:
         Query.objects.filter(pk=candidate.query_id, status=Query.Status.FAILED).update(status=Query.Status.GENERATING)
-        # At call time: annotation.tasks imports this module.
-        from annotation.tasks import generate_candidate
-
-        enqueue_on_commit(generate_candidate, candidate.pk)
+        candidate_send(candidate_id=candidate.pk)
     candidate.refresh_from_db()
     return candidate
+
+
+def candidate_send(*, candidate_id: int) -> None:
+    """Send the candidate's generation once the transaction commits. A send the broker refuses (it is
+    down or restarting) leaves the candidate queued with no send time (`queued_at` empty): its message is
+    known to be lost, and the next sweep sends it again (`candidates_sweep`)."""
+    # At call time: annotation.tasks imports this module.
+    from annotation.tasks import generate_candidate
+
+    enqueue_on_commit(
+        generate_candidate, candidate_id, on_send_failed=lambda: candidate_mark_unsent(candidate_id=candidate_id)
+    )
+
+
+def candidate_mark_unsent(*, candidate_id: int) -> None:
+    """A queued candidate whose message never reached the broker (a send or a retry refused): the next sweep
+    sends it again, rather than after `requeue_queued_after()`."""
+    Candidate.objects.filter(pk=candidate_id, status=Candidate.Status.QUEUED).update(queued_at=None)
 
 
 def candidates_retry_failed(*, queryset: Iterable[Candidate]) -> int:
@@ -338,19 +356,19 @@ def candidates_retry_failed(*, queryset: Iterable[Candidate]) -> int:
 
 def candidates_sweep(*, now: datetime | None = None) -> dict[str, int]:
     """The sweeper (every SWEEP_INTERVAL_S from beat): send again the candidates whose worker died
-    (running, lease expired) and those whose message may be lost (queued for REQUEUE_QUEUED_AFTER).
-    The rows are locked and stamped (`queued_at`) in one transaction, so a backlog is sent again at
-    most once per REQUEUE_QUEUED_AFTER, never once per sweep. The attempt cap is enforced when a
-    worker claims the candidate."""
-    # At call time: annotation.tasks imports this module.
-    from annotation.tasks import generate_candidate
-
+    (running, lease expired) and those whose message may be lost: queued before the broker last started
+    (a Redis restarted without persistence), or queued for `requeue_queued_after()`. The rows are locked
+    and stamped (`queued_at`) in one transaction, so a backlog is sent again at most once per broker start
+    or window, never once per sweep. The attempt cap is enforced when a worker claims the candidate, and
+    a message that was only waiting finds its candidate claimed by the first one to arrive."""
     now = now or timezone.now()
+    lost_before = lost_if_sent_before(window=requeue_queued_after(), now=now)
     with transaction.atomic():
         due = Candidate.objects.select_for_update(skip_locked=True).filter(
             Q(status=Candidate.Status.RUNNING, lease_expires_at__lt=now)
             | Q(status=Candidate.Status.RUNNING, lease_expires_at__isnull=True, started_at__lt=now - _lease())
-            | Q(status=Candidate.Status.QUEUED, queued_at__lt=now - REQUEUE_QUEUED_AFTER)
+            | Q(status=Candidate.Status.QUEUED, queued_at__lt=lost_before)
+            | Q(status=Candidate.Status.QUEUED, queued_at__isnull=True)
         )
         due_ids = list(due.values_list("pk", flat=True))
         # Back to queued, stamped: this sweep owns the re-send, the next one skips them.
@@ -358,7 +376,7 @@ def candidates_sweep(*, now: datetime | None = None) -> dict[str, int]:
             status=Candidate.Status.QUEUED, queued_at=now, lease_expires_at=None
         )
         for candidate_id in due_ids:
-            enqueue_on_commit(generate_candidate, candidate_id)
+            candidate_send(candidate_id=candidate_id)
     if due_ids:
         logger.warning("sweeper: %d candidate(s) sent again: %s", len(due_ids), due_ids[:20])
     return {"candidates_requeued": len(due_ids)}
@@ -367,6 +385,25 @@ def candidates_sweep(*, now: datetime | None = None) -> dict[str, int]:
 def sweeper_record_run(*, name: str, result: dict[str, Any]) -> None:
     """A sweeper ran: the admin's banner and the error log check this (annotation.templatetags.sweeper_alert)."""
     SweeperRun.objects.update_or_create(name=name, defaults={"last_run_at": timezone.now(), "last_result": result})
+
+
+def broker_restarted(*, name: str, started: datetime | None) -> bool:
+    """Whether the broker started (`kernel.tasks.broker_started_at`) after sweeper `name` last looked, for
+    work that has no send time of its own to compare; what it saw is kept as the row "<name>:broker" of
+    SweeperRun. The first look counts as a restart. The start, read from the broker's uptime in whole
+    seconds, moves by a second or two between reads; a real restart moves it far more."""
+    if started is None:
+        return False
+    row = f"{name}:broker"
+    last = SweeperRun.objects.filter(name=row).values_list("last_result", flat=True).first()
+    seen = last.get("broker_started_at") if isinstance(last, dict) else None
+    try:
+        restarted = not seen or started > datetime.fromisoformat(seen) + timedelta(seconds=5)
+    except (TypeError, ValueError):
+        restarted = True
+    if restarted:
+        sweeper_record_run(name=row, result={"broker_started_at": started.isoformat()})
+    return restarted
 
 
 def query_advance_if_generated(*, query_id: int) -> Query:
@@ -406,9 +443,6 @@ def _candidates_regenerate_identical(*, query: Query, policy: str) -> bool:
         lease_expires_at=None,
         failure_reason="",
     )
-    # At call time: annotation.tasks imports this module. A failed send is sent again by the generation sweeper.
-    from annotation.tasks import generate_candidate
-
-    for candidate_id in again:
-        enqueue_on_commit(generate_candidate, candidate_id)
+    for candidate_id in again:  # a failed send is sent again by the generation sweeper
+        candidate_send(candidate_id=candidate_id)
     return True

@@ -12,8 +12,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Max, Q
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Max, Q
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
@@ -24,6 +24,7 @@ from annotation.selectors.participation import participation_locked
 from annotation.selectors.query import query_with_study
 from annotation.services.generation import (
     candidate_retry,
+    candidate_send,
     candidates_sweep,
     query_advance_if_generated,
     sweeper_record_run,
@@ -41,15 +42,23 @@ from kernel.backends import BackendError
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
 from kernel.stamps import stamp_first
-from kernel.tasks import enqueue_on_commit
+from kernel.tasks import enqueue_on_commit, lost_if_sent_before
 from kernel.text import sources_miss_question
 
-# Retrieval's worst case is 4 attempts of at most 60 s with up to 35 s of backoff (annotation/tasks.py):
-# a question still retrieving RETRIEVAL_DEADLINE after it was asked is failed, and its message is sent
-# again, once, when it is RETRIEVAL_REQUEUE_AFTER old (a worker killed outright leaves it unacknowledged
-# until the broker's visibility timeout, an hour).
-RETRIEVAL_DEADLINE = timedelta(minutes=10)
-RETRIEVAL_REQUEUE_AFTER = timedelta(minutes=5)
+
+def retrieval_deadline() -> timedelta:
+    """Retrieval's worst case is 4 attempts of at most 60 s with up to 35 s of backoff (annotation/tasks.py):
+    a question still retrieving this long after it was asked is failed (SWEEP_RETRIEVAL_DEADLINE_S)."""
+    return timedelta(seconds=settings.SWEEP_RETRIEVAL_DEADLINE_S)
+
+
+def retrieval_requeue_after() -> timedelta:
+    """A retrieval's message is sent again, once, when the broker started after it was sent, or when it is this
+    old (SWEEP_RETRIEVAL_REQUEUE_AFTER_S; a worker killed outright leaves it unacknowledged until the broker's
+    visibility timeout)."""
+    return timedelta(seconds=settings.SWEEP_RETRIEVAL_REQUEUE_AFTER_S)
+
+
 # After the sweeper re-sends a retrieval whose worker died, the new message has this long to be taken.
 RETRIEVAL_RESENT_LEASE = timedelta(minutes=1)
 # A query whose last candidate just finished draws its own bracket; the sweeper only repairs older ones.
@@ -225,8 +234,10 @@ def query_resend(*, query: Query) -> Query:
     return query_retry_failed(query=query)
 
 
-def query_retrieve(*, query_id: int) -> Query:
-    """Retrieve and freeze the sources, then queue one candidate per system. Safe to run twice."""
+def query_retrieve(*, query_id: int, redelivered: bool = False) -> Query:
+    """Retrieve and freeze the sources, then queue one candidate per system. Safe to run twice, and never
+    twice at once: the search runs under the question's lease (`query_claim`), and a second message for a
+    question whose lease is live (being searched, or a retry waiting out its backoff) leaves it alone."""
     query = query_with_study(query_id=query_id, retrieval=True)
     if query.status != Query.Status.RETRIEVING:
         return query
@@ -241,7 +252,8 @@ def query_retrieve(*, query_id: int) -> Query:
             )
         backend = get_retrieval_backend(query.retrieval_backend, study.retrieval_settings)
         filters = study.retrieval_settings.get("filters") if study.retrieval_settings else None
-        query_lease_renew(query_id=query.pk)
+        if not query_claim(query_id=query.pk, redelivered=redelivered):
+            return query
         with heartbeat(
             lambda: query_lease_renew(query_id=query.pk),
             every=settings.BACKGROUND_HEARTBEAT_S,
@@ -297,12 +309,24 @@ def query_retrieve(*, query_id: int) -> Query:
             ],
             ignore_conflicts=True,  # one candidate per system, guaranteed by the unique constraint
         )
-        # At call time: annotation.tasks imports this module.
-        from annotation.tasks import generate_candidate
-
         for candidate_id in query.candidates.order_by().values_list("pk", flat=True):
-            enqueue_on_commit(generate_candidate, candidate_id)
+            candidate_send(candidate_id=candidate_id)
     return query
+
+
+def query_claim(*, query_id: int, redelivered: bool = False) -> bool:
+    """Take the retrieval's lease for this worker: only where none is live (none taken, or lapsed: its worker
+    died), or for a redelivered message (the broker redelivers only when the holder died: kernel.leases).
+    One statement, so of two workers at once only one claims it."""
+    now = timezone.now()
+    claimable = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+    if redelivered:
+        claimable |= Q(lease_expires_at__isnull=False)
+    return bool(
+        Query.objects.filter(claimable, pk=query_id, status=Query.Status.RETRIEVING).update(
+            lease_expires_at=now + timedelta(seconds=settings.BACKGROUND_LEASE_S)
+        )
+    )
 
 
 def query_lease_renew(*, query_id: int, seconds: float | None = None) -> bool:
@@ -316,6 +340,11 @@ def query_lease_renew(*, query_id: int, seconds: float | None = None) -> bool:
     )
 
 
+def _duration(span: timedelta) -> str:
+    seconds = int(span.total_seconds())
+    return f"{seconds // 60} minutes" if seconds % 60 == 0 else f"{seconds} seconds"
+
+
 def query_mark_failed(*, query_id: int, reason: str) -> Query:
     """The end of a retrieval that cannot succeed; the annotator may discard the question or retry it."""
     Query.objects.filter(pk=query_id, status=Query.Status.RETRIEVING).update(
@@ -325,48 +354,56 @@ def query_mark_failed(*, query_id: int, reason: str) -> Query:
 
 
 def queries_sweep(*, now: datetime | None = None) -> dict[str, int]:
-    """The sweeper's part for questions: a retrieval whose message was lost is sent again (stamped,
-    at most once per RETRIEVAL_REQUEUE_AFTER), one still retrieving past RETRIEVAL_DEADLINE fails with
-    a reason, and a query whose candidates are all done but that has no bracket gets one."""
+    """The sweeper's part for questions: a retrieval whose message was lost is sent again (stamped: once
+    per broker start, or per `retrieval_requeue_after()`), one still retrieving past `retrieval_deadline()`
+    fails with a reason, and a query whose candidates are all done but that has no bracket gets one."""
     # At call time: annotation.tasks imports this module.
     from annotation.tasks import retrieve_query
 
     now = now or timezone.now()
+    deadline = retrieval_deadline()
     retrieving = Query.objects.filter(status=Query.Status.RETRIEVING).alias(
-        asked_at=Coalesce("retrieval_queued_at", "created_at")
+        asked_at=Coalesce("retrieval_queued_at", "created_at"),
+        sent_at=Greatest(
+            Coalesce("retrieval_queued_at", "created_at"), Coalesce("retrieval_requeued_at", "created_at")
+        ),
     )
     # A question whose retrieval could not be sent waits for the broker (the waiting page says it will
     # start by itself), so the deadline does not fail it; the annotator may set it aside meanwhile.
     late = list(
-        retrieving.filter(asked_at__lt=now - RETRIEVAL_DEADLINE, queue_failed_at__isnull=True).values_list(
-            "pk", flat=True
-        )
+        retrieving.filter(asked_at__lt=now - deadline, queue_failed_at__isnull=True).values_list("pk", flat=True)
     )
-    minutes = int(RETRIEVAL_DEADLINE.total_seconds() // 60)
     for query_id in late:
-        query_mark_failed(query_id=query_id, reason=f"Retrieval did not finish within {minutes} minutes.")
+        query_mark_failed(query_id=query_id, reason=f"Retrieval did not finish within {_duration(deadline)}.")
     # Questions whose send failed are sent below, every sweep, by the sender that clears their stamp.
     sendable = retrieving.filter(queue_failed_at__isnull=True)
+    # Lost: its last message was sent before the broker last started, or long ago; never one a worker is
+    # running now or a retry is waiting out its backoff under (a live lease).
+    lost_before = lost_if_sent_before(window=retrieval_requeue_after(), now=now)
     with transaction.atomic():
         lost = list(
             sendable.select_for_update(skip_locked=True)
-            .filter(asked_at__lt=now - RETRIEVAL_REQUEUE_AFTER)
-            .filter(Q(retrieval_requeued_at__isnull=True) | Q(retrieval_requeued_at__lt=F("asked_at")))
+            .filter(sent_at__lt=lost_before)
+            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
             .exclude(pk__in=late)
             .values_list("pk", flat=True)
         )
-        Query.objects.filter(pk__in=lost).update(retrieval_requeued_at=now)
+        # Stamped, with no lease: the new message claims it (query_claim); a later sweep sends it again only
+        # if that message is lost too (after the broker's next start, or the window).
+        Query.objects.filter(pk__in=lost).update(retrieval_requeued_at=now, lease_expires_at=None)
         for query_id in lost:
             enqueue_on_commit(retrieve_query, query_id)
-        # A retrieval whose lease lapsed lost its worker mid-search: sent again now, with a window of
-        # RETRIEVAL_RESENT_LEASE for the new message to be taken before the next sweep sends another.
+        # A retrieval whose lease lapsed lost its worker mid-search (or its retry waited out its backoff and
+        # was not taken): sent again now, stamped; the next sweeps leave it to the new message for
+        # RETRIEVAL_RESENT_LEASE (a second message would find it claimed anyway).
         orphaned = list(
             sendable.select_for_update(skip_locked=True)
             .filter(lease_expires_at__lt=now)
+            .exclude(retrieval_requeued_at__gt=now - RETRIEVAL_RESENT_LEASE)
             .exclude(pk__in=[*late, *lost])
             .values_list("pk", flat=True)
         )
-        Query.objects.filter(pk__in=orphaned).update(lease_expires_at=now + RETRIEVAL_RESENT_LEASE)
+        Query.objects.filter(pk__in=orphaned).update(retrieval_requeued_at=now, lease_expires_at=None)
         for query_id in orphaned:
             enqueue_on_commit(retrieve_query, query_id)
     # A question whose retrieval could not be sent (the broker was down when it was asked) is known to be

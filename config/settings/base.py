@@ -346,6 +346,31 @@ if SWEEPER_LATE_AFTER_S <= SWEEP_INTERVAL_S:
         f"SWEEPER_LATE_AFTER_S ({SWEEPER_LATE_AFTER_S:g}) must be above SWEEP_INTERVAL_S ({SWEEP_INTERVAL_S:g}): "
         "the admin's banner would say the sweepers stopped between any two sweeps."
     )
+# Work whose message was lost. The sweepers send again, at their next run, work still waiting for a worker
+# that was sent before the broker last started (a Redis restarted without persistence forgets its queues:
+# kernel.tasks.broker_started_at). Brokers that cannot say when they started, and messages lost otherwise,
+# fall back on these windows (docs/backends.md, "Sweepers"): a queued summary or research job is sent again
+# once it has waited SWEEP_REQUEUE_QUEUED_AFTER_S; a retrieval once it has waited SWEEP_RETRIEVAL_REQUEUE_AFTER_S,
+# and it fails after SWEEP_RETRIEVAL_DEADLINE_S; a scoring run no chunk has counted for SWEEP_SCORING_WINDOW_S
+# has its unfinished chunks sent again. Sending again what was merely waiting is harmless (every task claims
+# its row under a lease), but it lengthens a long queue: the windows stay above the longest expected wait.
+SWEEP_REQUEUE_QUEUED_AFTER_S = env.float("SWEEP_REQUEUE_QUEUED_AFTER_S", default=600.0)
+SWEEP_RETRIEVAL_REQUEUE_AFTER_S = env.float("SWEEP_RETRIEVAL_REQUEUE_AFTER_S", default=300.0)
+SWEEP_RETRIEVAL_DEADLINE_S = env.float("SWEEP_RETRIEVAL_DEADLINE_S", default=600.0)
+SWEEP_SCORING_WINDOW_S = env.float("SWEEP_SCORING_WINDOW_S", default=120.0)
+for _name in (
+    "SWEEP_REQUEUE_QUEUED_AFTER_S",
+    "SWEEP_RETRIEVAL_REQUEUE_AFTER_S",
+    "SWEEP_RETRIEVAL_DEADLINE_S",
+    "SWEEP_SCORING_WINDOW_S",
+):
+    if globals()[_name] <= 0:
+        raise ImproperlyConfigured(f"{_name} must be above 0 seconds, not {globals()[_name]:g}")
+if SWEEP_RETRIEVAL_DEADLINE_S <= SWEEP_RETRIEVAL_REQUEUE_AFTER_S:
+    raise ImproperlyConfigured(
+        f"SWEEP_RETRIEVAL_DEADLINE_S ({SWEEP_RETRIEVAL_DEADLINE_S:g}) must be above SWEEP_RETRIEVAL_REQUEUE_AFTER_S "
+        f"({SWEEP_RETRIEVAL_REQUEUE_AFTER_S:g}): a lost retrieval would fail before it is ever sent again."
+    )
 # The waiting page's deadline: past it the annotator is told, in plain words, what is happening and may
 # try again, set the question aside or stop the study (annotation/selectors/query.py says why 120 s).
 ANNOTATION_WAIT_DEADLINE_S = env.int("ANNOTATION_WAIT_DEADLINE_S", default=120)

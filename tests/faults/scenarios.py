@@ -931,3 +931,286 @@ def exception_in_background(rig: Rig, *, kind: str = "settings-list") -> Outcome
     outcome.notes.append(describe_query(query_id))
     annotator.close()
     return outcome
+
+
+# --- the broker's Redis restarted without persistence ---------------------------------------------------
+# The broker and the model-server limiter share one Redis (the default), a redis-server of the test's own
+# (tests/support/redis_server.py). The sweepers' fallback windows are set far beyond the test, so that only
+# the broker's restart can explain a re-send (docs/backends.md, "Sweepers").
+LONG_WINDOWS = {
+    "SWEEP_REQUEUE_QUEUED_AFTER_S": "3600",
+    "SWEEP_RETRIEVAL_REQUEUE_AFTER_S": "3000",
+    "SWEEP_RETRIEVAL_DEADLINE_S": "3600",
+    "SWEEP_SCORING_WINDOW_S": "3600",
+}
+# The brief's target: work lost with the broker's queues is sent again within a minute of it being back.
+RESEND_BOUND_S = 60.0
+
+
+def _api_status(annotator: Annotator, query_id: int) -> str:
+    response = annotator.api.get(f"/api/v1/queries/{query_id}/")
+    return str(response.json().get("status")) if response.status_code == 200 else f"HTTP {response.status_code}"
+
+
+def broker_restart_mid_generation(
+    rig: Rig, server: Any, *, first: int = 3, later: int = 2, down_s: float = 2.0
+) -> Outcome:
+    """`first` questions are being written (two summaries held at the model server, the rest queued) and
+    `later` questions wait for their search when the broker's Redis, also the model-server limiter, stops.
+    The summaries held at the model server are answered while Redis is away: they must end done, not failed.
+    Redis comes back empty: the queued summaries and searches must be sent again by the sweepers once it is
+    back, every question must become ready, and no summary may be written twice."""
+    from django.utils import timezone
+
+    outcome = Outcome("broker restart mid-generation", f"{first}+{later} questions, Redis down {down_s:.0f}s")
+    gate = threading.Event()
+
+    def held(body: dict[str, Any]) -> str:
+        gate.wait(120)
+        time.sleep(0.3)  # slowed: a queue builds up behind the two worker processes
+        return f"Stand-in summary {len(str(body))} grounded in the abstracts [1]."
+
+    with openai_standin(held) as llm:
+        study = actions.study_open(slug=rig.slug("broker-restart"), systems=openai_systems(llm.base_url))
+        rig.start_worker("worker", env={"MODEL_SERVER_LIMIT_URL": server.url, **LONG_WINDOWS})
+        people = [Annotator.join(study) for _ in range(first + later)]
+        ids = [a.ask().json()["id"] for a in people[:first]]
+        in_flight = poll(
+            lambda: (
+                llm.completions >= 2
+                and list(
+                    Candidate.objects.filter(query_id__in=ids, status=Candidate.Status.RUNNING).values_list(
+                        "pk", flat=True
+                    )
+                )
+            ),
+            timeout=60,
+        )
+        if not outcome.expect(in_flight and len(in_flight) == 2, f"two summaries never reached the model: {in_flight}"):
+            gate.set()
+            return outcome
+        ids += [a.ask().json()["id"] for a in people[first:]]
+        queued = set(
+            Candidate.objects.filter(query_id__in=ids, status=Candidate.Status.QUEUED).values_list("pk", flat=True)
+        )
+        searching = set(Query.objects.filter(pk__in=ids, status=Query.Status.RETRIEVING).values_list("pk", flat=True))
+        outcome.notes.append(
+            f"at the stop: {len(in_flight)} summaries at the model, {len(queued)} queued, {len(searching)} searches waiting"
+        )
+
+        server.stop()
+        gate.set()  # the model answers while Redis is away: the limiter's slot cannot be given back
+        finished = poll(
+            lambda: (
+                Candidate.objects.filter(pk__in=in_flight).exclude(status=Candidate.Status.RUNNING).count()
+                == len(in_flight)
+            ),
+            timeout=60,
+        )
+        outcome.expect(finished, "the summaries at the model never ended while Redis was away")
+        time.sleep(down_s)
+        server.start()
+        back_at, back = timezone.now(), time.monotonic()
+
+        outcome.settled_s = rig.settle(
+            lambda: Query.objects.filter(pk__in=ids, status=Query.Status.READY).count() == len(ids),
+            since=back,
+            bound=180.0,
+        )
+        outcome.see(
+            f"{Query.objects.filter(pk__in=ids, status=Query.Status.READY).count()}/{len(ids)} questions ready "
+            + ("at the bound" if outcome.settled_s is None else f"{outcome.settled_s:.0f}s after Redis was back")
+        )
+        for query_id in ids:
+            audit_query(outcome, query_id, systems=4)
+        for annotator, query_id in zip(people, ids, strict=True):
+            status = _api_status(annotator, query_id)
+            outcome.expect(status == Query.Status.READY, f"the API says question {query_id} is {status}")
+
+        written = {c.pk: c for c in Candidate.objects.filter(pk__in=in_flight)}
+        for pk, candidate in written.items():
+            outcome.expect(
+                candidate.status == Candidate.Status.DONE and candidate.attempts == 1,
+                f"summary {pk}, at the model during the restart, ended {candidate.status} after "
+                f"{candidate.attempts} attempts: {short(candidate.failure_reason)!r}",
+            )
+        failed = Candidate.objects.filter(query_id__in=ids, status=Candidate.Status.FAILED)
+        outcome.expect(
+            not failed.exists(), f"{failed.count()} summaries failed: {[short(c.failure_reason) for c in failed]}"
+        )
+
+        # Lost work, sent again from its own state: stamped again once Redis was back, within the bound.
+        resent = list(
+            Candidate.objects.filter(pk__in=queued, queued_at__gte=back_at).values_list("queued_at", flat=True)
+        )
+        outcome.expect(queued, "no summary was queued when Redis stopped: the scenario lost nothing")
+        outcome.expect(
+            len(resent) == len(queued),
+            f"{len(queued) - len(resent)} of the {len(queued)} summaries queued at the restart were never sent again",
+        )
+        researched = list(
+            Query.objects.filter(pk__in=searching, retrieval_requeued_at__gte=back_at).values_list(
+                "retrieval_requeued_at", flat=True
+            )
+        )
+        outcome.expect(
+            len(researched) == len(searching),
+            f"{len(searching) - len(researched)} of the {len(searching)} searches waiting at the restart were never sent again",
+        )
+        stamps = [*resent, *researched]
+        if stamps:
+            latest = max((stamp - back_at).total_seconds() for stamp in stamps)
+            outcome.notes.append(f"lost work sent again at most {latest:.1f}s after Redis was back")
+            outcome.expect(latest <= RESEND_BOUND_S, f"lost work was sent again {latest:.0f}s after Redis was back")
+        # Nothing written twice: one model call per summary.
+        total = Candidate.objects.filter(query_id__in=ids).count()
+        outcome.expect(llm.completions == total, f"{llm.completions} model calls for {total} summaries")
+        outcome.duplicated += max(0, llm.completions - total)
+        outcome.notes.append(f"model calls {llm.completions} for {total} summaries")
+    for annotator in people:
+        annotator.close()
+    return outcome
+
+
+def broker_restart_with_research_queued(rig: Rig, server: Any, *, down_s: float = 2.0) -> Outcome:
+    """A research export and a scoring run are waiting in the research queue (no worker serves it yet) when
+    the broker's Redis restarts empty. Once a research worker runs, the sweepers must send both again from
+    their own state, and each must end done once: one file list, every candidate scored once."""
+    from django.utils import timezone
+
+    outcome = Outcome("broker restart with research queued", f"Redis down {down_s:.0f}s")
+    annotator_queues = ["annotator", "default"]
+    rig.pool.start("annotator", queues=annotator_queues, extra_env=dict(LONG_WINDOWS))
+    study, _ = generated_study(rig, name="restart-research", annotators=2, answer=True)
+    researcher = researcher_client(study)
+    job = researcher.post(
+        f"/api/v1/research/studies/{study.slug}/jobs/", {"kind": "export", "options": {"format": "csv"}},
+        content_type="application/json",
+    )  # fmt: skip
+    run = researcher.post(
+        f"/api/v1/research/studies/{study.slug}/scoring-runs/", {"metrics": ["rouge1"]}, content_type="application/json"
+    )
+    if not outcome.expect(
+        job.status_code == run.status_code == 201, f"starting answered {job.status_code}, {run.status_code}"
+    ):
+        return outcome
+    job_id, run_id = job.json()["id"], run.json()["id"]
+    outcome.expect(rig.pool.queued() >= 2, f"the research messages are not waiting in the broker ({rig.pool.queued()})")
+    server.restart(down_s=down_s)
+    rig.start_worker("research", env=dict(LONG_WINDOWS))
+    # Redis and a research worker are both back from here.
+    back_at, back = timezone.now(), time.monotonic()
+
+    def ended() -> bool:
+        return (
+            ResearchJob.objects.get(pk=job_id).status in TERMINAL_JOB
+            and ScoringRun.objects.get(pk=run_id).status in TERMINAL_JOB
+        )
+
+    outcome.settled_s = rig.settle(ended, since=back, bound=120.0)
+    job_row, run_row = ResearchJob.objects.get(pk=job_id), ScoringRun.objects.get(pk=run_id)
+    outcome.see(f"export {job_row.status} {job_row.files}; scoring {run_row.status} {run_row.done}/{run_row.total}")
+    outcome.expect(job_row.status == ResearchJob.Status.DONE, f"the export ended {job_row.status}: {job_row.error!r}")
+    outcome.expect(job_row.attempts == 1, f"the export ran {job_row.attempts} times")
+    outcome.expect(
+        job_row.queued_at is not None and job_row.queued_at >= back_at,
+        "the export was never sent again after the restart",
+    )
+    if job_row.queued_at is not None and job_row.queued_at >= back_at:
+        resent_s = (job_row.queued_at - back_at).total_seconds()
+        outcome.notes.append(f"export sent again {resent_s:.1f}s after Redis was back")
+        outcome.expect(resent_s <= RESEND_BOUND_S, f"the export was sent again {resent_s:.0f}s after Redis was back")
+    outcome.expect(
+        run_row.status == ScoringRun.Status.DONE, f"the scoring run ended {run_row.status}: {run_row.error!r}"
+    )
+    scores = CandidateScore.objects.filter(candidate__query__participation__study=study, metric="rouge1").count()
+    outcome.expect(
+        run_row.done == run_row.total == scores, f"scored {scores}, counted {run_row.done} of {run_row.total}"
+    )
+    outcome.duplicated += max(0, run_row.done - run_row.total) + max(0, len(job_row.files) - len(set(job_row.files)))
+    if outcome.settled_s is not None:
+        outcome.notes.append(f"both done {outcome.settled_s:.0f}s after Redis was back (restarts {run_row.restarts})")
+    return outcome
+
+
+def resend_while_queued(rig: Rig, *, questions: int = 3, window_s: int = 1) -> Outcome:
+    """The fallback windows set to `window_s` seconds and the generation sweeper run every second while a
+    backlog waits for a slowed model server: queued summaries and searches whose messages were never lost
+    are sent again and again. Every question must still become ready with each summary written once."""
+    outcome = Outcome("re-send of work merely queued", f"{questions} questions, windows {window_s}s")
+    windows = {
+        "SWEEP_REQUEUE_QUEUED_AFTER_S": str(window_s),
+        "SWEEP_RETRIEVAL_REQUEUE_AFTER_S": str(window_s),
+        "SWEEP_RETRIEVAL_DEADLINE_S": "600",
+    }
+    with openai_standin(delay=0.5) as llm:
+        study = actions.study_open(slug=rig.slug("resend"), systems=openai_systems(llm.base_url))
+        worker = rig.start_worker("worker", env=windows)
+        people = [Annotator.join(study) for _ in range(questions)]
+        ids = [a.ask().json()["id"] for a in people]
+        started = time.monotonic()
+
+        def ready() -> bool:
+            return Query.objects.filter(pk__in=ids, status=Query.Status.READY).count() == len(ids)
+
+        while not ready() and time.monotonic() - started < 120:
+            rig.sweep(["annotation.tasks.sweep_generation"])
+            time.sleep(1.0)
+        outcome.settled_s = time.monotonic() - started if ready() else None
+        for query_id in ids:
+            audit_query(outcome, query_id, systems=4)
+        resends = sum(int(n) for n in re.findall(r"sweeper: (\d+) candidate\(s\) sent again", worker.log()))
+        outcome.expect(resends > 0, "no queued summary was sent again: the scenario proved nothing")
+        total = Candidate.objects.filter(query_id__in=ids).count()
+        outcome.expect(llm.completions == total, f"{llm.completions} model calls for {total} summaries")
+        outcome.duplicated += max(0, llm.completions - total)
+        attempts = sorted(Candidate.objects.filter(query_id__in=ids).values_list("attempts", flat=True))
+        outcome.expect(set(attempts) == {1}, f"attempts per summary: {attempts}")
+        outcome.see(
+            f"{Query.objects.filter(pk__in=ids, status=Query.Status.READY).count()}/{len(ids)} ready; "
+            f"{resends} re-sends of queued summaries; {llm.completions} model calls for {total} summaries"
+        )
+    for annotator in people:
+        annotator.close()
+    return outcome
+
+
+def try_again_after_failure(rig: Rig) -> Outcome:
+    """Every summary of a question fails (the model server refuses each first request with a 400): the API
+    must say so as the waiting page does, and the annotator's "try again" through the API must bring the
+    question to ready once the server answers."""
+    outcome = Outcome("try again after every summary failed", "a 400 for each of the first 4 requests")
+    with openai_standin(script=["400"] * 4) as llm:
+        study = actions.study_open(slug=rig.slug("try-again"), systems=openai_systems(llm.base_url))
+        rig.start_worker("worker")
+        annotator = Annotator.join(study)
+        query_id = annotator.ask().json()["id"]
+        failed = poll(
+            lambda: Candidate.objects.filter(query_id=query_id, status=Candidate.Status.FAILED).count() == 4,
+            timeout=60,
+        )
+        if not outcome.expect(failed, f"the summaries did not fail: {describe_query(query_id)}"):
+            return outcome
+        body = annotator.api.get(f"/api/v1/queries/{query_id}/").json()
+        page = annotator.status(Query.objects.get(pk=query_id).index)
+        outcome.expect(
+            (body.get("status"), body.get("failed"), body.get("failure_reason"))
+            == ("failed", True, "One of the summaries could not be written."),
+            f"the API says {body.get('status')}, failed {body.get('failed')}, {body.get('failure_reason')!r}",
+        )
+        outcome.expect(
+            (page.get("status"), page.get("failed"), page.get("failure_reason"))
+            == (body.get("status"), body.get("failed"), body.get("failure_reason")),
+            f"the page's poll says {page.get('status')}, the API {body.get('status')}",
+        )
+        retried = annotator.api.post(f"/api/v1/queries/{query_id}/retry/")
+        outcome.expect(retried.status_code == 200, f"try again answered {retried.status_code}")
+        ready = poll(lambda: _api_status(annotator, query_id) == Query.Status.READY, timeout=60)
+        outcome.expect(ready, f"not ready after try again: {describe_query(query_id)}")
+        audit_query(outcome, query_id, systems=4)
+        outcome.expect(llm.completions == 8, f"{llm.completions} model calls for 4 refused and 4 answered")
+        outcome.see(
+            f"API {body.get('status')} ({body.get('failure_reason')}); after try again: {_api_status(annotator, query_id)}"
+        )
+        annotator.close()
+    return outcome

@@ -8,6 +8,7 @@ import pytest
 
 from tests.faults import scenarios
 from tests.faults.scenarios import Outcome, Rig
+from tests.support.redis_server import RedisServer
 
 pytestmark = [pytest.mark.worker, pytest.mark.timeout(240)]
 
@@ -63,3 +64,23 @@ def test_a_double_key_press_answers_one_match(browser_rig: Rig, second_after_ms:
 @pytest.mark.parametrize("kind", ["settings-list", "stray-brace"])
 def test_an_exception_in_the_background_ends_failed_and_the_annotator_can_finish(rig: Rig, kind: str) -> None:
     check(scenarios.exception_in_background(rig, kind=kind))
+
+
+def test_a_broker_restart_mid_generation_loses_no_summary_and_every_question_becomes_ready(
+    restart_rig: Rig, own_redis: RedisServer
+) -> None:
+    check(scenarios.broker_restart_mid_generation(restart_rig, own_redis))
+
+
+def test_a_broker_restart_with_research_queued_sends_it_again_and_it_ends_once(
+    restart_rig: Rig, own_redis: RedisServer
+) -> None:
+    check(scenarios.broker_restart_with_research_queued(restart_rig, own_redis))
+
+
+def test_sending_again_work_that_was_merely_queued_is_harmless(rig: Rig) -> None:
+    check(scenarios.resend_while_queued(rig))
+
+
+def test_a_question_whose_summaries_all_failed_says_so_in_the_api_and_try_again_recovers_it(rig: Rig) -> None:
+    check(scenarios.try_again_after_failure(rig))
