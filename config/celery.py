@@ -4,7 +4,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_init
+from celery.signals import beat_init, task_postrun, task_prerun, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
@@ -30,6 +30,20 @@ def _load_before_the_pool_forks(**kwargs: Any) -> None:
             load()
         except Exception as error:  # noqa: BLE001 - the worker starts regardless; its tasks report the fault
             logging.getLogger(__name__).warning("not loaded before the pool forks: %r", error)
+
+
+@beat_init.connect
+def _one_beat_per_deployment(**kwargs: Any) -> None:
+    """Hold the deployment's beat lock before the first tick; a second beat waits as a standby
+    (kernel/beat_lock.py, docs/deploy.md)."""
+    from django.conf import settings
+    from django.db import connection
+
+    from kernel.beat_lock import beat_lock_acquire
+
+    beat_lock_acquire(
+        settings_dict=dict(connection.settings_dict), vendor=connection.vendor, poll_s=settings.BEAT_LOCK_POLL_S
+    )
 
 
 def _annotator_task(task: Any) -> bool:

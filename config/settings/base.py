@@ -330,6 +330,11 @@ GENERATION_SOFT_TIME_LIMIT_S = env.int("GENERATION_SOFT_TIME_LIMIT_S", default=2
 RETRIEVAL_SOFT_TIME_LIMIT_S = env.int("RETRIEVAL_SOFT_TIME_LIMIT_S", default=60)
 BACKGROUND_LEASE_S = env.float("BACKGROUND_LEASE_S", default=15.0)
 BACKGROUND_HEARTBEAT_S = env.float("BACKGROUND_HEARTBEAT_S", default=5.0)
+# One beat per deployment (kernel/beat_lock.py): a second one waits, checking for the lock this often, and
+# takes over within this many seconds of the first one stopping.
+BEAT_LOCK_POLL_S = env.float("BEAT_LOCK_POLL_S", default=5.0)
+if BEAT_LOCK_POLL_S <= 0:
+    raise ImproperlyConfigured(f"BEAT_LOCK_POLL_S ({BEAT_LOCK_POLL_S:g}) must be above 0")
 if not 0 < BACKGROUND_HEARTBEAT_S < BACKGROUND_LEASE_S:
     raise ImproperlyConfigured(
         f"BACKGROUND_HEARTBEAT_S ({BACKGROUND_HEARTBEAT_S:g}) must be above 0 and under BACKGROUND_LEASE_S "
