@@ -11,9 +11,10 @@ class AnnotationConfig(AppConfig):
     def ready(self) -> None:
         from django.core import checks
 
-        from kernel.checks import embedded_defaults
+        from kernel.checks import embedded_defaults, research_storage
 
         checks.register(embedded_defaults, checks.Tags.database, deploy=True)
+        checks.register(research_storage, checks.Tags.files, deploy=True)
         # Checked once the settings are final (a deployment's own settings module may add caches), so that a
         # wrong name stops every process at start-up instead of failing each generation or retrieval.
         named = [("OPENALEX_CACHE_ALIAS", settings.OPENALEX_CACHE_ALIAS)]

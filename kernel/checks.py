@@ -7,9 +7,12 @@ its own workers see. `check --deploy`, run on each host (docs/deploy.md), says s
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.conf import settings
+from django.core.checks import CheckMessage
+from django.core.checks import Error as CheckError
 from django.core.checks import Warning as CheckWarning
 
 
@@ -31,6 +34,53 @@ def embedded_defaults(app_configs: Any = None, **kwargs: Any) -> list[CheckWarni
                 "host take its tasks.",
                 hint="Set CELERY_BROKER_URL to the Redis or RabbitMQ server every host shares.",
                 id="satisfy.W002",
+            )
+        )
+    return found
+
+
+def research_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The S3 bucket of research outputs exists and takes a write (a probe put and deleted under the deployment's
+    prefix); a shared bucket has a prefix; presigned downloads point where browsers can go (docs/deploy.md)."""
+    options = settings.STORAGES["research"].get("OPTIONS", {})
+    if "bucket_name" not in options:
+        return []  # a local folder: nothing to reach
+    from django.core.files.base import ContentFile
+    from django.core.files.storage import storages
+
+    found: list[CheckMessage] = []
+    bucket = options["bucket_name"]
+    storage = storages["research"]
+    probe = f"research/.deploy-check-{uuid.uuid4().hex}"
+    try:
+        storage.save(probe, ContentFile(b"satisfy check --deploy\n"))
+        storage.delete(probe)
+    except Exception as error:  # noqa: BLE001 - botocore raises many kinds; each is the same finding
+        found.append(
+            CheckError(
+                f"The research storage's bucket {bucket!r} cannot be written ({type(error).__name__}: {error}).",
+                hint="Create the bucket and give these credentials PutObject, GetObject, ListBucket and DeleteObject "
+                "on it (docs/deploy.md, 'Object storage'); check AWS_S3_ENDPOINT_URL.",
+                id="satisfy.E003",
+            )
+        )
+    if not options.get("location"):
+        found.append(
+            CheckWarning(
+                f"Research files are stored at the top of the bucket {bucket!r}: a second deployment using the same "
+                "bucket writes the same keys, and each one's hourly sweep deletes the other's files.",
+                hint="Set RESEARCH_STORAGE_PREFIX to a name of this deployment's own (e.g. its host name).",
+                id="satisfy.W004",
+            )
+        )
+    if settings.RESEARCH_DOWNLOAD_REDIRECT and options.get("endpoint_url") and not options.get("public_endpoint_url"):
+        found.append(
+            CheckWarning(
+                f"Downloads redirect to presigned links on AWS_S3_ENDPOINT_URL ({options['endpoint_url']}), the "
+                "address the servers use, which browsers may not reach.",
+                hint="Set AWS_S3_PUBLIC_ENDPOINT_URL to the store's address as browsers see it, or turn "
+                "RESEARCH_DOWNLOAD_REDIRECT off to stream downloads through the web servers.",
+                id="satisfy.W005",
             )
         )
     return found

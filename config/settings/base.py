@@ -127,16 +127,30 @@ STORAGES: dict[str, dict[str, Any]] = {
 # (valid AWS_QUERYSTRING_EXPIRE seconds) instead of streaming them through the web server.
 RESEARCH_STORAGE = env.str("RESEARCH_STORAGE", default="local")
 if RESEARCH_STORAGE == "s3":
+    from botocore.config import Config as BotocoreConfig
+
     STORAGES["research"] = {
-        "BACKEND": "storages.backends.s3.S3Storage",
+        "BACKEND": "kernel.storage.ResearchS3Storage",
         "OPTIONS": {
             "bucket_name": env.str("AWS_STORAGE_BUCKET_NAME", default="").strip(),
             "endpoint_url": env.str("AWS_S3_ENDPOINT_URL", default="") or None,
+            # The address browsers use for presigned downloads, when the one above is internal (kernel/storage.py).
+            "public_endpoint_url": env.str("AWS_S3_PUBLIC_ENDPOINT_URL", default="") or None,
+            # Every key of this deployment starts with it: deployments sharing a bucket each keep (and sweep)
+            # only their own files. Empty: keys at the bucket's top (check --deploy warns).
+            "location": env.str("RESEARCH_STORAGE_PREFIX", default="").strip("/"),
             "access_key": env.str("AWS_ACCESS_KEY_ID", default="") or None,
             "secret_key": env.str("AWS_SECRET_ACCESS_KEY", default="") or None,
             "region_name": env.str("AWS_S3_REGION_NAME", default="") or None,
             "querystring_expire": env.int("AWS_QUERYSTRING_EXPIRE", default=300),
             "file_overwrite": True,
+            # A store that hangs costs one time-out, not as long as it hangs; botocore's standard retries take
+            # the transient errors (throttling, 5xx, dropped connections) with backoff.
+            "client_config": BotocoreConfig(
+                connect_timeout=env.float("AWS_S3_CONNECT_TIMEOUT_S", default=5.0),
+                read_timeout=env.float("AWS_S3_READ_TIMEOUT_S", default=30.0),
+                retries={"max_attempts": env.int("AWS_S3_MAX_ATTEMPTS", default=5), "mode": "standard"},
+            ),
         },
     }
     if not STORAGES["research"]["OPTIONS"]["bucket_name"]:

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import io
 import random
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pandas as pd
 import pytest
 import requests
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.test import Client, override_settings
-from moto.server import ThreadedMotoServer
 
 from analysis import services
 from analysis.models import ResearchJob
@@ -29,51 +26,27 @@ from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
 from tests.annotation.factories import StudyFactory, join
 from tests.integration.worker import CeleryWorker, WorkerPool, wait_for
+from tests.support.s3_standin import bucket_client, s3_server
 
 BUCKET = "satisfy-research"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_S3_REGION_NAME": "us-east-1"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def s3() -> Iterator[dict[str, str]]:
     """A moto S3 server with an empty bucket; yields the settings' environment for it."""
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        client = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            region_name="us-east-1",
-        )
-        client.create_bucket(Bucket=BUCKET)
+    with s3_server() as endpoint:
+        bucket_client(endpoint).create_bucket(Bucket=BUCKET)
         yield {
             **CREDENTIALS,
             "RESEARCH_STORAGE": "s3",
             "AWS_STORAGE_BUCKET_NAME": BUCKET,
             "AWS_S3_ENDPOINT_URL": endpoint,
         }
-    finally:
-        server.stop()
 
 
 def _bucket(env: dict[str, str]) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=env["AWS_S3_ENDPOINT_URL"],
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
+    return bucket_client(env["AWS_S3_ENDPOINT_URL"])
 
 
 def _web_storages(env: dict[str, str]) -> dict[str, Any]:
