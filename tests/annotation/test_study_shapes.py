@@ -63,17 +63,27 @@ def _design(count: int) -> list[dict]:
     return systems
 
 
-@pytest.mark.parametrize("count", [1, 3, 6, 12, 32])
-def test_opening_a_design_that_is_not_a_power_of_two_names_the_allowed_sizes(api, count):
+@pytest.mark.parametrize("count", [1, 33])
+def test_opening_a_design_outside_2_to_32_systems_names_the_allowed_sizes(api, count):
     systems = _design(count)
     created = api.post("/api/v1/admin/studies/", {"slug": "odd", "title": "Odd", "systems": systems}, format="json")
     assert created.status_code == 201, created.json()
     opened = api.post("/api/v1/admin/studies/odd/status/", {"status": "open"}, format="json")
     assert opened.status_code == 400
     assert opened.json()["extra"]["fields"]["systems"] == [
-        f"A single-elimination bracket needs 2, 4, 8 or 16 systems; this study has {count}."
+        f"A single-elimination bracket needs 2 to 32 systems; this study has {count}."
     ]
     assert Study.objects.get(slug="odd").status == Study.Status.DRAFT
+
+
+@pytest.mark.parametrize("count", [2, 3, 6, 12, 32])
+def test_any_count_from_2_to_32_opens(api, count):
+    created = api.post(
+        "/api/v1/admin/studies/", {"slug": "any", "title": "Any", "systems": _design(count)}, format="json"
+    )
+    assert created.status_code == 201, created.json()
+    opened = api.post("/api/v1/admin/studies/any/status/", {"status": "open"}, format="json")
+    assert opened.status_code == 200, opened.json()
 
 
 def test_an_eight_system_offline_design_opens(api):
@@ -178,3 +188,57 @@ def test_admin_form_sets_the_constrained_first_round_and_explains_a_refusal(clie
     assert saved.status_code == 302
     study.refresh_from_db()
     assert (study.status, study.constrained_first_round) == (Study.Status.OPEN, True)
+
+
+def _draw_again(query: Query, seed: int) -> Bracket:
+    Bracket.objects.filter(query=query).delete()
+    Candidate.objects.filter(query=query).update(position="")
+    Query.objects.filter(pk=query.pk).update(status=Query.Status.GENERATING)
+    return bracket_create(query=query, seed=seed)
+
+
+@pytest.mark.parametrize(("count", "constrained"), [(3, False), (6, False), (6, True)])
+def test_byes_fill_the_bracket_at_random_from_the_seed_and_never_meet_each_other(
+    django_capture_on_commit_callbacks, count, constrained
+):
+    study = StudyFactory(systems=EIGHT[:count], constrained_first_round=constrained)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = query_submit(participation=join(study), text="night shifts", client_token="")
+    candidates = {c.pk: c for c in Candidate.objects.filter(query=query)}
+    places = 4 if count == 3 else 8  # first-round places: the next power of two
+    bye_places: Counter[int] = Counter()
+    for seed in range(40):
+        bracket = _draw_again(query, seed)
+        byes = bracket.bye_candidates()
+        first_round = list(Match.objects.filter(bracket=bracket, round=1).select_related("left", "right"))
+        # Every place not filled by a match holds one bye: no two byes meet, and a bye is no match.
+        assert len(byes) == places - count and len(first_round) == count - places // 2
+        assert set(byes) | {m.index for m in first_round} == set(range(places // 2))
+        playing = [c for m in first_round for c in (m.left_id, m.right_id)]
+        assert sorted(playing + list(byes.values())) == sorted(candidates)
+        bye_places.update(byes)
+        # Positions are the candidates' in bracket order, byes taking none; labels name them.
+        positions = sorted(Candidate.objects.filter(query=query).values_list("position", flat=True))
+        assert positions == [chr(ord("A") + i) for i in range(count)]
+        for m in first_round:
+            assert m.label == "round1_" + "".join(sorted(m.left.position + m.right.position)).lower()
+        if constrained:
+            assert all(m.left.condition != m.right.condition for m in first_round)
+            conditions = Counter(candidates[c].condition for c in byes.values())
+            assert conditions["persona"] == conditions["generic"]
+        # Two byes side by side meet in round 2 at once, waiting for an answer.
+        for index in byes:
+            if index % 2 == 0 and index + 1 in byes:
+                second = Match.objects.get(bracket=bracket, round=2, index=index // 2)
+                assert {second.left_id, second.right_id} == {byes[index], byes[index + 1]}
+                assert second.status == Match.Status.PENDING
+    # The byes' places vary with the seed: every first-round place had one in some draw.
+    assert set(bye_places) == set(range(places // 2))
+    # And the same seed draws the same bracket.
+    first = _draw_again(query, 7)
+    first_pairs = list(Match.objects.filter(bracket=first).values_list("round", "index", "left_id", "right_id"))
+    again = _draw_again(query, 7)
+    assert again.byes == first.byes
+    assert list(Match.objects.filter(bracket=again).values_list("round", "index", "left_id", "right_id")) == (
+        first_pairs
+    )
