@@ -95,7 +95,7 @@ def _section(name: str, notes: list[str], compute: Callable[[], T]) -> T | None:
 
 def _bracket_size_notes(frame: pd.DataFrame) -> list[str]:
     """A table that mixes bracket sizes (a final in round 1 of a 2-system study, in round 2 of a 4-system
-    one) still analyses, but a later stage's per-variant rate then counts the wins of the stage before
+    one) still analyses, but a later stage's per-variant rate then counts the advances from the stage before
     across every bracket: say so."""
     if "round" not in frame.columns:
         return []
@@ -105,7 +105,7 @@ def _bracket_size_notes(frame: pd.DataFrame) -> list[str]:
     sizes = ", ".join(str(2**r) for r in final_rounds)
     return [
         f"the table mixes bracket sizes ({sizes} systems): each stage is pooled over brackets, and a later "
-        "stage's per-variant rate is out of the variant's wins in the stage before over all brackets"
+        "stage's per-variant rate is out of the variant's advances from the stage before over all brackets"
     ]
 
 

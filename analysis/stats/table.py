@@ -106,6 +106,12 @@ def stage_name(round_number: int, total_rounds: int) -> str:
 
 
 AUTOMATIC_COLUMN = "tie_automatic"
+ADVANCED_COLUMN = "advanced_side"
+"""Optional: the side that went on to the next round (the winner, or a tie's coin); a later stage's per-variant
+denominator counts the ties it names (docs/analysis.md)."""
+BRACKET_COLUMN = "bracket_id"
+"""Optional: the bracket a row's match belongs to; a later stage's per-variant denominator uses it to count the
+systems that arrived by a bye."""
 PLACEMENT_COLUMN = "placement_recorded"
 """Optional bool column: False where the left/right placement the annotator saw was not recorded (the
 paper's legacy export). Position-bias statistics use only rows where it is true (or the column is absent)."""

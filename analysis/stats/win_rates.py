@@ -17,7 +17,14 @@ import pandas as pd
 from analysis.stats._results import ResultMixin, fmt, fmt_p, text_table
 from analysis.stats.bootstrap import ClusterResampler, bootstrap_ratios
 from analysis.stats.small_sample import BOOTSTRAP, CR2_T
-from analysis.stats.table import PreparedTable, placement_recorded, stage_key, stage_order
+from analysis.stats.table import (
+    ADVANCED_COLUMN,
+    BRACKET_COLUMN,
+    PreparedTable,
+    placement_recorded,
+    stage_key,
+    stage_order,
+)
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -226,6 +233,45 @@ def bracket_pair_order(t: PreparedTable) -> list[str]:
     return sorted(first_stage, key=lambda p: (first_stage[p], len(p), p))
 
 
+def advanced(t: PreparedTable) -> tuple[BoolArray, BoolArray]:
+    """Rows whose left (right) side went on to the next round: it won, or the match was a tie whose coin sent
+    it on (``advanced_side``; without that column a tie sends no one on)."""
+    left, right = t.left_won.copy(), t.right_won.copy()
+    if ADVANCED_COLUMN in t.frame.columns:
+        side = t.frame[ADVANCED_COLUMN].astype("string").to_numpy(dtype=object, na_value=None)
+        left |= t.tie & (side == "left")
+        right |= t.tie & (side == "right")
+    return left, right
+
+
+def arrived_without_playing(t: PreparedTable) -> tuple[BoolArray, BoolArray]:
+    """Rows whose left (right) system reached the row's stage by a bye: the bracket (``bracket_id``) has rows
+    of the stage before, but none of them is this system's. None without a ``bracket_id`` column, and none in
+    a bracket without rows of the stage before (a 2-system bracket's final in a table that mixes sizes)."""
+    none = np.zeros(t.n_rows, dtype=np.bool_)
+    if BRACKET_COLUMN not in t.frame.columns:
+        return none, none.copy()
+    order = stage_order(t.stage)
+    stage_index = np.asarray(pd.Series(t.stage, dtype=object).map({s: i for i, s in enumerate(order)}), dtype=np.int64)
+    bracket, _ = pd.factorize(t.frame[BRACKET_COLUMN].astype("string"), use_na_sentinel=True)
+    systems, _ = pd.factorize(np.concatenate([t.left_system, t.right_system]), use_na_sentinel=True)
+    n_stages, n_systems = len(order), int(systems.max(initial=0)) + 1
+    left_system, right_system = systems[: t.n_rows].astype(np.int64), systems[t.n_rows :].astype(np.int64)
+    bracket = bracket.astype(np.int64)
+    known = (bracket >= 0) & (stage_index > 0)
+
+    def key(system: npt.NDArray[np.int64], stage: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return np.asarray((bracket * (n_systems + 1) + system + 1) * n_stages + stage, dtype=np.int64)
+
+    played = np.concatenate([key(left_system, stage_index), key(right_system, stage_index)])
+    bracket_stages = bracket * n_stages + stage_index
+    before = stage_index - 1
+    bracket_had_before = np.isin(bracket * n_stages + before, bracket_stages)
+    left = known & bracket_had_before & ~np.isin(key(left_system, before), played)
+    right = known & bracket_had_before & ~np.isin(key(right_system, before), played)
+    return np.asarray(left, dtype=np.bool_), np.asarray(right, dtype=np.bool_)
+
+
 def _levels(*arrays: npt.NDArray[np.object_]) -> list[str]:
     return sorted({str(v) for v in pd.unique(np.concatenate(arrays)) if v is not None})
 
@@ -241,8 +287,11 @@ def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "g
     true = np.ones(t.n_rows, dtype=np.bool_)
 
     # Variants (model x condition): the first stage out of all its matches; every later stage out of the
-    # variant's wins in the stage before (the paper's "final out of the variant's round-1 wins").
+    # variant's advances into it (the paper's "final out of the variant's round-1 wins", plus the ties whose
+    # coin sent it on and the byes that brought it there without a match).
     played = [s for s in stages if s != "all"]
+    left_went_on, right_went_on = advanced(t)
+    left_arrived, right_arrived = arrived_without_playing(t)
     for model in _levels(t.left_model, t.right_model):
         for condition in _levels(t.left_condition, t.right_condition):
             left_is = np.asarray((t.left_model == model) & (t.left_condition == condition), dtype=np.bool_)
@@ -250,13 +299,17 @@ def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "g
             if not (left_is | right_is).any():
                 continue
             label = variant_label(model, condition)
-            previous: _Cell | None = None
+            one_side = left_is ^ right_is
+            went_on = one_side & ((left_is & left_went_on) | (right_is & right_went_on))
+            arrived = one_side & ((left_is & left_arrived) | (right_is & right_arrived))
+            previous: str | None = None
             for stage in played:
                 cell = _side_cell("variant", label, stage, left_is, right_is, t, stages[stage], 0.5)
                 if previous is not None:
-                    cell = _Cell(cell.statistic, label, stage, cell.wins, cell.losses, cell.neither, previous.wins, 0.5)
+                    into = (went_on & stages[previous]) | (arrived & stages[stage])
+                    cell = _Cell(cell.statistic, label, stage, cell.wins, cell.losses, cell.neither, into, 0.5)
                 cells.append(cell)
-                previous = cell
+                previous = stage
 
     # Per model and per condition: share of decided matches won (null 1/k for k levels).
     for attr, left, right in (
