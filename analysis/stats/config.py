@@ -11,6 +11,7 @@ from typing import Any
 
 from analysis.stats._results import json_safe
 from analysis.stats.agreement import DEFAULT_SD_FRACTION
+from analysis.stats.multiplicity import HOLM, MULTIPLICITY_CHOICES
 from analysis.stats.small_sample import DEFAULT_SMALL_SAMPLE_BELOW, INFERENCE_CHOICES
 
 DEFAULT_SEED = 20_251_130
@@ -104,6 +105,9 @@ class AnalysisConfig:
     the clustered bootstrap and CR1 from there on), ``small-sample`` (always CR2-t) or ``standard``."""
     small_sample_below: int = DEFAULT_SMALL_SAMPLE_BELOW
     """Fewer annotators than this count as few: small-sample inference (under ``auto``) and a warning."""
+    multiplicity: str = HOLM
+    """How each family of tests' p-values are adjusted beside the raw ones: ``holm`` (family-wise error rate),
+    ``bh`` (Benjamini-Hochberg, false discovery rate) or ``none`` (docs/analysis.md, "Multiple testing")."""
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -129,6 +133,10 @@ class AnalysisConfig:
             raise ValueError("threshold_sweep_points must be non-negative")
         if self.bradley_terry_pseudo_wins < 0:
             raise ValueError("bradley_terry_pseudo_wins must be non-negative")
+        if not isinstance(self.multiplicity, str) or self.multiplicity not in MULTIPLICITY_CHOICES:
+            raise ValueError(
+                f"multiplicity must be one of {', '.join(MULTIPLICITY_CHOICES)}, not {self.multiplicity!r}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         out = json_safe({f.name: getattr(self, f.name) for f in fields(self)})

@@ -7,7 +7,7 @@ Every rate comes with an annotator-clustered bootstrap interval; where a 50/50 n
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 
 import numpy as np
@@ -16,6 +16,7 @@ import pandas as pd
 
 from analysis.stats._results import ResultMixin, fmt, fmt_p, text_table
 from analysis.stats.bootstrap import ClusterResampler, bootstrap_ratios
+from analysis.stats.multiplicity import HOLM, PValueFamily, p_value_family
 from analysis.stats.small_sample import BOOTSTRAP, CR2_T
 from analysis.stats.table import (
     ADVANCED_COLUMN,
@@ -57,6 +58,8 @@ class WinRate(ResultMixin):
     rate_ci_high: float
     n_annotators: int
     n_valid_resamples: int
+    p_adjusted: float = float("nan")
+    """``p_value`` adjusted for multiplicity within its statistic's family (``WinRateTable.families``)."""
 
     @property
     def decided(self) -> int:
@@ -118,6 +121,8 @@ class WinRateTable(ResultMixin):
     confidence_level: float
     method: str = BOOTSTRAP
     """How intervals and p-values were computed: ``cluster-bootstrap`` or ``cr2-t`` (small samples)."""
+    families: tuple[PValueFamily, ...] = ()
+    """One family of tests per statistic, with the multiplicity method that adjusted ``WinRate.p_adjusted``."""
 
     def select(self, statistic: str, stage: str | None = None) -> tuple[WinRate, ...]:
         return tuple(r for r in self.rows if r.statistic == statistic and (stage is None or r.stage == stage))
@@ -129,13 +134,30 @@ class WinRateTable(ResultMixin):
         raise KeyError((statistic, group, stage))
 
     def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame([r.to_dict() for r in self.rows])
+        """One row per cell, the adjusted p-value beside the raw one."""
+        frame = pd.DataFrame([r.to_dict() for r in self.rows])
+        if "p_adjusted" in frame.columns:
+            columns = [c for c in frame.columns if c != "p_adjusted"]
+            columns.insert(columns.index("p_value") + 1, "p_adjusted")
+            frame = frame[columns]
+        return frame
 
     def neither_frame(self) -> pd.DataFrame:
         return pd.DataFrame([r.to_dict() for r in self.neither])
 
     def summary(self) -> str:
-        headers = ["statistic", "group", "stage", "wins/n", "rate", "decided", f"{self.confidence_level:.0%} CI", "p"]
+        adjusted = f"p ({self.families[0].method})" if self.families else "p adjusted"
+        headers = [
+            "statistic",
+            "group",
+            "stage",
+            "wins/n",
+            "rate",
+            "decided",
+            f"{self.confidence_level:.0%} CI",
+            "p",
+            adjusted,
+        ]
         body = [
             [
                 r.statistic,
@@ -146,6 +168,7 @@ class WinRateTable(ResultMixin):
                 fmt(r.decided_rate),
                 f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]",
                 fmt_p(r.p_value),
+                fmt_p(r.p_adjusted),
             ]
             for r in self.rows
         ]
@@ -159,6 +182,7 @@ class WinRateTable(ResultMixin):
                 "",
                 f"[{fmt(p.ci_low)}, {fmt(p.ci_high)}]",
                 "",
+                "",
             ]
             for p in self.neither
         ]
@@ -167,7 +191,12 @@ class WinRateTable(ResultMixin):
             if self.method == CR2_T
             else f"annotator-clustered bootstrap, {self.n_resamples} resamples, seed {self.seed}"
         )
-        return f"Win rates ({how})\n" + text_table(headers, body + neither)
+        families = "".join(f"\n  {f.sentence()}" for f in self.families)
+        return (
+            f"Win rates ({how})\n"
+            + text_table(headers, body + neither)
+            + (f"\nMultiple testing, one family per statistic:{families}" if families else "")
+        )
 
 
 @dataclass(frozen=True)
@@ -389,10 +418,12 @@ def win_rates(
     generic: str = "generic",
     cells: Sequence[_Cell] | None = None,
     method: str = BOOTSTRAP,
+    multiplicity: str = HOLM,
 ) -> WinRateTable:
     """Compute every cell of ``build_cells`` and the "neither" rates in one vectorised pass.
 
-    ``method`` is the interval/p-value method (``bootstrap_ratios``): the clustered bootstrap or CR2-t."""
+    ``method`` is the interval/p-value method (``bootstrap_ratios``): the clustered bootstrap or CR2-t.
+    ``multiplicity`` adjusts the p-values within each statistic's family (``adjust_p_values``)."""
     cell_list = list(cells) if cells is not None else build_cells(t, persona=persona, generic=generic)
     neither_specs = _neither_cells(t)
     k = len(cell_list)
@@ -454,7 +485,9 @@ def win_rates(
                 n_valid_resamples=int(boot.n_valid[col]),
             )
         )
+    rows_out, families = _adjusted(rows_out, multiplicity)
     return WinRateTable(
+        families=families,
         rows=tuple(rows_out),
         neither=tuple(neither_out),
         n_resamples=resampler.n_resamples,
@@ -462,3 +495,35 @@ def win_rates(
         confidence_level=confidence_level,
         method=boot.method,
     )
+
+
+FAMILY_DESCRIPTIONS = {
+    "variant": "win rates of the variants, every variant and stage",
+    "model_share": "shares of decided matches won per model, every model and stage",
+    "condition_share": "shares of decided matches won per condition, every condition and stage",
+    "head_to_head": "cross-model head-to-head rates, every pair of models and stage",
+    "personalized_vs_generic": "personalised vs generic, every bracket pair and stage",
+    "position": "position bias, every stage",
+}
+
+
+def _adjusted(rows: list[WinRate], multiplicity: str) -> tuple[list[WinRate], tuple[PValueFamily, ...]]:
+    """The rows with ``p_adjusted`` filled, one family per statistic (the stage "all" included: Holm holds
+    whatever the tests' dependence), and the families in order of first appearance."""
+    by_statistic: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_statistic.setdefault(r.statistic, []).append(i)
+    out = list(rows)
+    families = []
+    for statistic, members in by_statistic.items():
+        family = p_value_family(
+            name=f"win rates: {statistic}",
+            description=FAMILY_DESCRIPTIONS.get(statistic, statistic),
+            labels=[f"{rows[i].group} ({rows[i].stage})" for i in members],
+            p_values=[rows[i].p_value for i in members],
+            method=multiplicity,
+        )
+        for i, adjusted in zip(members, family.p_adjusted, strict=True):
+            out[i] = replace(rows[i], p_adjusted=adjusted)
+        families.append(family)
+    return out, tuple(families)
