@@ -10,8 +10,9 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from annotation.models import Bracket, Candidate, Match, Query, Study
+from annotation.selectors.tournament import match_progress
 from annotation.services.query import query_submit
-from annotation.services.tournament import bracket_create
+from annotation.services.tournament import bracket_create, judgment_record
 from tests.annotation.factories import StudyFactory, join
 
 pytestmark = pytest.mark.django_db
@@ -242,3 +243,19 @@ def test_byes_fill_the_bracket_at_random_from_the_seed_and_never_meet_each_other
     assert list(Match.objects.filter(bracket=again).values_list("round", "index", "left_id", "right_id")) == (
         first_pairs
     )
+
+
+@pytest.mark.parametrize("count", [3, 5, 6])
+def test_the_comparison_count_an_annotator_sees_leaves_out_the_byes(django_capture_on_commit_callbacks, count):
+    study = StudyFactory(systems=EIGHT[:count])
+    participation = join(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = query_submit(participation=participation, text="night shifts", client_token="")
+    answered = 0
+    # "Comparison k of n - 1" from the first page to the last: n - 1 matches decide a bracket of n.
+    while match := Match.objects.filter(bracket__query=query, status="pending").order_by("round", "index").first():
+        assert match_progress(match=match) == (answered, count - 1)
+        judgment_record(match=match, choice="left", by=participation)
+        answered += 1
+    assert answered == count - 1
+    assert Query.objects.get(pk=query.pk).status == Query.Status.RANKED
