@@ -11,6 +11,7 @@ from analysis.cli import main
 from analysis.exports import export_comparisons, read_comparisons
 from analysis.stats import table_checksum
 from analysis.stats.synthetic import SyntheticStudy, simulate_comparisons
+from tests.analysis.helpers import REPO_ROOT
 from tests.analysis.legacy_fixture import make_legacy_zip
 
 
@@ -201,3 +202,21 @@ def test_an_impossible_row_is_refused_by_row_and_field(tmp_path, column, value, 
     # The row is named with the problem (a wrong choice also makes its winner columns disagree with it).
     assert printed.startswith(f"error: {path}: ") and "problem" in printed
     assert f"row {row} (annotator " in printed and message in printed
+
+
+def test_manage_py_analyze_refuses_the_same_table_with_status_2(tmp_path):
+    import subprocess
+    import sys
+
+    path = _bad_table(tmp_path, lambda f: f.replace({"left_condition": {"persona": "Persona"}}))
+    done = subprocess.run(  # noqa: S603 - our own manage.py with arguments built here
+        [sys.executable, "manage.py", "analyze", "--comparisons", str(path), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "left_condition 'Persona' is not a condition of this analysis" in done.stderr
+    assert not (tmp_path / "o" / "report.json").exists()
