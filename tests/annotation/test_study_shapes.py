@@ -259,3 +259,16 @@ def test_the_comparison_count_an_annotator_sees_leaves_out_the_byes(django_captu
         answered += 1
     assert answered == count - 1
     assert Query.objects.get(pk=query.pk).status == Query.Status.RANKED
+
+
+def test_positions_and_labels_of_brackets_up_to_32():
+    from annotation.positions import position_name, span_label
+
+    names = [position_name(i) for i in range(32)]
+    assert names[:3] == ["A", "B", "C"] and names[25:] == ["Z", "AA", "AB", "AC", "AD", "AE", "AF"]
+    assert len(set(names)) == 32
+    # Up to 16 systems the labels are those of every earlier export; longer spans name their ends.
+    assert span_label(names[:2]) == "ab" and span_label(names[8:16]) == "ijklmnop"
+    assert span_label(names[:16]) == "a-p" and span_label(names[24:28]) == "y-ab"
+    longest = max(len(f"round4_{span_label(names[i : i + 16])}") for i in range(0, 32, 16))
+    assert longest <= Match._meta.get_field("label").max_length
