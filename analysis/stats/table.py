@@ -323,6 +323,13 @@ def _missing(values: pd.Series) -> npt.NDArray[np.bool_]:
     return np.asarray((text.isna() | (text.str.strip() == "")).to_numpy(dtype=bool, na_value=True), dtype=np.bool_)
 
 
+def _not_stage(values: pd.Series) -> npt.NDArray[np.bool_]:
+    """Rows whose stage is not ``round<k>`` or ``final``, testing each distinct value once."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    bad = np.asarray([not is_stage(u) for u in uniques] + [True], dtype=np.bool_)
+    return np.asarray(bad[codes], dtype=np.bool_)
+
+
 def check_rows(table: pd.DataFrame, *, conditions: Iterable[str]) -> None:
     """Refuse a comparison table from outside the platform (file mode) whose rows could not have been recorded,
     naming each offending row and field: a condition outside ``conditions`` (the analysis's persona and generic
@@ -383,7 +390,7 @@ def check_rows(table: pd.DataFrame, *, conditions: Iterable[str]) -> None:
     )
     stage = frame["stage"]
     flag(
-        np.asarray([not is_stage(s) for s in stage], dtype=np.bool_),
+        _not_stage(stage),
         lambda i: f"stage {stage.iat[i]!r} is not round1, round2, ... or final",
     )
     decided = choice.isin(["left", "right"]).fillna(False).to_numpy(dtype=bool)
