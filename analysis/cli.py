@@ -23,6 +23,7 @@ from analysis.report.bundle import write_analysis
 from analysis.stats import AnalysisConfig, AnalysisError, analyze
 from analysis.stats.analyze import AnalysisReport
 from analysis.stats.config import DEFAULT_RESAMPLES, DEFAULT_SEED
+from analysis.stats.table import check_rows
 from kernel.cli import out_dir_problem
 
 
@@ -113,6 +114,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         return 2
     try:
         table = load_table(args.comparisons)
+        if args.comparisons.suffix.lower() != ".zip":
+            # A table from outside: every row must be one the platform could have recorded (a legacy export is
+            # checked by its own reader).
+            check_rows(table, conditions=(config.persona_condition, config.generic_condition))
         report = analyze(table, config=config)
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=err)

@@ -503,6 +503,12 @@ class Bracket(models.Model):
     # Identical or near-identical pairs among the candidates, measured when the bracket is drawn:
     # {"<id>:<id>": [kind, similarity]} (annotation.services.tournament.pair_likeness).
     pair_likeness = models.JSONField(default=dict, blank=True)
+    # A bracket of a size that is not a power of two fills its first round's empty slots with byes, placed at
+    # random from the seed when it is drawn: [[first-round match index, candidate id], ...], the candidate that
+    # goes through to round 2 without playing that match (annotation.services.tournament.bracket_create).
+    byes = models.JSONField(
+        default=list, blank=True, help_text="First-round byes: [match index, candidate id] pairs, drawn from the seed."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -510,7 +516,17 @@ class Bracket(models.Model):
 
     @property
     def rounds(self) -> int:
-        return max(self.size.bit_length() - 1, 1)
+        """Rounds to the final: the size rounded up to a power of two, 2**rounds slots (3 systems: 2 rounds)."""
+        return max((self.size - 1).bit_length(), 1)
+
+    @property
+    def slots(self) -> int:
+        """First-round places, byes included: the size rounded up to a power of two."""
+        return 2**self.rounds
+
+    def bye_candidates(self) -> dict[int, int]:
+        """First-round match index -> the candidate that has a bye there."""
+        return {int(index): int(candidate) for index, candidate in self.byes or []}
 
 
 class Match(models.Model):

@@ -40,6 +40,10 @@ def report_tables(report: AnalysisReport, systems: SystemTables | None = None) -
     }
     if report.regression is not None:
         frames["regression"] = report.regression.to_frame()
+        if report.regression_family is not None and "p_value" in frames["regression"].columns:
+            # The adjusted p-value beside the raw one, in the coefficients' order (regression_family).
+            at = list(frames["regression"].columns).index("p_value") + 1
+            frames["regression"].insert(at, "p_adjusted", list(report.regression_family.p_adjusted))
     if report.agreement is not None:
         frames["agreement"] = report.agreement.to_frame()
         frames["agreement_families"] = pd.DataFrame([f.to_dict() for f in report.agreement.families])

@@ -16,6 +16,7 @@ from analysis.report.plots import (
 )
 from analysis.stats.analyze import AnalysisReport
 from analysis.stats.bradley_terry import SystemStrength
+from analysis.stats.multiplicity import METHOD_NAMES, PValueFamily
 from analysis.stats.small_sample import CR2_T
 from analysis.stats.systems import RISK_BANDS, SystemTables
 
@@ -120,10 +121,12 @@ def _win_rate_section(report: AnalysisReport) -> str:
         *(f"<p class='warning' role='alert'>Warning: {escape(w)}</p>" for w in report.warnings),
         f"<p>{method} against the null on decided matches only "
         "(“neither” excluded). <em>rate</em> is wins / n; <em>decided</em> is wins / (wins + losses).</p>",
+        f"<p>{_multiplicity_words(wr.families, 'statistic (each table below: every group and stage)')}</p>",
     ]
+    adjusted = _adjusted_header(wr.families)
     titles = {
         "variant": "Variants (model × condition); the first stage is out of the variant's matches, "
-        "every later stage out of its wins in the stage before",
+        "every later stage out of its advances into it (wins, ties whose coin sent it on, byes)",
         "model_share": "Share of decided matches won, per model (null 1/k)",
         "condition_share": "Share of decided matches won, per condition (null 1/k)",
         "head_to_head": "Cross-model head-to-head (first-named model's wins)",
@@ -163,6 +166,7 @@ def _win_rate_section(report: AnalysisReport) -> str:
                     "decided",
                     f"{level} CI",
                     "p",
+                    adjusted,
                     "annotators",
                 ],
                 [
@@ -178,6 +182,7 @@ def _win_rate_section(report: AnalysisReport) -> str:
                         _num(r.decided_rate),
                         f"[{_num(r.ci_low)}, {_num(r.ci_high)}]",
                         _p(r.p_value),
+                        _p(r.p_adjusted),
                         str(r.n_annotators),
                     ]
                     for r in rows
@@ -206,21 +211,39 @@ def _win_rate_section(report: AnalysisReport) -> str:
     return "\n".join(parts)
 
 
+def _multiplicity_words(families: Sequence[PValueFamily], family: str) -> str:
+    """What the adjusted p-values beside the raw ones are: the method and the family."""
+    if not families:
+        return "No p-values were adjusted for multiple testing."
+    method = families[0].method
+    if method == "none":
+        return "p-values are not adjusted for multiple testing (multiplicity: none); the adjusted column repeats them."
+    return f"Adjusted p-values: {escape(METHOD_NAMES[method])}, within one family per {escape(family)}."
+
+
+def _adjusted_header(families: Sequence[PValueFamily]) -> str:
+    return f"p ({families[0].method})" if families else "p adjusted"
+
+
 def _regression_section(report: AnalysisReport) -> str:
     reg = report.regression
     if reg is None:
         return "<h2>Logistic regression</h2><p>Not computed (see notes).</p>"
     level = f"{reg.confidence_level:.0%}"
+    family = report.regression_family
+    families = (family,) if family is not None else ()
+    adjusted = family.p_adjusted if family is not None else tuple(float("nan") for _ in reg.coefficients)
     refs = ", ".join(f"{escape(k)} = {escape(v)}" for k, v in reg.reference_levels.items())
     return "\n".join(
         [
             "<h2>Logistic regression: personalised side wins</h2>",
             f"<p><code>{escape(reg.formula)}</code><br>N = {reg.n_obs} decided mixed-condition comparisons "
             f"({reg.n_events} personalised wins) from {reg.n_clusters} annotators; cluster-robust standard errors "
-            f"grouped by annotator ({escape(reg.cov_type)}); reference levels: {refs}.</p>",
+            f"grouped by annotator ({escape(reg.cov_type)}); reference levels: {refs}. "
+            f"{_multiplicity_words(families, 'model (every coefficient, the intercept included)')}</p>",
             _figure(forest_plot(reg), "Odds ratios with confidence intervals; 1 = no effect"),
             _table(
-                ["term", "odds ratio", f"{level} CI", "log-odds", "SE", "z", "p"],
+                ["term", "odds ratio", f"{level} CI", "log-odds", "SE", "z", "p", _adjusted_header(families)],
                 [
                     [
                         escape(c.term),
@@ -230,8 +253,9 @@ def _regression_section(report: AnalysisReport) -> str:
                         _num(c.std_error),
                         _num(c.z, 2),
                         _p(c.p_value),
+                        _p(p_adjusted),
                     ]
-                    for c in reg.coefficients
+                    for c, p_adjusted in zip(reg.coefficients, adjusted, strict=True)
                 ],
             ),
         ]

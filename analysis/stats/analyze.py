@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from analysis.stats._results import ResultMixin, json_safe
+from analysis.stats._results import ResultMixin, fmt_p, json_safe
 from analysis.stats.agreement import (
     AgreementResult,
     ThresholdAlpha,
@@ -23,6 +23,7 @@ from analysis.stats.config import AnalysisConfig
 from analysis.stats.errors import AnalysisError
 from analysis.stats.exclusion import ExclusionSummary
 from analysis.stats.metric_info import describe_metrics
+from analysis.stats.multiplicity import PValueFamily, p_value_family
 from analysis.stats.provenance import Provenance, code_version, now_iso, table_checksum
 from analysis.stats.regression import LogisticRegressionResult, fit_personalization_logit
 from analysis.stats.small_sample import BOOTSTRAP, CR2_T, few_annotators_warning, use_small_sample
@@ -52,6 +53,14 @@ class AnalysisReport(ResultMixin):
     exclusion: ExclusionSummary | None = None
     """The exclusion rule applied before every statistic and what it left out; None: no rule was applied
     (a table from a file carries no quality flags)."""
+    regression_family: PValueFamily | None = None
+    """The regression's coefficients as one family of tests, with their adjusted p-values (in the order of
+    ``regression.coefficients``); the win rates' families are ``win_rates.families``."""
+
+    @property
+    def test_families(self) -> tuple[PValueFamily, ...]:
+        """Every family of tests in the report, win rates first."""
+        return self.win_rates.families + ((self.regression_family,) if self.regression_family else ())
 
     def to_dict(self) -> dict[str, Any]:
         out = json_safe({k: getattr(self, k) for k in self.__dataclass_fields__ if k != "config"})
@@ -78,6 +87,12 @@ class AnalysisReport(ResultMixin):
         for section in (self.regression, self.agreement, self.bradley_terry):
             if section is not None:
                 parts.append(section.summary())
+            if section is self.regression and self.regression_family is not None:
+                family = self.regression_family
+                parts.append(
+                    f"Regression p-values adjusted ({family.sentence()}): "
+                    + ", ".join(f"{t} {fmt_p(p)}" for t, p in zip(family.labels, family.p_adjusted, strict=True))
+                )
         parts.append(page_time_summary(self.page_times))
         if self.notes:
             parts.append("Notes:\n" + "\n".join(f"- {n}" for n in self.notes))
@@ -95,7 +110,7 @@ def _section(name: str, notes: list[str], compute: Callable[[], T]) -> T | None:
 
 def _bracket_size_notes(frame: pd.DataFrame) -> list[str]:
     """A table that mixes bracket sizes (a final in round 1 of a 2-system study, in round 2 of a 4-system
-    one) still analyses, but a later stage's per-variant rate then counts the wins of the stage before
+    one) still analyses, but a later stage's per-variant rate then counts the advances from the stage before
     across every bracket: say so."""
     if "round" not in frame.columns:
         return []
@@ -105,7 +120,7 @@ def _bracket_size_notes(frame: pd.DataFrame) -> list[str]:
     sizes = ", ".join(str(2**r) for r in final_rounds)
     return [
         f"the table mixes bracket sizes ({sizes} systems): each stage is pooled over brackets, and a later "
-        "stage's per-variant rate is out of the variant's wins in the stage before over all brackets"
+        "stage's per-variant rate is out of the variant's advances from the stage before over all brackets"
     ]
 
 
@@ -151,6 +166,7 @@ def analyze(
         persona=persona,
         generic=generic,
         method=CR2_T if small else BOOTSTRAP,
+        multiplicity=config.multiplicity,
     )
     regression = _section(
         "logistic regression",
@@ -253,6 +269,17 @@ def analyze(
         notes=tuple(notes),
         warnings=(few,) if few else (),
         exclusion=exclusion,
+        regression_family=(
+            p_value_family(
+                name="logistic regression",
+                description="every coefficient of the logit, the intercept included",
+                labels=[c.term for c in regression.coefficients],
+                p_values=[c.p_value for c in regression.coefficients],
+                method=config.multiplicity,
+            )
+            if regression is not None
+            else None
+        ),
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from analysis.stats._results import json_safe
 from analysis.stats.agreement import AGREEMENT_LEVELS, DEFAULT_SD_FRACTION
+from analysis.stats.multiplicity import HOLM, MULTIPLICITY_CHOICES
 from analysis.stats.regression import FACTORS, check_predictors
 from analysis.stats.small_sample import DEFAULT_SMALL_SAMPLE_BELOW, INFERENCE_CHOICES
 
@@ -134,6 +135,9 @@ class AnalysisConfig:
     agreement_level: str = "nominal"
     """Metric-human alpha: ``nominal`` (left, right, neither as categories; the papers' choice) or ``ordinal``
     (left < neither < right: a "neither" against a side is half a disagreement; ``agreement.AGREEMENT_LEVELS``)."""
+    multiplicity: str = HOLM
+    """How each family of tests' p-values are adjusted beside the raw ones: ``holm`` (family-wise error rate),
+    ``bh`` (Benjamini-Hochberg, false discovery rate) or ``none`` (docs/analysis.md, "Multiple testing")."""
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -167,6 +171,10 @@ class AnalysisConfig:
             raise ValueError("threshold_sweep_points must be non-negative")
         if self.bradley_terry_pseudo_wins < 0:
             raise ValueError("bradley_terry_pseudo_wins must be non-negative")
+        if not isinstance(self.multiplicity, str) or self.multiplicity not in MULTIPLICITY_CHOICES:
+            raise ValueError(
+                f"multiplicity must be one of {', '.join(MULTIPLICITY_CHOICES)}, not {self.multiplicity!r}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         out = json_safe({f.name: getattr(self, f.name) for f in fields(self)})

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,6 +106,12 @@ def stage_name(round_number: int, total_rounds: int) -> str:
 
 
 AUTOMATIC_COLUMN = "tie_automatic"
+ADVANCED_COLUMN = "advanced_side"
+"""Optional: the side that went on to the next round (the winner, or a tie's coin); a later stage's per-variant
+denominator counts the ties it names (docs/analysis.md)."""
+BRACKET_COLUMN = "bracket_id"
+"""Optional: the bracket a row's match belongs to; a later stage's per-variant denominator uses it to count the
+systems that arrived by a bye."""
 PLACEMENT_COLUMN = "placement_recorded"
 """Optional bool column: False where the left/right placement the annotator saw was not recorded (the
 paper's legacy export). Position-bias statistics use only rows where it is true (or the column is absent)."""
@@ -297,3 +303,144 @@ def with_derived_columns(table: pd.DataFrame) -> pd.DataFrame:
         delta = pd.to_datetime(out["answered_at"], utc=True) - pd.to_datetime(out["shown_at"], utc=True)
         out["seconds_on_page"] = delta.dt.total_seconds()
     return out
+
+
+ROW_KEY: tuple[str, ...] = ("annotator", "query_id", "match")
+"""What makes a row one match: the participation's code, the question and the match (its label or id)."""
+MAX_ROW_PROBLEMS = 5
+"""How many offending rows a refusal names before it counts the rest."""
+
+
+def _row_name(frame: pd.DataFrame, i: int) -> str:
+    """A row as a reader finds it again: its number among the data rows (1 = the first after the header) and
+    its participation, question and match where the table has them."""
+    parts = [f"{c} {frame[c].iat[i]}" for c in ROW_KEY if c in frame.columns]
+    return f"row {i + 1}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def _missing(values: pd.Series) -> npt.NDArray[np.bool_]:
+    text = values.astype("string")
+    return np.asarray((text.isna() | (text.str.strip() == "")).to_numpy(dtype=bool, na_value=True), dtype=np.bool_)
+
+
+def _not_stage(values: pd.Series) -> npt.NDArray[np.bool_]:
+    """Rows whose stage is not ``round<k>`` or ``final``, testing each distinct value once."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    bad = np.asarray([not is_stage(u) for u in uniques] + [True], dtype=np.bool_)
+    return np.asarray(bad[codes], dtype=np.bool_)
+
+
+def check_rows(table: pd.DataFrame, *, conditions: Iterable[str]) -> None:
+    """Refuse a comparison table from outside the platform (file mode) whose rows could not have been recorded,
+    naming each offending row and field: a condition outside ``conditions`` (the analysis's persona and generic
+    names: ``Persona`` is not ``persona``), a side without its system, model or condition, a system or a summary
+    meeting itself, an unknown choice or stage, a ``winner_side``/``winner_system`` disagreeing with the choice,
+    a negative time on page, and the same match twice (``ROW_KEY``). Raises ``AnalysisError`` with the first
+    ``MAX_ROW_PROBLEMS`` problems and a count of the rest; the table's columns are checked by ``prepare_table``."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
+    if missing:
+        raise AnalysisError(
+            f"comparison table is missing required columns: {', '.join(missing)}", extra={"missing": missing}
+        )
+    frame = table.reset_index(drop=True)
+    allowed = tuple(dict.fromkeys(conditions))
+    n = len(frame)
+    problems: list[tuple[int, str]] = []
+
+    def flag(bad: npt.ArrayLike, describe: Callable[[int], str]) -> None:
+        for i in np.flatnonzero(np.asarray(bad, dtype=np.bool_))[: MAX_ROW_PROBLEMS + 1]:
+            problems.append((int(i), describe(int(i))))
+        count = int(np.asarray(bad, dtype=np.bool_).sum())
+        if count > MAX_ROW_PROBLEMS + 1:
+            # Count the rest without naming them (a table of a million bad rows is refused in one line).
+            problems.extend((n + k, "") for k in range(count - MAX_ROW_PROBLEMS - 1))
+
+    for side in ("left", "right"):
+        for field in ("system", "model", "condition"):
+            col = f"{side}_{field}"
+
+            def empty(i: int, col: str = col) -> str:
+                return f"{col} is empty"
+
+            flag(_missing(frame[col]), empty)
+        col = f"{side}_condition"
+        values = frame[col].astype("string")
+        outside = np.asarray((~values.isin(allowed) & ~pd.Series(_missing(frame[col]))).to_numpy(dtype=bool))
+
+        def unknown(i: int, col: str = col) -> str:
+            return (
+                f"{col} {frame[col].iat[i]!r} is not a condition of this analysis "
+                f"(expected {' or '.join(allowed)}; set persona_condition/generic_condition for other names)"
+            )
+
+        flag(outside, unknown)
+    for field in ("system", "candidate"):
+        left, right = f"left_{field}", f"right_{field}"
+        if left in frame.columns and right in frame.columns:
+            same = frame[left].astype("string").eq(frame[right].astype("string")).fillna(False)
+
+            def itself(i: int, left: str = left, right: str = right) -> str:
+                return f"{left} and {right} are the same ({frame[left].iat[i]})"
+
+            flag(same.to_numpy(dtype=bool), itself)
+    choice = frame["choice"].astype("string")
+    flag(
+        (~choice.isin(CHOICES)).fillna(True).to_numpy(dtype=bool),
+        lambda i: f"choice {frame['choice'].iat[i]!r} is not left, right, neither or tie",
+    )
+    stage = frame["stage"]
+    flag(
+        _not_stage(stage),
+        lambda i: f"stage {stage.iat[i]!r} is not round1, round2, ... or final",
+    )
+    decided = choice.isin(["left", "right"]).fillna(False).to_numpy(dtype=bool)
+    if "winner_side" in frame.columns:
+        side = frame["winner_side"].astype("string")
+        expected = choice.where(choice.isin(["left", "right"]))
+        disagree = ~(side.eq(expected).fillna(False) | (side.isna() & expected.isna()))
+        flag(
+            disagree.to_numpy(dtype=bool),
+            lambda i: f"winner_side {frame['winner_side'].iat[i]!r} disagrees with choice {frame['choice'].iat[i]!r}",
+        )
+    if "winner_system" in frame.columns:
+        winner = frame["winner_system"].astype("string")
+        chosen = np.where(
+            choice.eq("left").fillna(False),
+            frame["left_system"].astype("string"),
+            np.where(choice.eq("right").fillna(False), frame["right_system"].astype("string"), pd.NA),
+        )
+        chosen_series = pd.Series(chosen, dtype="string")
+        disagree = np.where(decided, ~winner.eq(chosen_series).fillna(False), winner.notna())
+        flag(
+            disagree,
+            lambda i: (
+                f"winner_system {frame['winner_system'].iat[i]!r} is not the chosen side's system "
+                f"(choice {frame['choice'].iat[i]!r})"
+            ),
+        )
+    if "seconds_on_page" in frame.columns:
+        seconds = pd.to_numeric(frame["seconds_on_page"], errors="coerce")
+        flag(
+            (seconds < 0).fillna(False).to_numpy(dtype=bool), lambda i: f"seconds_on_page {seconds.iat[i]} is negative"
+        )
+    if all(c in frame.columns for c in ROW_KEY):
+        key = frame[list(ROW_KEY)].astype("string")
+        again = key.duplicated(keep="first").to_numpy(dtype=bool)
+        first = pd.Series(np.arange(n), index=frame.index).groupby([key[c] for c in ROW_KEY], dropna=False)
+        first_row = first.transform("first").to_numpy()
+        flag(
+            again,
+            lambda i: (
+                f"the same match as row {int(first_row[i]) + 1} (same {', '.join(ROW_KEY)}): a match is answered once"
+            ),
+        )
+    if not problems:
+        return
+    named = sorted((p for p in problems if p[1]), key=lambda p: p[0])[:MAX_ROW_PROBLEMS]
+    rest = len(problems) - len(named)
+    lines = "; ".join(f"{_row_name(frame, i)}: {text}" for i, text in named)
+    more = f"; and {rest} more problem{'s' if rest != 1 else ''}" if rest else ""
+    raise AnalysisError(
+        f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in the comparison table: {lines}{more}",
+        extra={"rows": [i + 1 for i, _ in named]},
+    )

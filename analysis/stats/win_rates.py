@@ -7,7 +7,7 @@ Every rate comes with an annotator-clustered bootstrap interval; where a 50/50 n
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 
 import numpy as np
@@ -16,8 +16,16 @@ import pandas as pd
 
 from analysis.stats._results import ResultMixin, fmt, fmt_p, text_table
 from analysis.stats.bootstrap import ClusterResampler, bootstrap_ratios
+from analysis.stats.multiplicity import HOLM, PValueFamily, p_value_family
 from analysis.stats.small_sample import BOOTSTRAP, CR2_T
-from analysis.stats.table import PreparedTable, placement_recorded, stage_key, stage_order
+from analysis.stats.table import (
+    ADVANCED_COLUMN,
+    BRACKET_COLUMN,
+    PreparedTable,
+    placement_recorded,
+    stage_key,
+    stage_order,
+)
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -50,6 +58,8 @@ class WinRate(ResultMixin):
     rate_ci_high: float
     n_annotators: int
     n_valid_resamples: int
+    p_adjusted: float = float("nan")
+    """``p_value`` adjusted for multiplicity within its statistic's family (``WinRateTable.families``)."""
 
     @property
     def decided(self) -> int:
@@ -111,6 +121,8 @@ class WinRateTable(ResultMixin):
     confidence_level: float
     method: str = BOOTSTRAP
     """How intervals and p-values were computed: ``cluster-bootstrap`` or ``cr2-t`` (small samples)."""
+    families: tuple[PValueFamily, ...] = ()
+    """One family of tests per statistic, with the multiplicity method that adjusted ``WinRate.p_adjusted``."""
 
     def select(self, statistic: str, stage: str | None = None) -> tuple[WinRate, ...]:
         return tuple(r for r in self.rows if r.statistic == statistic and (stage is None or r.stage == stage))
@@ -122,13 +134,30 @@ class WinRateTable(ResultMixin):
         raise KeyError((statistic, group, stage))
 
     def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame([r.to_dict() for r in self.rows])
+        """One row per cell, the adjusted p-value beside the raw one."""
+        frame = pd.DataFrame([r.to_dict() for r in self.rows])
+        if "p_adjusted" in frame.columns:
+            columns = [c for c in frame.columns if c != "p_adjusted"]
+            columns.insert(columns.index("p_value") + 1, "p_adjusted")
+            frame = frame[columns]
+        return frame
 
     def neither_frame(self) -> pd.DataFrame:
         return pd.DataFrame([r.to_dict() for r in self.neither])
 
     def summary(self) -> str:
-        headers = ["statistic", "group", "stage", "wins/n", "rate", "decided", f"{self.confidence_level:.0%} CI", "p"]
+        adjusted = f"p ({self.families[0].method})" if self.families else "p adjusted"
+        headers = [
+            "statistic",
+            "group",
+            "stage",
+            "wins/n",
+            "rate",
+            "decided",
+            f"{self.confidence_level:.0%} CI",
+            "p",
+            adjusted,
+        ]
         body = [
             [
                 r.statistic,
@@ -139,6 +168,7 @@ class WinRateTable(ResultMixin):
                 fmt(r.decided_rate),
                 f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]",
                 fmt_p(r.p_value),
+                fmt_p(r.p_adjusted),
             ]
             for r in self.rows
         ]
@@ -152,6 +182,7 @@ class WinRateTable(ResultMixin):
                 "",
                 f"[{fmt(p.ci_low)}, {fmt(p.ci_high)}]",
                 "",
+                "",
             ]
             for p in self.neither
         ]
@@ -160,7 +191,12 @@ class WinRateTable(ResultMixin):
             if self.method == CR2_T
             else f"annotator-clustered bootstrap, {self.n_resamples} resamples, seed {self.seed}"
         )
-        return f"Win rates ({how})\n" + text_table(headers, body + neither)
+        families = "".join(f"\n  {f.sentence()}" for f in self.families)
+        return (
+            f"Win rates ({how})\n"
+            + text_table(headers, body + neither)
+            + (f"\nMultiple testing, one family per statistic:{families}" if families else "")
+        )
 
 
 @dataclass(frozen=True)
@@ -226,6 +262,45 @@ def bracket_pair_order(t: PreparedTable) -> list[str]:
     return sorted(first_stage, key=lambda p: (first_stage[p], len(p), p))
 
 
+def advanced(t: PreparedTable) -> tuple[BoolArray, BoolArray]:
+    """Rows whose left (right) side went on to the next round: it won, or the match was a tie whose coin sent
+    it on (``advanced_side``; without that column a tie sends no one on)."""
+    left, right = t.left_won.copy(), t.right_won.copy()
+    if ADVANCED_COLUMN in t.frame.columns:
+        side = t.frame[ADVANCED_COLUMN].astype("string").to_numpy(dtype=object, na_value=None)
+        left |= t.tie & (side == "left")
+        right |= t.tie & (side == "right")
+    return left, right
+
+
+def arrived_without_playing(t: PreparedTable) -> tuple[BoolArray, BoolArray]:
+    """Rows whose left (right) system reached the row's stage by a bye: the bracket (``bracket_id``) has rows
+    of the stage before, but none of them is this system's. None without a ``bracket_id`` column, and none in
+    a bracket without rows of the stage before (a 2-system bracket's final in a table that mixes sizes)."""
+    none = np.zeros(t.n_rows, dtype=np.bool_)
+    if BRACKET_COLUMN not in t.frame.columns:
+        return none, none.copy()
+    order = stage_order(t.stage)
+    stage_index = np.asarray(pd.Series(t.stage, dtype=object).map({s: i for i, s in enumerate(order)}), dtype=np.int64)
+    bracket, _ = pd.factorize(t.frame[BRACKET_COLUMN].astype("string"), use_na_sentinel=True)
+    systems, _ = pd.factorize(np.concatenate([t.left_system, t.right_system]), use_na_sentinel=True)
+    n_stages, n_systems = len(order), int(systems.max(initial=0)) + 1
+    left_system, right_system = systems[: t.n_rows].astype(np.int64), systems[t.n_rows :].astype(np.int64)
+    bracket = bracket.astype(np.int64)
+    known = (bracket >= 0) & (stage_index > 0)
+
+    def key(system: npt.NDArray[np.int64], stage: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return np.asarray((bracket * (n_systems + 1) + system + 1) * n_stages + stage, dtype=np.int64)
+
+    played = np.concatenate([key(left_system, stage_index), key(right_system, stage_index)])
+    bracket_stages = bracket * n_stages + stage_index
+    before = stage_index - 1
+    bracket_had_before = np.isin(bracket * n_stages + before, bracket_stages)
+    left = known & bracket_had_before & ~np.isin(key(left_system, before), played)
+    right = known & bracket_had_before & ~np.isin(key(right_system, before), played)
+    return np.asarray(left, dtype=np.bool_), np.asarray(right, dtype=np.bool_)
+
+
 def _levels(*arrays: npt.NDArray[np.object_]) -> list[str]:
     return sorted({str(v) for v in pd.unique(np.concatenate(arrays)) if v is not None})
 
@@ -241,8 +316,11 @@ def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "g
     true = np.ones(t.n_rows, dtype=np.bool_)
 
     # Variants (model x condition): the first stage out of all its matches; every later stage out of the
-    # variant's wins in the stage before (the paper's "final out of the variant's round-1 wins").
+    # variant's advances into it (the paper's "final out of the variant's round-1 wins", plus the ties whose
+    # coin sent it on and the byes that brought it there without a match).
     played = [s for s in stages if s != "all"]
+    left_went_on, right_went_on = advanced(t)
+    left_arrived, right_arrived = arrived_without_playing(t)
     for model in _levels(t.left_model, t.right_model):
         for condition in _levels(t.left_condition, t.right_condition):
             left_is = np.asarray((t.left_model == model) & (t.left_condition == condition), dtype=np.bool_)
@@ -250,13 +328,17 @@ def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "g
             if not (left_is | right_is).any():
                 continue
             label = variant_label(model, condition)
-            previous: _Cell | None = None
+            one_side = left_is ^ right_is
+            went_on = one_side & ((left_is & left_went_on) | (right_is & right_went_on))
+            arrived = one_side & ((left_is & left_arrived) | (right_is & right_arrived))
+            previous: str | None = None
             for stage in played:
                 cell = _side_cell("variant", label, stage, left_is, right_is, t, stages[stage], 0.5)
                 if previous is not None:
-                    cell = _Cell(cell.statistic, label, stage, cell.wins, cell.losses, cell.neither, previous.wins, 0.5)
+                    into = (went_on & stages[previous]) | (arrived & stages[stage])
+                    cell = _Cell(cell.statistic, label, stage, cell.wins, cell.losses, cell.neither, into, 0.5)
                 cells.append(cell)
-                previous = cell
+                previous = stage
 
     # Per model and per condition: share of decided matches won (null 1/k for k levels).
     for attr, left, right in (
@@ -336,10 +418,12 @@ def win_rates(
     generic: str = "generic",
     cells: Sequence[_Cell] | None = None,
     method: str = BOOTSTRAP,
+    multiplicity: str = HOLM,
 ) -> WinRateTable:
     """Compute every cell of ``build_cells`` and the "neither" rates in one vectorised pass.
 
-    ``method`` is the interval/p-value method (``bootstrap_ratios``): the clustered bootstrap or CR2-t."""
+    ``method`` is the interval/p-value method (``bootstrap_ratios``): the clustered bootstrap or CR2-t.
+    ``multiplicity`` adjusts the p-values within each statistic's family (``adjust_p_values``)."""
     cell_list = list(cells) if cells is not None else build_cells(t, persona=persona, generic=generic)
     neither_specs = _neither_cells(t)
     k = len(cell_list)
@@ -401,7 +485,9 @@ def win_rates(
                 n_valid_resamples=int(boot.n_valid[col]),
             )
         )
+    rows_out, families = _adjusted(rows_out, multiplicity)
     return WinRateTable(
+        families=families,
         rows=tuple(rows_out),
         neither=tuple(neither_out),
         n_resamples=resampler.n_resamples,
@@ -409,3 +495,35 @@ def win_rates(
         confidence_level=confidence_level,
         method=boot.method,
     )
+
+
+FAMILY_DESCRIPTIONS = {
+    "variant": "win rates of the variants, every variant and stage",
+    "model_share": "shares of decided matches won per model, every model and stage",
+    "condition_share": "shares of decided matches won per condition, every condition and stage",
+    "head_to_head": "cross-model head-to-head rates, every pair of models and stage",
+    "personalized_vs_generic": "personalised vs generic, every bracket pair and stage",
+    "position": "position bias, every stage",
+}
+
+
+def _adjusted(rows: list[WinRate], multiplicity: str) -> tuple[list[WinRate], tuple[PValueFamily, ...]]:
+    """The rows with ``p_adjusted`` filled, one family per statistic (the stage "all" included: Holm holds
+    whatever the tests' dependence), and the families in order of first appearance."""
+    by_statistic: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_statistic.setdefault(r.statistic, []).append(i)
+    out = list(rows)
+    families = []
+    for statistic, members in by_statistic.items():
+        family = p_value_family(
+            name=f"win rates: {statistic}",
+            description=FAMILY_DESCRIPTIONS.get(statistic, statistic),
+            labels=[f"{rows[i].group} ({rows[i].stage})" for i in members],
+            p_values=[rows[i].p_value for i in members],
+            method=multiplicity,
+        )
+        for i, adjusted in zip(members, family.p_adjusted, strict=True):
+            out[i] = replace(rows[i], p_adjusted=adjusted)
+        families.append(family)
+    return out, tuple(families)

@@ -169,20 +169,26 @@ def match_progress(*, match: Match) -> tuple[int, int]:
         cursor.execute(_progress_sql(), [match.bracket_id])
         slots = {(r, i): (status, winner) for r, i, status, winner in cursor.fetchall()}
 
+    bracket = match.bracket
+    byes = bracket.bye_candidates()
+
     def can_win(r: int, i: int) -> bool:
+        if r == 1 and i in byes:
+            return True  # a bye: its candidate goes on without a match
         if (r, i) in slots:
             status, winner = slots[(r, i)]
             return status == Match.Status.PENDING or (status == Match.Status.ANSWERED and winner is not None)
         return r > 1 and can_win(r - 1, 2 * i) and can_win(r - 1, 2 * i + 1)
 
     def playable(r: int, i: int) -> bool:
+        if r == 1 and i in byes:
+            return False
         if (r, i) in slots:
             return slots[(r, i)][0] != Match.Status.SKIPPED
         return can_win(r - 1, 2 * i) and can_win(r - 1, 2 * i + 1)
 
-    bracket = match.bracket
     answered = sum(1 for status, _ in slots.values() if status == Match.Status.ANSWERED)
-    total = sum(playable(r, i) for r in range(1, bracket.rounds + 1) for i in range(bracket.size >> r))
+    total = sum(playable(r, i) for r in range(1, bracket.rounds + 1) for i in range(bracket.slots >> r))
     # Attention checks (their slots lie past the bracket's) count like any comparison: nothing tells them apart.
     total += sum(1 for _, i in slots if i >= bracket.size)
     return answered, total

@@ -5,7 +5,6 @@ from the analysis (docs/annotators.md, "Attention checks"; docs/analysis.md, "Ex
 from __future__ import annotations
 
 import random
-import string
 from typing import Any
 
 from django.db import transaction
@@ -14,6 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
 from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Study
+from annotation.positions import position_name, span_label
 from annotation.selectors.membership import StudyAction, study_allows
 from annotation.services.participation import participation_screen_out
 from kernel.exceptions import ApplicationError
@@ -80,7 +80,7 @@ def check_label(*, round_number: int, size: int) -> str:
     for the slot after the round's last one (round1_ef in a bracket of four), so no label of the question
     appears twice and none is "final" (the API shows labels, and "check" would give it away)."""
     span = 2**round_number
-    return f"round{round_number}_{string.ascii_lowercase[size : size + span]}"
+    return f"round{round_number}_{span_label([position_name(i) for i in range(size, size + span)])}"
 
 
 def check_failures(*, participation: Participation) -> int:

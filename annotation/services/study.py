@@ -28,6 +28,7 @@ from annotation.backends.registry import (
     operational_setting_keys,
 )
 from annotation.models import Candidate, PromptTemplate, Study, StudySystem
+from annotation.positions import MAX_BRACKET_SIZE
 from annotation.prompts import DEFAULT_BODY, DEFAULT_PERSONA_BLOCK, DEFAULT_TEMPLATE_NAME
 from kernel.backends import BackendError
 from kernel.exceptions import ApplicationError
@@ -304,15 +305,17 @@ def _validate_served(spec: Mapping[str, Any]) -> None:
         )
 
 
-BRACKET_SIZES = (2, 4, 8, 16)
-"""Designs a single-elimination bracket can run: a power of two, at most 16 (positions A to P)."""
+BRACKET_SIZES = range(2, MAX_BRACKET_SIZE + 1)
+"""Designs a single-elimination bracket can run: 2 to 32 systems (positions A to Z, then AA to AF); a count
+that is not a power of two plays with first-round byes (annotation.services.tournament)."""
 
 
 def _validate_design(specs: Sequence[Mapping[str, Any]], *, constrained_first_round: bool = False) -> None:
     count = len(specs)
     if count not in BRACKET_SIZES:
         raise ApplicationError(
-            f"A single-elimination bracket needs 2, 4, 8 or 16 systems; this study has {count}.", field="systems"
+            f"A single-elimination bracket needs 2 to {MAX_BRACKET_SIZE} systems; this study has {count}.",
+            field="systems",
         )
     if constrained_first_round:
         persona = sum(spec["condition"] == StudySystem.Condition.PERSONA for spec in specs)

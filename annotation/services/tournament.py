@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import random
 import secrets
-import string
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study, StudySystem
+from annotation.positions import position_name, span_label
 from annotation.services.participation import participation_require_active
 from annotation.services.quality import check_apply_policy, check_due, check_failed, check_match_create
 from annotation.services.study import study_require_open
@@ -36,10 +36,68 @@ def _round_label(round_number: int, total_rounds: int, letters: str) -> str:
     return f"round{round_number}_{letters.lower()}"
 
 
-def _draw(candidates: Sequence[Candidate], rng: random.Random, *, constrained_first_round: bool) -> list[int]:
-    """Candidate ids in bracket order (positions A, B, C, …): a random permutation; with a constrained
-    first round, every first-round pair (A-B, C-D, …) is one persona and one generic candidate, which
-    meets which and who takes the pair's first letter drawn at random too."""
+def _draw(candidates: Sequence[Candidate], rng: random.Random, *, constrained_first_round: bool) -> list[int | None]:
+    """The bracket's first-round slots in order, each a candidate id or None for a bye (positions A, B, C, …
+    go to the candidates in slot order). A power-of-two size has no bye: a random permutation; with a
+    constrained first round, every first-round pair (A-B, C-D, …) is one persona and one generic candidate,
+    which meets which and who takes the pair's first letter drawn at random too. Another size fills the
+    slots up to the next power of two with byes (`_draw_with_byes`)."""
+    slots = 2 ** max((len(candidates) - 1).bit_length(), 1)
+    if len(candidates) != slots:
+        return _draw_with_byes(candidates, rng, constrained_first_round=constrained_first_round, slots=slots)
+    order: list[int | None] = []
+    order.extend(_draw_full(candidates, rng, constrained_first_round=constrained_first_round))
+    return order
+
+
+def _by_condition(candidates: Sequence[Candidate]) -> tuple[list[int], list[int], list[int]]:
+    """Persona, generic and other candidate ids (the condition snapshot; the system's for legacy rows)."""
+    by_condition: dict[str, list[int]] = {StudySystem.Condition.PERSONA: [], StudySystem.Condition.GENERIC: []}
+    others: list[int] = []
+    for candidate in candidates:
+        condition = candidate.condition or candidate.system.condition
+        by_condition.get(condition, others).append(candidate.pk)
+    return by_condition[StudySystem.Condition.PERSONA], by_condition[StudySystem.Condition.GENERIC], others
+
+
+def _draw_with_byes(
+    candidates: Sequence[Candidate], rng: random.Random, *, constrained_first_round: bool, slots: int
+) -> list[int | None]:
+    """First-round slots for a size that is not a power of two: `slots - n` candidates drawn at random have a
+    bye (each alone in its first-round pair, so no two byes meet), the others play in pairs, and the pairs
+    and the byes are shuffled over the first round's places. With a constrained first round the playing
+    pairs are one persona and one generic candidate each, and the byes go to as many of each (a design that
+    passed study validation has as many persona as generic candidates)."""
+    matches = len(candidates) - slots // 2
+    if constrained_first_round:
+        persona, generic, others = _by_condition(candidates)
+        rng.shuffle(persona)
+        rng.shuffle(generic)
+        pairs = [[p, g] for p, g in zip(persona[:matches], generic[:matches], strict=False)]
+        rest = persona[len(pairs) :] + generic[len(pairs) :] + others
+        rng.shuffle(rest)
+        # Designs changed by hand may lack the persona/generic pairs: the rest fills the first round's
+        # matches before anyone gets a bye, so the number of matches is the design's whatever happened.
+        while len(pairs) < matches:
+            pairs.append([rest.pop(), rest.pop()])
+        units = pairs + [[candidate_id] for candidate_id in rest]
+    else:
+        ids = [c.pk for c in candidates]
+        rng.shuffle(ids)
+        units = [ids[2 * i : 2 * i + 2] for i in range(matches)] + [
+            [candidate_id] for candidate_id in ids[2 * matches :]
+        ]
+    rng.shuffle(units)
+    order: list[int | None] = []
+    for unit in units:
+        rng.shuffle(unit)
+        order.extend(unit if len(unit) == 2 else [unit[0], None])
+    return order
+
+
+def _draw_full(candidates: Sequence[Candidate], rng: random.Random, *, constrained_first_round: bool) -> list[int]:
+    """`_draw` for a power-of-two size: candidate ids in bracket order (unchanged, so that a kept seed
+    draws the same bracket it always did)."""
     if not constrained_first_round:
         ids = [c.pk for c in candidates]
         rng.shuffle(ids)
@@ -88,20 +146,26 @@ def bracket_create(*, query: Query, seed: int | None = None, study: Study | None
         study.check_share,
         study.identical_policy,
     )
-    candidate_ids = _draw(candidates, rng, constrained_first_round=constrained)
+    slots = _draw(candidates, rng, constrained_first_round=constrained)
+    candidate_ids = [candidate_id for candidate_id in slots if candidate_id is not None]
     by_id = {c.pk: c for c in candidates}
     for position, candidate_id in enumerate(candidate_ids):
-        by_id[candidate_id].position = string.ascii_uppercase[position]
+        by_id[candidate_id].position = position_name(position)
     _positions_store(by_id[candidate_id] for candidate_id in candidate_ids)
+    byes = [[index, slots[2 * index]] for index in range(len(slots) // 2) if slots[2 * index + 1] is None]
     bracket = Bracket.objects.create(
-        query=query, seed=seed, size=len(candidate_ids), pair_likeness=pair_likeness(candidates)
+        query=query,
+        seed=seed,
+        size=len(candidate_ids),
+        pair_likeness=pair_likeness(candidates),
+        byes=byes,
     )
+    bye_at = bracket.bye_candidates()
     first_round = Match.objects.bulk_create(
         [
-            _match_build(
-                bracket=bracket, round_number=1, index=index, entrants=candidate_ids[2 * index : 2 * index + 2]
-            )
-            for index in range(len(candidate_ids) // 2)
+            _match_build(bracket=bracket, round_number=1, index=index, entrants=slots[2 * index : 2 * index + 2])
+            for index in range(len(slots) // 2)
+            if index not in bye_at
         ]
     )
     # Every match of the bracket so far, for the advance below (it reads no match again).
@@ -114,6 +178,10 @@ def bracket_create(*, query: Query, seed: int | None = None, study: Study | None
             matches.append(check)
     # A question the annotator set aside while it was generating stays set aside.
     Query.objects.filter(pk=query.pk).exclude(status=Query.Status.DISCARDED).update(status=Query.Status.READY)
+    # Two byes side by side meet in round 2 at once.
+    for index in sorted(bye_at):
+        if index % 2 == 0 and index + 1 in bye_at:
+            _advance_from(bracket=bracket, round_number=1, index=index, matches=matches, policy=policy)
     if policy == Study.IdenticalPolicy.TIE:
         for match in first_round:
             if match.identical and match.status == Match.Status.PENDING:
@@ -189,11 +257,25 @@ def _match_create(*, bracket: Bracket, round_number: int, index: int, entrants: 
     return match
 
 
+def _slot_positions(bracket: Bracket) -> list[str | None]:
+    """The position in each first-round slot, None for a bye's empty place (the second of its pair)."""
+    bye_at = bracket.bye_candidates()
+    names: list[str | None] = []
+    placed = 0
+    for slot in range(bracket.slots):
+        if slot % 2 and slot // 2 in bye_at:
+            names.append(None)
+        else:
+            names.append(position_name(placed))
+            placed += 1
+    return names
+
+
 def _match_build(*, bracket: Bracket, round_number: int, index: int, entrants: Sequence[int | None]) -> Match:
     """The match `_match_create` stores, not stored yet (the first round is inserted in one statement)."""
     span = 2**round_number
-    letters = string.ascii_uppercase[index * span : (index + 1) * span]
-    label = _round_label(round_number, bracket.rounds, letters)
+    names = [name for name in _slot_positions(bracket)[index * span : (index + 1) * span] if name is not None]
+    label = _round_label(round_number, bracket.rounds, span_label(names))
     left_id, right_id = entrants
     if left_id is None or right_id is None:
         return Match(bracket=bracket, round=round_number, index=index, label=label, status=Match.Status.SKIPPED)
@@ -235,19 +317,32 @@ def _tournament_advance(*, bracket: Bracket, match: Match, matches: list[Match],
     still pending and no final is created; with it, no other answer changes them while this one runs, so the
     sibling, the next round's slot and what is still pending are read from them, not queried again. The
     tournament's slots are the data matches only: a check sits past them (index >= size) and feeds no round."""
+    _advance_from(bracket=bracket, round_number=match.round, index=match.index, matches=matches, policy=policy)
+
+
+def _advance_from(*, bracket: Bracket, round_number: int, index: int, matches: list[Match], policy: str | None) -> None:
+    """`_tournament_advance` from the slot (`round_number`, `index`): a first-round slot may be a bye, which
+    counts as resolved with its candidate going on (and is no match: nothing is recorded for it)."""
     slots = {(m.round, m.index): m for m in matches if not m.check_expected and m.index < bracket.size}
-    while match.round < bracket.rounds:
-        sibling = slots.get((match.round, match.index ^ 1))
-        if sibling is None or sibling.status == Match.Status.PENDING:
-            return
-        first, second = sorted([match, sibling], key=lambda m: m.index)
-        if (match.round + 1, match.index // 2) in slots:
+    bye_at = bracket.bye_candidates()
+
+    def resolved(r: int, i: int) -> tuple[bool, int | None]:
+        if r == 1 and i in bye_at:
+            return True, bye_at[i]
+        slot = slots.get((r, i))
+        if slot is None or slot.status == Match.Status.PENDING:
+            return False, None
+        return True, _match_winner_id(slot)
+
+    while round_number < bracket.rounds:
+        (first_done, first_id), (second_done, second_id) = (
+            resolved(round_number, index & ~1),
+            resolved(round_number, index | 1),
+        )
+        if not (first_done and second_done) or (round_number + 1, index // 2) in slots:
             return
         match = _match_create(
-            bracket=bracket,
-            round_number=match.round + 1,
-            index=match.index // 2,
-            entrants=[_match_winner_id(first), _match_winner_id(second)],
+            bracket=bracket, round_number=round_number + 1, index=index // 2, entrants=[first_id, second_id]
         )
         slots[(match.round, match.index)] = match
         matches.append(match)
@@ -257,6 +352,7 @@ def _tournament_advance(*, bracket: Bracket, match: Match, matches: list[Match],
                 _tie_record_automatic(bracket=bracket, match=match)
         if match.status == Match.Status.PENDING:
             return
+        round_number, index = match.round, match.index
     # A pending attention check keeps the question open too.
     if not any(m.status == Match.Status.PENDING for m in matches):
         Query.objects.filter(pk=bracket.query_id, status=Query.Status.READY).update(status=Query.Status.RANKED)

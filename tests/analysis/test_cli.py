@@ -11,6 +11,7 @@ from analysis.cli import main
 from analysis.exports import export_comparisons, read_comparisons
 from analysis.stats import table_checksum
 from analysis.stats.synthetic import SyntheticStudy, simulate_comparisons
+from tests.analysis.helpers import REPO_ROOT
 from tests.analysis.legacy_fixture import make_legacy_zip
 
 
@@ -114,4 +115,108 @@ def test_config_settings_of_the_wrong_type_are_messages(settings, message, tmp_p
     args = ["--comparisons", str(tmp_path / "t.csv"), "--out", str(tmp_path / "o"), "--config", str(config)]
     assert main(args, stdout=io.StringIO(), stderr=stderr) == 2
     assert message in stderr.getvalue() and "Traceback" not in stderr.getvalue()
+    assert not (tmp_path / "o" / "report.json").exists()
+
+
+def _bad_table(tmp_path, spoil):
+    """A clean simulated table written as CSV after `spoil(frame)` changed it; the path."""
+    frame = simulate_comparisons(SyntheticStudy(n_annotators=4, queries_per_annotator=3, seed=5))
+    frame = spoil(frame.copy())
+    path = tmp_path / "table.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def _refusal(tmp_path, path, *extra):
+    out, stdout, stderr = tmp_path / "out", io.StringIO(), io.StringIO()
+    status = main(
+        ["--comparisons", str(path), "--out", str(out), "--resamples", "20", *extra], stdout=stdout, stderr=stderr
+    )
+    assert "analysed" not in stdout.getvalue()
+    assert not (out / "report.json").exists()
+    return status, stderr.getvalue()
+
+
+def test_a_condition_outside_the_analysis_vocabulary_is_refused_by_row(tmp_path):
+    def capital(frame):
+        frame.loc[frame["left_condition"] == "persona", "left_condition"] = "Persona"
+        return frame
+
+    path = _bad_table(tmp_path, capital)
+    status, message = _refusal(tmp_path, path)
+    assert status == 2
+    first = int(read_comparisons(path)["left_condition"].eq("Persona").to_numpy().argmax()) + 1
+    assert f"row {first} (annotator " in message
+    assert "left_condition 'Persona' is not a condition of this analysis (expected persona or generic" in message
+    assert "more problems" in message  # every such row counts, the first five are named
+    # Named as the analysis's own conditions, the same rows are accepted.
+    config = tmp_path / "settings.json"
+    config.write_text(json.dumps({"persona_condition": "Persona"}))
+    both = _bad_table(tmp_path, lambda f: capital(f).replace({"right_condition": {"persona": "Persona"}}))
+    assert (
+        main(["--comparisons", str(both), "--out", str(tmp_path / "ok"), "--resamples", "20", "--config", str(config)])
+        == 0
+    )
+
+
+def test_duplicated_match_rows_are_refused(tmp_path):
+    import pandas as pd
+
+    path = _bad_table(tmp_path, lambda f: pd.concat([f, f.iloc[[0, 5]]], ignore_index=True))
+    status, message = _refusal(tmp_path, path)
+    rows = len(read_comparisons(path))
+    assert status == 2
+    assert "2 problems in the comparison table" in message
+    assert (
+        f"row {rows - 1} (annotator " in message
+        and "the same match as row 1 (same annotator, query_id, match)" in message
+    )
+    assert f"row {rows} (" in message and "the same match as row 6 " in message
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "message"),
+    [
+        ("right_system", "LEFT", "left_system and right_system are the same"),
+        ("choice", "leftt", "choice 'leftt' is not left, right, neither or tie"),
+        ("stage", "semifinal", "stage 'semifinal' is not round1, round2, ... or final"),
+        ("winner_side", "right", "winner_side 'right' disagrees with choice 'left'"),
+        ("winner_system", "other-persona", "winner_system 'other-persona' is not the chosen side's system"),
+        ("left_model", None, "left_model is empty"),
+        ("seconds_on_page", -3.0, "seconds_on_page -3.0 is negative"),
+    ],
+)
+def test_an_impossible_row_is_refused_by_row_and_field(tmp_path, column, value, message):
+    spoilt = []
+
+    def spoil(frame):
+        frame = frame.reset_index(drop=True)
+        spoilt.append(int(frame.index[frame["choice"].eq("left")][2]))
+        frame.loc[spoilt[0], column] = frame.loc[spoilt[0], "left_system"] if value == "LEFT" else value
+        return frame
+
+    path = _bad_table(tmp_path, spoil)
+    status, printed = _refusal(tmp_path, path)
+    row = spoilt[0] + 1  # the data rows' numbering: 1 is the first after the header
+    assert status == 2
+    # The row is named with the problem (a wrong choice also makes its winner columns disagree with it).
+    assert printed.startswith(f"error: {path}: ") and "problem" in printed
+    assert f"row {row} (annotator " in printed and message in printed
+
+
+def test_manage_py_analyze_refuses_the_same_table_with_status_2(tmp_path):
+    import subprocess
+    import sys
+
+    path = _bad_table(tmp_path, lambda f: f.replace({"left_condition": {"persona": "Persona"}}))
+    done = subprocess.run(  # noqa: S603 - our own manage.py with arguments built here
+        [sys.executable, "manage.py", "analyze", "--comparisons", str(path), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "left_condition 'Persona' is not a condition of this analysis" in done.stderr
     assert not (tmp_path / "o" / "report.json").exists()

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from analysis.selectors import comparison_frame
-from annotation.models import Match, Study
+from annotation.models import Bracket, Match, Study
 from tests.annotation.factories import PERSONA
 from tests.support.openai_standin import openai_standin
 
@@ -139,3 +139,67 @@ def test_every_shape_plays_and_analyses(n, tmp_path, django_capture_on_commit_ca
         first_round = frame[frame["stage"] == "round1"]
         assert len(first_round) == 8
         assert (first_round["left_condition"] != first_round["right_condition"]).all()
+
+
+@pytest.mark.parametrize("n", [3, 6, 12])
+def test_a_study_of_any_size_plays_with_byes_and_analyses(n, tmp_path, django_capture_on_commit_callbacks):
+    rounds = math.ceil(math.log2(n))
+    places = 2**rounds
+    slug = f"byes-{n}"
+    with openai_standin() as server:
+        admin = _admin()
+        body = {
+            "slug": slug,
+            "title": f"{n} systems",
+            "queries_per_annotator": 1,
+            "systems": _systems(n, server.base_url),
+        }
+        # 6 and 12 systems have as many persona as generic ones: their first round is constrained too.
+        body["constrained_first_round"] = n % 2 == 0
+        created = admin.post("/api/v1/admin/studies/", body, format="json")
+        assert created.status_code == 201, created.json()
+        opened = admin.post(f"/api/v1/admin/studies/{slug}/status/", {"status": "open"}, format="json")
+        assert opened.status_code == 200, opened.json()
+        invitations = admin.post(f"/api/v1/admin/studies/{slug}/invitations/", {"count": 2}, format="json").json()
+        played = [
+            _annotate(invitation["token"], first_choice=choice, capture=django_capture_on_commit_callbacks)
+            for invitation, choice in zip(invitations, ("left", "right"), strict=True)
+        ]
+    # Single elimination: n - 1 matches decide a winner among n, byes or not; a bye is no match.
+    assert played == [n - 1, n - 1]
+    study = Study.objects.get(slug=slug)
+    matches = Match.objects.filter(bracket__query__participation__study=study)
+    assert matches.count() == 2 * (n - 1) and not matches.exclude(status="answered").exists()
+    byes: dict[int, set[int]] = {}
+    for bracket in Bracket.objects.filter(query__participation__study=study):
+        assert len(bracket.byes) == places - n
+        byes[bracket.pk] = set(bracket.bye_candidates().values())
+        first_round = {c for m in matches.filter(bracket=bracket, round=1) for c in (m.left_id, m.right_id)}
+        assert not first_round & byes[bracket.pk]
+
+    out = tmp_path / "out"
+    call_command("analyze", "--study", slug, "--out", str(out), "--resamples", "200", stdout=io.StringIO())
+    report = json.loads((out / "report.json").read_text())
+    expected_stages = [f"round{r}" for r in range(1, rounds)] + ["final"]
+    assert [s["stage"] for s in report["stages"]] == expected_stages
+    per_stage = {s["stage"]: s["matches"] for s in report["stages"]}
+    # Byes are no comparisons: round 1 holds the n - places/2 matches played, in every table and export.
+    assert per_stage["round1"] == 2 * (n - places // 2)
+    assert report["provenance"]["n_rows"] == 2 * (n - 1)
+    frame = comparison_frame(study=study)
+    assert len(frame) == 2 * (n - 1)
+    for row in frame[frame["stage"] == "round1"].itertuples():
+        assert not {row.left_candidate, row.right_candidate} & byes[row.bracket_id]
+    with (out / "comparisons.csv").open() as fh:
+        assert sum(1 for _ in csv.DictReader(fh)) == 2 * (n - 1)
+
+    # A win-rate row for every system; every rate a share of the matches the system reached.
+    variants = [r for r in report["win_rates"]["rows"] if r["statistic"] == "variant"]
+    systems = {f"{s['model_name']} / {s['condition']}" for s in created.json()["systems"]}
+    assert {r["group"] for r in variants} == systems
+    assert all(r["wins"] <= r["n"] for r in variants if r["n"])
+    # Every match decided: a stage's denominators add up to its places, byes into round 2 included.
+    for stage in expected_stages:
+        assert sum(r["n"] for r in variants if r["stage"] == stage) == 2 * per_stage[stage], stage
+    # Bradley-Terry has a strength for every system too: each played at least one decided match.
+    assert len(report["bradley_terry"]["systems"]) == n

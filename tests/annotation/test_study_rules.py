@@ -106,16 +106,24 @@ def _asked(study: Study) -> None:
 # --- the admin form -----------------------------------------------------------------------------------
 
 
-def test_admin_cannot_open_a_three_system_study(admin_client):
+def test_admin_cannot_open_a_one_system_study(admin_client):
     study = StudyFactory(status=Study.Status.DRAFT)
-    data = _form_data(study, status="open", systems=[{}, {}, {}, None])
+    data = _form_data(study, status="open", systems=[{}, None, None, None])
     response = admin_client.post(_change_url(study), data)
     assert response.status_code == 200
     page = response.content.decode()
     assert "Please correct the error" in page
-    assert "2, 4, 8 or 16 systems; this study has 3" in page
+    assert "2 to 32 systems; this study has 1" in page
     study.refresh_from_db()
     assert study.status == Study.Status.DRAFT and study.systems.count() == 4  # nothing half-saved
+
+
+def test_admin_opens_a_three_system_study(admin_client):
+    study = StudyFactory(status=Study.Status.DRAFT)
+    response = admin_client.post(_change_url(study), _form_data(study, status="open", systems=[{}, {}, {}, None]))
+    assert response.status_code == 302
+    study.refresh_from_db()
+    assert study.status == Study.Status.OPEN and study.systems.count() == 3
 
 
 def test_admin_cannot_open_a_study_with_a_misspelt_model(admin_client):
@@ -190,7 +198,7 @@ def test_admin_action_refuses_to_open_a_broken_design(admin_client):
     response = admin_client.post(
         "/admin/annotation/study/", {"action": "open_studies", "_selected_action": [study.pk]}, follow=True
     )
-    assert "2, 4, 8 or 16 systems; this study has 1" in response.content.decode()
+    assert "2 to 32 systems; this study has 1" in response.content.decode()
     assert Study.objects.get(pk=study.pk).status == Study.Status.DRAFT
 
 
@@ -213,9 +221,9 @@ def test_patch_refuses_limits_and_a_broken_design_of_an_open_study(api):
         "Retrieval k must be from 1 to 100."
     ]
     systems = api.get("/api/v1/admin/studies/p2/").json()["systems"]
-    three = api.patch("/api/v1/admin/studies/p2/", {"systems": systems[:3]}, format="json")
-    assert three.status_code == 400
-    assert "2, 4, 8 or 16 systems; this study has 3" in three.json()["extra"]["fields"]["systems"][0]
+    one = api.patch("/api/v1/admin/studies/p2/", {"systems": systems[:1]}, format="json")
+    assert one.status_code == 400
+    assert "2 to 32 systems; this study has 1" in one.json()["extra"]["fields"]["systems"][0]
     misspelt = [{**systems[0], "model_name": "extractive-mmmr"}, *systems[1:]]
     bad_model = api.patch("/api/v1/admin/studies/p2/", {"systems": misspelt}, format="json")
     assert bad_model.status_code == 400 and "no model 'extractive-mmmr'" in bad_model.json()["message"]

@@ -10,8 +10,9 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from annotation.models import Bracket, Candidate, Match, Query, Study
+from annotation.selectors.tournament import match_progress
 from annotation.services.query import query_submit
-from annotation.services.tournament import bracket_create
+from annotation.services.tournament import bracket_create, judgment_record
 from tests.annotation.factories import StudyFactory, join
 
 pytestmark = pytest.mark.django_db
@@ -63,17 +64,27 @@ def _design(count: int) -> list[dict]:
     return systems
 
 
-@pytest.mark.parametrize("count", [1, 3, 6, 12, 32])
-def test_opening_a_design_that_is_not_a_power_of_two_names_the_allowed_sizes(api, count):
+@pytest.mark.parametrize("count", [1, 33])
+def test_opening_a_design_outside_2_to_32_systems_names_the_allowed_sizes(api, count):
     systems = _design(count)
     created = api.post("/api/v1/admin/studies/", {"slug": "odd", "title": "Odd", "systems": systems}, format="json")
     assert created.status_code == 201, created.json()
     opened = api.post("/api/v1/admin/studies/odd/status/", {"status": "open"}, format="json")
     assert opened.status_code == 400
     assert opened.json()["extra"]["fields"]["systems"] == [
-        f"A single-elimination bracket needs 2, 4, 8 or 16 systems; this study has {count}."
+        f"A single-elimination bracket needs 2 to 32 systems; this study has {count}."
     ]
     assert Study.objects.get(slug="odd").status == Study.Status.DRAFT
+
+
+@pytest.mark.parametrize("count", [2, 3, 6, 12, 32])
+def test_any_count_from_2_to_32_opens(api, count):
+    created = api.post(
+        "/api/v1/admin/studies/", {"slug": "any", "title": "Any", "systems": _design(count)}, format="json"
+    )
+    assert created.status_code == 201, created.json()
+    opened = api.post("/api/v1/admin/studies/any/status/", {"status": "open"}, format="json")
+    assert opened.status_code == 200, opened.json()
 
 
 def test_an_eight_system_offline_design_opens(api):
@@ -178,3 +189,86 @@ def test_admin_form_sets_the_constrained_first_round_and_explains_a_refusal(clie
     assert saved.status_code == 302
     study.refresh_from_db()
     assert (study.status, study.constrained_first_round) == (Study.Status.OPEN, True)
+
+
+def _draw_again(query: Query, seed: int) -> Bracket:
+    Bracket.objects.filter(query=query).delete()
+    Candidate.objects.filter(query=query).update(position="")
+    Query.objects.filter(pk=query.pk).update(status=Query.Status.GENERATING)
+    return bracket_create(query=query, seed=seed)
+
+
+@pytest.mark.parametrize(("count", "constrained"), [(3, False), (6, False), (6, True)])
+def test_byes_fill_the_bracket_at_random_from_the_seed_and_never_meet_each_other(
+    django_capture_on_commit_callbacks, count, constrained
+):
+    study = StudyFactory(systems=EIGHT[:count], constrained_first_round=constrained)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = query_submit(participation=join(study), text="night shifts", client_token="")
+    candidates = {c.pk: c for c in Candidate.objects.filter(query=query)}
+    places = 4 if count == 3 else 8  # first-round places: the next power of two
+    bye_places: Counter[int] = Counter()
+    for seed in range(40):
+        bracket = _draw_again(query, seed)
+        byes = bracket.bye_candidates()
+        first_round = list(Match.objects.filter(bracket=bracket, round=1).select_related("left", "right"))
+        # Every place not filled by a match holds one bye: no two byes meet, and a bye is no match.
+        assert len(byes) == places - count and len(first_round) == count - places // 2
+        assert set(byes) | {m.index for m in first_round} == set(range(places // 2))
+        playing = [c for m in first_round for c in (m.left_id, m.right_id)]
+        assert sorted(playing + list(byes.values())) == sorted(candidates)
+        bye_places.update(byes)
+        # Positions are the candidates' in bracket order, byes taking none; labels name them.
+        positions = sorted(Candidate.objects.filter(query=query).values_list("position", flat=True))
+        assert positions == [chr(ord("A") + i) for i in range(count)]
+        for m in first_round:
+            assert m.label == "round1_" + "".join(sorted(m.left.position + m.right.position)).lower()
+        if constrained:
+            assert all(m.left.condition != m.right.condition for m in first_round)
+            conditions = Counter(candidates[c].condition for c in byes.values())
+            assert conditions["persona"] == conditions["generic"]
+        # Two byes side by side meet in round 2 at once, waiting for an answer.
+        for index in byes:
+            if index % 2 == 0 and index + 1 in byes:
+                second = Match.objects.get(bracket=bracket, round=2, index=index // 2)
+                assert {second.left_id, second.right_id} == {byes[index], byes[index + 1]}
+                assert second.status == Match.Status.PENDING
+    # The byes' places vary with the seed: every first-round place had one in some draw.
+    assert set(bye_places) == set(range(places // 2))
+    # And the same seed draws the same bracket.
+    first = _draw_again(query, 7)
+    first_pairs = list(Match.objects.filter(bracket=first).values_list("round", "index", "left_id", "right_id"))
+    again = _draw_again(query, 7)
+    assert again.byes == first.byes
+    assert list(Match.objects.filter(bracket=again).values_list("round", "index", "left_id", "right_id")) == (
+        first_pairs
+    )
+
+
+@pytest.mark.parametrize("count", [3, 5, 6])
+def test_the_comparison_count_an_annotator_sees_leaves_out_the_byes(django_capture_on_commit_callbacks, count):
+    study = StudyFactory(systems=EIGHT[:count])
+    participation = join(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = query_submit(participation=participation, text="night shifts", client_token="")
+    answered = 0
+    # "Comparison k of n - 1" from the first page to the last: n - 1 matches decide a bracket of n.
+    while match := Match.objects.filter(bracket__query=query, status="pending").order_by("round", "index").first():
+        assert match_progress(match=match) == (answered, count - 1)
+        judgment_record(match=match, choice="left", by=participation)
+        answered += 1
+    assert answered == count - 1
+    assert Query.objects.get(pk=query.pk).status == Query.Status.RANKED
+
+
+def test_positions_and_labels_of_brackets_up_to_32():
+    from annotation.positions import position_name, span_label
+
+    names = [position_name(i) for i in range(32)]
+    assert names[:3] == ["A", "B", "C"] and names[25:] == ["Z", "AA", "AB", "AC", "AD", "AE", "AF"]
+    assert len(set(names)) == 32
+    # Up to 16 systems the labels are those of every earlier export; longer spans name their ends.
+    assert span_label(names[:2]) == "ab" and span_label(names[8:16]) == "ijklmnop"
+    assert span_label(names[:16]) == "a-p" and span_label(names[24:28]) == "y-ab"
+    longest = max(len(f"round4_{span_label(names[i : i + 16])}") for i in range(0, 32, 16))
+    assert longest <= Match._meta.get_field("label").max_length

@@ -67,7 +67,8 @@ class Command(BaseCommand):
                 extra.append("--no-export")
             code = main(["--comparisons", str(options["comparisons"]), "--out", str(options["out"]), *extra])
             if code:
-                raise CommandError("analysis failed (see the message above)")
+                # The file-mode status (2: bad input, named in the message above) is the command's too.
+                raise CommandError("analysis failed (see the message above)", returncode=code)
             return
         self._study(options)
 
