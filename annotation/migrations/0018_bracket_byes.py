@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0016_place_timeout'),
+        ('annotation', '0017_study_trust_platform_id'),
     ]
 
     operations = [
