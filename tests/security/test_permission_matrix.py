@@ -126,6 +126,8 @@ API: list[Row] = [
         {"reason": "too fast"},
         A_API_ANALYSE,
     ),
+    # The audit log: owners and researchers of the study, with the view permission of the log.
+    ("GET", "/api/v1/admin/studies/{slug}/audit/", STUDY + "audit/", None, A_API_ANALYSE),
     # The open link is shown to those who may list invitations.
     ("GET", "/api/v1/admin/studies/{slug}/open-link/", STUDY + "open-link/", None, A_API_ANALYSE),
     ("GET", "/api/v1/admin/failed-candidates/", "/api/v1/admin/failed-candidates/", None, A_API_LIST),
