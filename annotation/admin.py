@@ -52,6 +52,7 @@ from annotation.services.membership import (
     membership_set,
     study_check_privileged_settings,
     study_create_owned,
+    study_record_delete,
     study_update_as,
 )
 from annotation.services.participation import (
@@ -174,6 +175,14 @@ class StudyScopedAdmin(RefusalsAsFormErrors):
         if db_field.related_model is Study:  # a new row goes only to a study the user may change
             kwargs["queryset"] = studies_for(user=request.user, action=self.change_action)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        study_record_delete(record=obj, by=request.user, origin=AuditOrigin.ADMIN)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        # One by one, each audited: the admin's bulk delete would skip the service.
+        for obj in queryset:
+            self.delete_model(request, obj)
 
     def managed(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         """The selected rows an action may change: those of studies the user may change."""

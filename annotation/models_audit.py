@@ -20,6 +20,7 @@ class AuditEvent(models.TextChoices):
     STUDY_OPEN_LINK_CHANGED = "study_open_link_changed", "Open link changed"
     STUDY_SYSTEMS_CHANGED = "study_systems_changed", "Systems changed"
     STUDY_DELETED = "study_deleted", "Study deleted"
+    ROW_DELETED = "row_deleted", "Invitation or participation deleted"
     MEMBER_ADDED = "member_added", "Member added"
     MEMBER_ROLE_CHANGED = "member_role_changed", "Member's role changed"
     MEMBER_REMOVED = "member_removed", "Member removed"

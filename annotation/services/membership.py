@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import transaction
 
-from annotation.models import Study, StudyMembership, StudySystem
+from annotation.models import Invitation, Participation, Study, StudyMembership, StudySystem
 from annotation.models_audit import AuditEvent, AuditOrigin
 from annotation.selectors.membership import StudyAction, study_allows
 from annotation.services.audit import audit_diff, audit_record
@@ -273,3 +273,28 @@ def membership_remove_as(*, by: Any, study: Study, user: Any, origin: str = Audi
     membership = StudyMembership.objects.filter(study=study, user=user).first()
     if membership is not None:
         membership_remove(membership=membership, by=by, origin=origin)
+
+
+@transaction.atomic
+def study_record_delete(*, record: Study | Invitation | Participation, by: Any, origin: str = AuditOrigin.CODE) -> None:
+    """Delete a study with everything in it, or one of its invitations or participations (the admin's Delete,
+    for those who may manage the study); audited first, with what it was, so the row outlives it."""
+    study = record if isinstance(record, Study) else record.study
+    _require(by=by, study=study, action=StudyAction.MANAGE)
+    if isinstance(record, Study):
+        event, object_type, before = AuditEvent.STUDY_DELETED, "study", _study_state(record.pk)
+    else:
+        event, object_type = AuditEvent.ROW_DELETED, record._meta.model_name or ""
+        before = {"code": record.code} if isinstance(record, Participation) else {"note": record.note}
+    audit_record(
+        study=study,
+        by=by,
+        origin=origin,
+        event_type=event,
+        object_type=object_type,
+        object_id=record.pk,
+        object_repr=str(record)[:200],
+        before=before,
+        after=None,
+    )
+    record.delete()
