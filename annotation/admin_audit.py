@@ -26,6 +26,22 @@ def _short(value: Any) -> str:
     return text if len(text) <= 120 else text[:119] + "…"
 
 
+AUDIT_FIELDS = (
+    "event_time",
+    "study",
+    "study_slug",
+    "actor",
+    "actor_name",
+    "origin",
+    "event_type",
+    "object_type",
+    "object_id",
+    "object_repr",
+    "before",
+    "after",
+)
+
+
 @admin.register(StudyAuditLog)
 class StudyAuditLogAdmin(admin.ModelAdmin):
     list_display = [
@@ -48,21 +64,8 @@ class StudyAuditLogAdmin(admin.ModelAdmin):
     search_fields = ["object_repr", "actor_name", "study_slug"]
     date_hierarchy = "event_time"
     actions = None
-    fields = [
-        "event_time",
-        "study",
-        "study_slug",
-        "actor",
-        "actor_name",
-        "origin",
-        "event_type",
-        "object_type",
-        "object_id",
-        "object_repr",
-        "before",
-        "after",
-    ]
-    readonly_fields = fields
+    fields = AUDIT_FIELDS
+    readonly_fields = AUDIT_FIELDS  # every field shown, none edited
 
     @admin.display(description="Before")
     def before_short(self, obj: StudyAuditLog) -> str:

@@ -161,7 +161,13 @@ def scoring_run_start(
 
 
 def _run_create(
-    *, study: Study, metrics: list[str], options: dict[str, Any], by: Any, origin: str, ids: list[int]
+    *,
+    study: Study,
+    metrics: list[str],
+    options: dict[str, Any],
+    by: Any,
+    ids: list[int],
+    origin: str = AuditOrigin.CODE,
 ) -> ScoringRun:
     run = ScoringRun.objects.create(
         study=study,

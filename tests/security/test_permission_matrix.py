@@ -270,6 +270,14 @@ ADMIN: list[Row] = [
         None,
         (302, 302, 302, 302, 302, 302, 302, 302, 200, 200),
     ),
+    # The audit log: its view permission (the researchers group's), then the rows of member studies.
+    (
+        "GET",
+        "audit log",
+        "/admin/annotation/studyauditlog/",
+        None,
+        (302, 302, 302, 302, 403, 302, 302, 302, 200, 200),
+    ),
     (
         "GET",
         "invitation list",
