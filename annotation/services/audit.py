@@ -19,7 +19,6 @@ from django.utils import timezone
 
 from annotation.models import Study
 from annotation.models_audit import COMMAND_PREFIX, AuditEvent, AuditOrigin, StudyAuditLog
-from kernel.exceptions import ApplicationError
 
 REDACTED = "[redacted]"
 # Keys whose values are secrets; a key ending in _env names an environment variable and is kept.
@@ -67,7 +66,7 @@ def audit_record(
 ) -> StudyAuditLog:
     """Write one row of the audit log. Called inside the service's transaction, never on its own."""
     if origin not in AuditOrigin.values and not origin.startswith(COMMAND_PREFIX):
-        raise ApplicationError(f"Unknown audit origin {origin!r}.")  # a programming error, found by the tests
+        raise ValueError(f"Unknown audit origin {origin!r}.")  # a programming error, not bad input
     actor = _actor(by)
     return StudyAuditLog.objects.create(
         study=study if study is not None and study.pk is not None else None,

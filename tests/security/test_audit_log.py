@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
@@ -531,3 +532,13 @@ def test_rows_survive_their_study_and_actor(world):
     world.users["owner_member"].delete()
     created = StudyAuditLog.objects.get(event_type="study_created", study_slug="short-lived")
     assert created.study is None and created.actor is None and created.actor_name == "owner"
+
+
+def test_the_csv_never_hands_a_spreadsheet_a_formula(world):
+    """A username is someone else's text: one a spreadsheet would run ("@SUM(...)") is written with an apostrophe."""
+    get_user_model().objects.create_user("@SUM(A1)", password="pw")
+    owner = _client(world, "owner_member")
+    owner.post(STUDY + "members/", {"username": "@SUM(A1)", "role": "viewer"}, content_type="application/json")
+    export = owner.get("/admin/annotation/studyauditlog/export/?event_type__exact=member_added")
+    rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
+    assert [(r["object"], r["actor"]) for r in rows] == [("'@SUM(A1)", "owner")]
