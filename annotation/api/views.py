@@ -411,6 +411,7 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         rows = audit_log_of_study(
             user=request.user, study=study, event_type=params.get("event_type"), actor=params.get("actor")
         )
+        rows = rows.order_by("-pk")  # the order `before` pages by (ids grow as rows are written)
         if before := params.get("before"):
             rows = rows.filter(pk__lt=_whole_number(before, "before"))
         limit = min(_whole_number(params.get("limit") or str(AUDIT_PAGE), "limit"), AUDIT_PAGE)

@@ -315,8 +315,8 @@ def candidate_mark_failed(*, candidate_id: int, reason: str) -> Candidate:
 
 @transaction.atomic
 def candidate_requeue(*, candidate: Candidate) -> bool:
-    """Queue a failed candidate again (whether it was failed); the annotator's "try again" reaches it through
-    `query_resend`, unaudited, and an admin's retry through `candidate_retry`."""
+    """Queue a failed candidate again; False when it was not failed (nothing done). The annotator's "try again"
+    reaches it through `query_resend`, unaudited; an admin's retry through `candidate_retry`, audited."""
     updated = Candidate.objects.filter(pk=candidate.pk, status=Candidate.Status.FAILED).update(
         status=Candidate.Status.QUEUED,
         failure_reason="",
