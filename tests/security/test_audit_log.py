@@ -542,3 +542,32 @@ def test_the_csv_never_hands_a_spreadsheet_a_formula(world):
     export = owner.get("/admin/annotation/studyauditlog/export/?event_type__exact=member_added")
     rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
     assert [(r["object"], r["actor"]) for r in rows] == [("'@SUM(A1)", "owner")]
+
+
+@pytest.mark.parametrize(
+    ("role", "method", "url", "body"),
+    [
+        ("owner_member", "PATCH", STUDY, {"title": "Renamed", "retrieval_k": 0}),
+        ("owner_member", "POST", STUDY + "status/", {"status": "burning"}),
+        ("owner_member", "POST", STUDY + "members/", {"username": "nobody-here", "role": "viewer"}),
+        ("owner_member", "POST", STUDY + "invitations/", {"count": 0}),
+        ("researcher_member", "POST", STUDY + "participations/{code}/exclusion/", {"reason": "   "}),
+        (
+            "researcher_member",
+            "POST",
+            "/api/v1/research/studies/matrix/jobs/",
+            {"kind": "export", "options": {"format": "xls"}},
+        ),
+        ("researcher_member", "POST", "/api/v1/research/studies/matrix/scoring-runs/", {"metrics": []}),
+    ],
+)
+def test_a_request_refused_as_bad_input_writes_no_row(world, role, method, url, body):
+    url = url.format(code=world.participation.code)
+    response = None
+
+    def act() -> None:
+        nonlocal response
+        response = _send(_client(world, role), method, url, body)
+
+    assert _written_by(act) == []
+    assert response is not None and response.status_code == 400, response.content
