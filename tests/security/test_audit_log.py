@@ -315,6 +315,13 @@ def test_study_member_command_is_audited_with_its_origin_and_no_actor(world):
     assert row.after == {"role": "researcher"}
 
 
+def test_score_study_command_is_audited_with_its_origin(world):
+    rows = _written_by(lambda: call_command("score_study", study="matrix", metrics="rouge1", stdout=io.StringIO()))
+    assert [(r.event_type, r.actor, r.origin, r.study, r.after["metrics"]) for r in rows] == [
+        ("scoring_run_started", None, "manage.py score_study", world.study, ["rouge1"])
+    ]
+
+
 def test_secrets_are_not_logged(world):
     """A system's api_key_env names a variable (kept); the open link's token, or a key in the settings, never."""
     admin = _client(world, "admin")
