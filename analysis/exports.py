@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,16 +22,12 @@ from analysis.stats._results import ResultMixin
 from analysis.stats.provenance import TIMESTAMP_COLUMNS, code_version, now_iso, table_checksum
 from analysis.stats.systems import canonicalize_systems
 from analysis.stats.table import CHOICE_DETAIL_COLUMNS, COLUMNS, is_stage, metric_names, stage_order
+from kernel.spreadsheet import ESCAPE as ESCAPE
+from kernel.spreadsheet import FORMULA as _FORMULA
+from kernel.spreadsheet import PLAIN_NUMBER as _PLAIN_NUMBER
+from kernel.spreadsheet import neutralize_cell as neutralize_cell
+from kernel.spreadsheet import restore_cell
 
-# defusedcsv's rules (OWASP's CSV injection advice): a cell starting with = + - @ | % is escaped unless it is
-# a plain number; widened to what spreadsheets also run: those characters after leading whitespace, their
-# full-width forms (which CJK input methods type and spreadsheets read as the ASCII ones), and a cell starting
-# with tab or carriage return. defusedcsv wraps the csv module's writer; ours is pyarrow's, so the rules are
-# applied to the frame (tests/analysis/test_exports.py holds them to defusedcsv's).
-FORMULA_TRIGGERS = "=+-@|%\uff1d\uff0b\uff0d\uff20\uff5c\uff05"
-_FORMULA = rf"^(?:[\t\r]|\s*[{re.escape(FORMULA_TRIGGERS)}])"
-_PLAIN_NUMBER = r"^-?[0-9,.]+$"  # defusedcsv's: -1.5 stays a number a spreadsheet can add up
-ESCAPE = "'"
 MANIFEST_FORMAT = "satisfy.comparison-export/1"
 FORMATS = ("csv", "jsonl", "parquet")
 JSONL_CHUNK_ROWS = 50_000
@@ -87,31 +82,6 @@ PAGE_COLUMNS: tuple[str, ...] = (
 was shown, ``consent``, ``persona``, ``question``, ``wait`` and ``comparison``, from when it was first shown to
 when it was left (sent, or for the waiting page the first comparison shown)."""
 PAGE_TIMESTAMP_COLUMNS: tuple[str, ...] = ("shown_at", "left_at")
-
-
-def is_formula_like(text: str) -> bool:
-    """Would a spreadsheet run this cell as a formula (or a DDE command)?"""
-    return re.match(_FORMULA, text) is not None and re.match(_PLAIN_NUMBER, text) is None
-
-
-def _needs_escape(text: str) -> bool:
-    # Apostrophes already in front count as ours on reading, so a genuine "'=x" is escaped too ("''=x"):
-    # reading back removes exactly one, and no genuine value is ever turned into a formula or changed.
-    return is_formula_like(text.lstrip(ESCAPE))
-
-
-def neutralize_cell(value: Any) -> Any:
-    """Prefix a string that a spreadsheet would evaluate as a formula with an apostrophe."""
-    if isinstance(value, str) and _needs_escape(value):
-        return ESCAPE + value
-    return value
-
-
-def restore_cell(value: Any) -> Any:
-    """Undo ``neutralize_cell`` when reading our own CSV back."""
-    if isinstance(value, str) and value.startswith(ESCAPE) and _needs_escape(value[1:]):
-        return value[1:]
-    return value
 
 
 def ordered_columns(table: pd.DataFrame) -> list[str]:

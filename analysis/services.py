@@ -21,6 +21,8 @@ from analysis.models import ResearchJob
 from analysis.selectors import analysis_frame, exclusion_reasons, summary_frame
 from analysis.stats.config import DEFAULT_RESAMPLES, DEFAULT_SEED, AnalysisConfig  # one default for every way in
 from annotation.models import Candidate, Participation, Study
+from annotation.models_audit import AuditEvent, AuditOrigin
+from annotation.services.audit import audit_record
 from kernel import leases
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
@@ -230,17 +232,27 @@ def _texts(value: Any) -> bool:
 
 
 def research_job_start(
-    *, study: Study, kind: str, options: dict[str, Any] | None = None, by: Any = None
+    *,
+    study: Study,
+    kind: str,
+    options: dict[str, Any] | None = None,
+    by: Any = None,
+    origin: str = AuditOrigin.CODE,
 ) -> ResearchJob:
     """Queue a research job; the same job asked for again while it is queued or running is that job
     (`research_job_request`)."""
-    job, _ = research_job_request(study=study, kind=kind, options=options, by=by)
+    job, _ = research_job_request(study=study, kind=kind, options=options, by=by, origin=origin)
     return job
 
 
 @transaction.atomic
 def research_job_request(
-    *, study: Study, kind: str, options: dict[str, Any] | None = None, by: Any = None
+    *,
+    study: Study,
+    kind: str,
+    options: dict[str, Any] | None = None,
+    by: Any = None,
+    origin: str = AuditOrigin.CODE,
 ) -> tuple[ResearchJob, bool]:
     """(the job, whether it was created). A job the same person asked for with the same options (after the
     defaults and the exclusion rule are resolved), still queued or running, is returned instead of a second
@@ -268,6 +280,16 @@ def research_job_request(
         options=options,
         created_by=creator,
         queued_at=timezone.now(),
+    )
+    audit_record(
+        study=study,
+        by=by,
+        origin=origin,
+        event_type=AuditEvent.RESEARCH_JOB_STARTED,
+        object_type="research job",
+        object_id=job.pk,
+        object_repr=f"{kind} job {job.pk}",
+        after={"kind": kind, "options": options},
     )
     _job_send(job_id=job.pk)
     return job, True
@@ -328,13 +350,16 @@ def research_job_mark_failed(*, job_id: int, reason: str) -> None:
     )
 
 
-def research_job_cancel(*, job: ResearchJob, by: Any) -> ResearchJob:
+@transaction.atomic
+def research_job_cancel(*, job: ResearchJob, by: Any, origin: str = AuditOrigin.CODE) -> ResearchJob:
     """The way out of a job that waits (no worker serves the research queue) or runs longer than wanted: it
     fails now with who cancelled it. A worker that takes it later finds it finished (research_job_claim), and
     one already running it writes nothing more over it (its updates need the job running). A finished job is
     left as it is, so cancelling twice, or after the end, changes nothing."""
     name = getattr(by, "get_username", lambda: "")() or "someone"
-    ResearchJob.objects.filter(pk=job.pk, status__in=[ResearchJob.Status.QUEUED, ResearchJob.Status.RUNNING]).update(
+    active = [ResearchJob.Status.QUEUED, ResearchJob.Status.RUNNING]
+    was = ResearchJob.objects.select_for_update().filter(pk=job.pk, status__in=active).values("status", "stage").first()
+    ResearchJob.objects.filter(pk=job.pk, status__in=active).update(
         status=ResearchJob.Status.FAILED,
         error=f"Cancelled by {name}.",
         stage="cancelled",
@@ -342,7 +367,35 @@ def research_job_cancel(*, job: ResearchJob, by: Any) -> ResearchJob:
         lease_expires_at=None,
     )
     job.refresh_from_db()
+    if was is not None:
+        audit_record(
+            study=job.study,
+            by=by,
+            origin=origin,
+            event_type=AuditEvent.RESEARCH_JOB_CANCELLED,
+            object_type="research job",
+            object_id=job.pk,
+            object_repr=f"{job.kind} job {job.pk}",
+            before=was,
+            after={"status": job.status, "stage": job.stage},
+        )
     return job
+
+
+@transaction.atomic
+def research_job_file_downloaded(*, job_id: int, name: str, by: Any, origin: str) -> None:
+    """Record that someone downloaded (or opened) one of a job's files: exported data leaving the platform."""
+    job = ResearchJob.objects.select_related("study").get(pk=job_id)
+    audit_record(
+        study=job.study,
+        by=by,
+        origin=origin,
+        event_type=AuditEvent.JOB_FILE_DOWNLOADED,
+        object_type="research job",
+        object_id=job.pk,
+        object_repr=f"{job.kind} job {job.pk}",
+        after={"file": name},
+    )
 
 
 def research_job_run(*, job_id: int, redelivered: bool = False) -> ResearchJob:

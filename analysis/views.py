@@ -39,6 +39,7 @@ from analysis.selectors import SCREENED_BEFORE_ANNOTATING, analysed_participatio
 from analysis.serializers import job_json
 from annotation.links import PROLIFIC_SUFFIX, open_link
 from annotation.models import Candidate, Judgment, Participation, Query
+from annotation.models_audit import AuditOrigin
 from annotation.selectors.membership import StudyAction, study_allows
 from annotation.selectors.quality import participation_quality
 from annotation.services.quality import participation_exclude, participation_include
@@ -169,9 +170,14 @@ def participation_exclusion(request: HttpRequest, slug: str, code: str) -> HttpR
         raise Http404("No such participation in this study.")
     try:
         if request.POST.get("undo") == "1":
-            participation_include(participation=participation, by=request.user)
+            participation_include(participation=participation, by=request.user, origin=AuditOrigin.RESEARCH_PAGE)
         else:
-            participation_exclude(participation=participation, reason=request.POST.get("reason", ""), by=request.user)
+            participation_exclude(
+                participation=participation,
+                reason=request.POST.get("reason", ""),
+                by=request.user,
+                origin=AuditOrigin.RESEARCH_PAGE,
+            )
     except ApplicationError as error:
         return redirect(f"{reverse('analysis:study', args=[slug])}?{urlencode({'error': error.message})}#quality")
     return redirect(f"{reverse('analysis:study', args=[slug])}#quality")
@@ -202,12 +208,16 @@ def job_start(request: HttpRequest, slug: str) -> HttpResponse:
             options["metrics"] = request.POST.getlist("metrics")
             options["limit"] = _int(request.POST.get("limit") or "200", "limit")
         elif kind == "scoring":
-            scoring_run_start(study=study, metrics=request.POST.getlist("metrics"), by=request.user)
+            scoring_run_start(
+                study=study, metrics=request.POST.getlist("metrics"), by=request.user, origin=AuditOrigin.RESEARCH_PAGE
+            )
             return redirect("analysis:study", slug=slug)
         if kind in (ResearchJob.Kind.EXPORT, ResearchJob.Kind.REPORT) and request.POST.get("exclusion_form") == "1":
             # The form's boxes: none ticked is the rule "none", not the study's default.
             options["exclude"] = request.POST.getlist("exclude") or "none"
-        services.research_job_start(study=study, kind=kind, options=options, by=request.user)
+        services.research_job_start(
+            study=study, kind=kind, options=options, by=request.user, origin=AuditOrigin.RESEARCH_PAGE
+        )
     except ApplicationError as error:
         return redirect(f"{reverse('analysis:study', args=[slug])}?{urlencode({'error': error.message})}")
     return redirect("analysis:study", slug=slug)
@@ -225,7 +235,7 @@ def _int(value: str, field: str) -> int:
 def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
     """The dashboard's Cancel on a queued or running job (services.research_job_cancel)."""
     job = research_job(user=request.user, job_id=job_id, action=StudyAction.ANALYSE)
-    services.research_job_cancel(job=job, by=request.user)
+    services.research_job_cancel(job=job, by=request.user, origin=AuditOrigin.RESEARCH_PAGE)
     return redirect("analysis:study", slug=job.study.slug)
 
 
@@ -256,10 +266,13 @@ def job_file(request: HttpRequest, job_id: int, name: str) -> HttpResponseBase:
     try:
         storage, key = research_job_file(user=request.user, job_id=job_id, name=name)
         if inline and name == "report.html":
-            return _report_with_way_back(request, job_id, storage, key)
-        return stored_file_response(storage, key, name, as_attachment=not inline)
+            response: HttpResponseBase = _report_with_way_back(request, job_id, storage, key)
+        else:
+            response = stored_file_response(storage, key, name, as_attachment=not inline)
     except Http404 as missing:
         return render(request, "analysis/no_file.html", {"message": str(missing)}, status=404)
+    services.research_job_file_downloaded(job_id=job_id, name=name, by=request.user, origin=AuditOrigin.RESEARCH_PAGE)
+    return response
 
 
 def _report_with_way_back(request: HttpRequest, job_id: int, storage: Storage, key: str) -> FileResponse:

@@ -24,6 +24,8 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+# The audit log's admin lives in its own module; imported here so that the admin's autodiscovery registers it.
+from annotation.admin_audit import StudyAuditLogAdmin as StudyAuditLogAdmin
 from annotation.backends.registry import RETRIEVAL_BACKENDS, operational_setting_keys
 from annotation.links import PROLIFIC_SUFFIX, invitation_link, open_link, resume_link
 from annotation.models import (
@@ -41,6 +43,7 @@ from annotation.models import (
     StudyMembership,
     StudySystem,
 )
+from annotation.models_audit import AuditOrigin
 from annotation.prompts import check_template
 from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
 from annotation.services.generation import candidates_retry_failed
@@ -50,11 +53,14 @@ from annotation.services.membership import (
     membership_set,
     study_check_privileged_settings,
     study_create_owned,
+    study_record_delete,
     study_update_as,
 )
 from annotation.services.participation import (
+    INVITATION_EDITABLE,
     invitation_check_max_uses,
     invitation_create_bulk,
+    invitation_update,
     participation_resume_refusal,
 )
 from annotation.services.quality import participation_exclude, participation_include
@@ -171,6 +177,14 @@ class StudyScopedAdmin(RefusalsAsFormErrors):
         if db_field.related_model is Study:  # a new row goes only to a study the user may change
             kwargs["queryset"] = studies_for(user=request.user, action=self.change_action)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        study_record_delete(record=obj, by=request.user, origin=AuditOrigin.ADMIN)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        # One by one, each audited: the admin's bulk delete would skip the service.
+        for obj in queryset:
+            self.delete_model(request, obj)
 
     def managed(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         """The selected rows an action may change: those of studies the user may change."""
@@ -563,9 +577,13 @@ class StudyAdmin(StudyScopedAdmin):
         fields = {name: getattr(study, name) for name in STUDY_FIELDS}
         specs = _system_specs(systems)
         if change:
-            study_update_as(by=request.user, study=study, systems=specs, status=study.status, **fields)
+            study_update_as(
+                by=request.user, study=study, origin=AuditOrigin.ADMIN, systems=specs, status=study.status, **fields
+            )
         else:
-            created = study_create_owned(by=request.user, **fields, systems=specs, status=study.status)
+            created = study_create_owned(
+                by=request.user, origin=AuditOrigin.ADMIN, **fields, systems=specs, status=study.status
+            )
             study.pk, study._state.adding = created.pk, False
         for members in (f for f in formsets if f.model is StudyMembership):
             sets, removals = [], []
@@ -580,9 +598,9 @@ class StudyAdmin(StudyScopedAdmin):
             # New owners first, removals last: handing the study over in one save never passes through a
             # moment without an owner, which membership_set refuses.
             for user, role in sorted(sets, key=lambda pair: pair[1] != StudyMembership.Role.OWNER):
-                membership_set(study=study, user=user, role=role)
+                membership_set(study=study, user=user, role=role, by=request.user, origin=AuditOrigin.ADMIN)
             for membership in removals:
-                membership_remove(membership=membership)
+                membership_remove(membership=membership, by=request.user, origin=AuditOrigin.ADMIN)
         # Compared as stored (the form's changed_data also flags a JSON list sent back as it was).
         if change and any(form.initial.get(name) != getattr(study, name) for name in SCREENING_FIELDS):
             self._warn_screening_not_retroactive(request, study)
@@ -638,7 +656,7 @@ class StudyAdmin(StudyScopedAdmin):
     def _set_status(self, request: HttpRequest, queryset: QuerySet[Study], status: str) -> None:
         for study in queryset:
             try:
-                study_update_as(by=request.user, study=study, status=status)
+                study_update_as(by=request.user, study=study, status=status, origin=AuditOrigin.ADMIN)
             except ApplicationError as error:
                 self.message_user(request, f"{study}: {error.message}", messages.ERROR)
             else:
@@ -678,7 +696,9 @@ class StudyAdmin(StudyScopedAdmin):
         created: list[Invitation] = []
         if request.method == "POST" and form.is_valid():
             try:
-                created = invitation_create_bulk(study=study, **form.cleaned_data)
+                created = invitation_create_bulk(
+                    study=study, by=request.user, origin=AuditOrigin.ADMIN, **form.cleaned_data
+                )
             except ApplicationError as error:
                 form.add_error(error.field, error.message)
         context = {
@@ -726,12 +746,23 @@ class InvitationAdmin(StudyScopedAdmin):
     def save_model(self, request: HttpRequest, obj: Invitation, form: forms.ModelForm, change: bool) -> None:
         if not change:  # a new invitation gets its token where every other one does
             (created,) = invitation_create_bulk(
-                study=obj.study, count=1, max_uses=obj.max_uses, expires_at=obj.expires_at, note=obj.note
+                study=obj.study,
+                count=1,
+                max_uses=obj.max_uses,
+                expires_at=obj.expires_at,
+                note=obj.note,
+                by=request.user,
+                origin=AuditOrigin.ADMIN,
             )
             obj.pk, obj.token, obj.created_at, obj._state.adding = created.pk, created.token, created.created_at, False
             return
         # Only what the page edits: the uses counted by annotators who joined meanwhile are kept.
-        obj.save(update_fields=["max_uses", "expires_at", "note"])
+        invitation_update(
+            invitation=obj,
+            by=request.user,
+            origin=AuditOrigin.ADMIN,
+            **{name: getattr(obj, name) for name in INVITATION_EDITABLE},
+        )
 
     @admin.display(description="Invitation link")
     def link(self, obj: Invitation) -> str:
@@ -840,13 +871,18 @@ class ParticipationAdmin(StudyScopedAdmin):
         self._each(
             request,
             queryset,
-            lambda p: participation_exclude(participation=p, reason=reason, by=request.user),
+            lambda p: participation_exclude(participation=p, reason=reason, by=request.user, origin=AuditOrigin.ADMIN),
             "excluded",
         )
 
     @admin.action(description="Undo the exclusion", permissions=["view"])
     def include_participations(self, request: HttpRequest, queryset: QuerySet[Participation]) -> None:
-        self._each(request, queryset, lambda p: participation_include(participation=p, by=request.user), "included")
+        self._each(
+            request,
+            queryset,
+            lambda p: participation_include(participation=p, by=request.user, origin=AuditOrigin.ADMIN),
+            "included",
+        )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Participation]:
         return (
@@ -909,7 +945,7 @@ class QueryAdmin(RecordAdmin):
         retried = 0
         for query in self.managed(request, queryset):
             if query.status == Query.Status.FAILED or query.candidates.filter(status=Candidate.Status.FAILED).exists():
-                query_retry_failed(query=query)
+                query_retry_failed(query=query, by=request.user, origin=AuditOrigin.ADMIN)
                 retried += 1
         if retried:
             self.message_user(request, f"Failed work of {retried} question(s) was queued again.", messages.SUCCESS)
@@ -947,7 +983,11 @@ class CandidateAdmin(RecordAdmin):
 
     @admin.action(description="Retry selected failed generations", permissions=["change"])
     def retry(self, request: HttpRequest, queryset: QuerySet[Candidate]) -> None:
-        count = candidates_retry_failed(queryset=self.managed(request, queryset).filter(status=Candidate.Status.FAILED))
+        count = candidates_retry_failed(
+            queryset=self.managed(request, queryset).filter(status=Candidate.Status.FAILED),
+            by=request.user,
+            origin=AuditOrigin.ADMIN,
+        )
         self.message_user(request, f"{count} generation(s) queued again.", messages.SUCCESS)
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -9,6 +9,9 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+# The audit log's model lives in its own module (annotation/models_audit.py); imported here so Django loads it.
+from annotation.models_audit import StudyAuditLog as StudyAuditLog
+
 
 class PromptTemplate(models.Model):
     """A versioned generation prompt. Placeholders: {query}, {documents}, {persona_block}."""

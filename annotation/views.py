@@ -23,6 +23,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from annotation import practice
 from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, PracticeForm, QueryForm, ScreeningForm
 from annotation.models import Participation, Query, RetrievedDocument, Study
+from annotation.models_audit import AuditOrigin
 from annotation.selectors.generation import generation_progress
 from annotation.selectors.membership import StudyAction, study_allows
 from annotation.selectors.participation import participation_by_invitation, participation_for
@@ -341,7 +342,7 @@ def preview(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404
     if request.method == "POST":
         try:
-            participation_preview_start(study=study_obj, by=request.user)
+            participation_preview_start(study=study_obj, by=request.user, origin=AuditOrigin.ANNOTATOR_PAGE)
         except ApplicationError as error:
             return _error_page(request, error)
         return redirect("annotation:study", slug=slug)

@@ -15,6 +15,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from annotation.models import Candidate, Judgment, Participation, Study
+from annotation.models_audit import AuditEvent, AuditOrigin
+from annotation.services.audit import audit_record
 from annotation.services.generation import broker_restarted
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
@@ -104,7 +106,9 @@ def _answered_match_ids(study: Study) -> list[int]:
 
 
 @transaction.atomic
-def pairwise_run_start(*, study: Study, judge: Mapping[str, Any] | None = None, by: Any = None) -> ScoringRun:
+def pairwise_run_start(
+    *, study: Study, judge: Mapping[str, Any] | None = None, by: Any = None, origin: str = AuditOrigin.CODE
+) -> ScoringRun:
     """Queue the annotator-style pairwise judge over every answered match of a study, in both orders."""
     option = _judge_option(judge)
     if option is None:
@@ -114,6 +118,7 @@ def pairwise_run_start(*, study: Study, judge: Mapping[str, Any] | None = None, 
         metrics=[PAIRWISE],
         options={"unit": "match", "judge": option},
         by=by,
+        origin=origin,
         ids=_answered_match_ids(study),
     )
 
@@ -124,6 +129,7 @@ def scoring_run_start(
     study: Study,
     metrics: list[str],
     by: Any = None,
+    origin: str = AuditOrigin.CODE,
     reference: str = "titles",
     source: str = "abstracts",
     judge: Mapping[str, Any] | None = None,
@@ -156,10 +162,18 @@ def scoring_run_start(
         .order_by("pk")
         .values_list("pk", flat=True)
     )
-    return _run_create(study=study, metrics=metrics, options=options, by=by, ids=ids)
+    return _run_create(study=study, metrics=metrics, options=options, by=by, origin=origin, ids=ids)
 
 
-def _run_create(*, study: Study, metrics: list[str], options: dict[str, Any], by: Any, ids: list[int]) -> ScoringRun:
+def _run_create(
+    *,
+    study: Study,
+    metrics: list[str],
+    options: dict[str, Any],
+    by: Any,
+    ids: list[int],
+    origin: str = AuditOrigin.CODE,
+) -> ScoringRun:
     run = ScoringRun.objects.create(
         study=study,
         metrics=metrics,
@@ -170,6 +184,16 @@ def _run_create(*, study: Study, metrics: list[str], options: dict[str, Any], by
         finished_at=None if ids else timezone.now(),
         chunks=[ids[start : start + CHUNK_SIZE] for start in range(0, len(ids), CHUNK_SIZE)],
         lease_expires_at=timezone.now() + requeue_window(),
+    )
+    audit_record(
+        study=study,
+        by=by,
+        origin=origin,
+        event_type=AuditEvent.SCORING_RUN_STARTED,
+        object_type="scoring run",
+        object_id=run.pk,
+        object_repr=f"scoring run {run.pk}",
+        after={"metrics": metrics, "options": options, "total": run.total},
     )
     _send_chunks(run=run, indexes=range(min(len(run.chunks), _max_inflight(run))))
     return run

@@ -23,6 +23,7 @@ from analysis.models import ResearchJob
 from analysis.permissions import IsResearcher, research_job, research_job_file, research_study
 from analysis.selectors import comparison_rows_kept
 from analysis.serializers import job_json
+from annotation.models_audit import AuditOrigin
 from annotation.selectors.membership import StudyAction
 from kernel.storable import json_problem
 from scoring.services import scoring_run_start
@@ -84,7 +85,11 @@ class JobsApi(APIView):
         body = JobCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         job, created = services.research_job_request(
-            study=study, kind=body.validated_data["kind"], options=body.validated_data["options"], by=request.user
+            study=study,
+            kind=body.validated_data["kind"],
+            options=body.validated_data["options"],
+            by=request.user,
+            origin=AuditOrigin.RESEARCH_API,
         )
         job.refresh_from_db()
         # The same job asked for again while it is queued or running: that job, 200 (a retry costs no run).
@@ -108,7 +113,9 @@ class JobCancelApi(APIView):
     @extend_schema(request=None, responses={200: dict})
     def post(self, request: Request, job_id: int) -> Response:
         job = _scoped(lambda: research_job(user=request.user, job_id=job_id, action=StudyAction.ANALYSE))
-        return Response(job_json(services.research_job_cancel(job=job, by=request.user)))
+        return Response(
+            job_json(services.research_job_cancel(job=job, by=request.user, origin=AuditOrigin.RESEARCH_API))
+        )
 
 
 class ScoringRunsApi(APIView):
@@ -119,7 +126,7 @@ class ScoringRunsApi(APIView):
         study = _scoped(lambda: research_study(user=request.user, slug=slug, action=StudyAction.ANALYSE))
         body = ScoringRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        run = scoring_run_start(study=study, by=request.user, **body.validated_data)
+        run = scoring_run_start(study=study, by=request.user, origin=AuditOrigin.RESEARCH_API, **body.validated_data)
         run.refresh_from_db()
         return Response(
             {"id": run.pk, "status": run.status, "total": run.total, "done": run.done, "metrics": run.metrics},
@@ -148,4 +155,8 @@ class JobFileApi(APIView):
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY, 404: dict})
     def get(self, request: Request, job_id: int, name: str) -> HttpResponseBase:
         storage, key = _scoped(lambda: research_job_file(user=request.user, job_id=job_id, name=name))
-        return _scoped(lambda: stored_file_response(storage, key, name, as_attachment=True))
+        response = _scoped(lambda: stored_file_response(storage, key, name, as_attachment=True))
+        services.research_job_file_downloaded(
+            job_id=job_id, name=name, by=request.user, origin=AuditOrigin.RESEARCH_API
+        )
+        return response

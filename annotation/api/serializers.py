@@ -22,6 +22,7 @@ from annotation.models import (
     StudySystem,
     study_languages,
 )
+from annotation.models_audit import AuditEvent
 from annotation.services.participation import (
     participation_ended,
     participation_needs_screening,
@@ -458,6 +459,22 @@ class OpenLinkSerializer(serializers.Serializer):
     participant_cap = serializers.IntegerField(allow_null=True)
     expires_at = serializers.DateTimeField(allow_null=True)
     participants = serializers.IntegerField(help_text="Participations counted toward the cap.")
+
+
+class AuditEntrySerializer(serializers.Serializer):
+    """One row of a study's audit log (docs/permissions.md, "Audit log")."""
+
+    id = serializers.IntegerField()
+    event_time = serializers.DateTimeField()
+    study = serializers.CharField(help_text="The study's slug when the change was made.")
+    actor = serializers.CharField(allow_null=True, help_text="The acting user's username; null for a command.")
+    origin = serializers.CharField(help_text='The page, API or command it came from ("manage.py study_member").')
+    event_type = serializers.ChoiceField(choices=AuditEvent.choices)
+    object_type = serializers.CharField()
+    object_id = serializers.CharField()
+    object = serializers.CharField()
+    before = serializers.JSONField(allow_null=True, help_text="The changed values before (null: created).")
+    after = serializers.JSONField(allow_null=True, help_text="The changed values after (null: removed).")
 
 
 class StudyStatusSerializer(serializers.Serializer):

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, permissions, status, viewsets
 from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
@@ -20,6 +20,8 @@ from rest_framework.views import APIView
 from annotation.api import serializers as s
 from annotation.links import PROLIFIC_SUFFIX, open_link
 from annotation.models import Candidate, Match, Participation, Query, Study
+from annotation.models_audit import AuditEvent, AuditOrigin
+from annotation.selectors.audit import AUDIT_ACTION, audit_log_of_study, audit_row
 from annotation.selectors.generation import candidates_failed
 from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
 from annotation.selectors.participation import participation_own
@@ -299,6 +301,8 @@ def _require_role(request: Request, study: Study, action: StudyAction) -> None:
         raise ApplicationError(REFUSED_ROLE[action], status=403)
 
 
+AUDIT_PAGE = 1000  # rows of the audit log per answer, at most
+
 REFUSED_ROLE = {
     StudyAction.SEE: "You are not a member of this study.",
     StudyAction.ANALYSE: "Your role in this study does not include this (researchers and owners only).",
@@ -324,6 +328,7 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         # permission with an owner's or researcher's role (docs/permissions.md).
         "exclusion": ["annotation.view_study", "annotation.view_participation"],
         "open_link": ["annotation.view_study", "annotation.view_invitation"],
+        "audit": ["annotation.view_study", "annotation.view_studyauditlog"],
         "metadata": ["annotation.view_study"],  # OPTIONS
     }
     serializer_class = s.StudySerializer
@@ -341,7 +346,7 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
         systems = data.pop("systems", None)
-        study = study_create_owned(by=request.user, **data, systems=systems)
+        study = study_create_owned(by=request.user, origin=AuditOrigin.ADMIN_API, **data, systems=systems)
         return Response(s.StudySerializer(study).data, status=status.HTTP_201_CREATED)
 
     def update(self, request: Request, slug: str, partial: bool = False) -> Response:  # type: ignore[override]
@@ -353,7 +358,7 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
         systems = data.pop("systems", None)
-        study = study_update_as(by=request.user, study=study, systems=systems, **data)
+        study = study_update_as(by=request.user, study=study, origin=AuditOrigin.ADMIN_API, systems=systems, **data)
         return Response(s.StudySerializer(Study.objects.prefetch_related("systems").get(pk=study.pk)).data)
 
     @extend_schema(request=s.StudyStatusSerializer, responses=s.StudySerializer)
@@ -363,7 +368,9 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         _require_role(request, study, StudyAction.MANAGE)
         body = s.StudyStatusSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        study = study_update_as(by=request.user, study=study, status=body.validated_data["status"])
+        study = study_update_as(
+            by=request.user, study=study, origin=AuditOrigin.ADMIN_API, status=body.validated_data["status"]
+        )
         return Response(s.StudySerializer(study).data)
 
     @extend_schema(request=s.InvitationBulkSerializer, responses={201: s.InvitationSerializer(many=True)})
@@ -376,7 +383,9 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         _require_role(request, study, StudyAction.MANAGE)
         body = s.InvitationBulkSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        invitations = invitation_create_bulk(study=study, **body.validated_data)
+        invitations = invitation_create_bulk(
+            study=study, by=request.user, origin=AuditOrigin.ADMIN_API, **body.validated_data
+        )
         return Response(s.InvitationSerializer(invitations, many=True).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses=s.OpenLinkSerializer)
@@ -396,6 +405,31 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         }
         return Response(s.OpenLinkSerializer(body).data)
 
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("event_type", str, enum=AuditEvent.values, description="Only this kind of event."),
+            OpenApiParameter("actor", str, description="Only this user's actions (a username)."),
+            OpenApiParameter("before", int, description="Only rows older than this id (the next page)."),
+            OpenApiParameter("limit", int, description=f"At most this many rows (default and most {AUDIT_PAGE})."),
+        ],
+        responses=s.AuditEntrySerializer(many=True),
+    )
+    @action(detail=True, methods=["get"])
+    def audit(self, request: Request, slug: str) -> Response:
+        """The study's audit log, newest first: who changed what, when, from where, before and after
+        (owners and researchers of the study). Pages of `limit` rows; `?before=` the last id for the next."""
+        study = self.get_object()
+        _require_role(request, study, AUDIT_ACTION)
+        params = request.query_params
+        rows = audit_log_of_study(
+            user=request.user, study=study, event_type=params.get("event_type"), actor=params.get("actor")
+        )
+        rows = rows.order_by("-pk")  # the order `before` pages by (ids grow as rows are written)
+        if before := params.get("before"):
+            rows = rows.filter(pk__lt=_whole_number(before, "before"))
+        limit = min(_whole_number(params.get("limit") or str(AUDIT_PAGE), "limit"), AUDIT_PAGE)
+        return Response(s.AuditEntrySerializer([audit_row(row) for row in rows[:limit]], many=True).data)
+
     @extend_schema(responses=s.ProgressSerializer(many=True))
     @action(detail=True, methods=["get"])
     def progress(self, request: Request, slug: str) -> Response:
@@ -411,10 +445,13 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         body.is_valid(raise_exception=True)
         if body.validated_data["excluded"]:
             participation_exclude(
-                participation=participation, reason=body.validated_data.get("reason", ""), by=request.user
+                participation=participation,
+                reason=body.validated_data.get("reason", ""),
+                by=request.user,
+                origin=AuditOrigin.ADMIN_API,
             )
         else:
-            participation_include(participation=participation, by=request.user)
+            participation_include(participation=participation, by=request.user, origin=AuditOrigin.ADMIN_API)
         (quality,) = participation_quality(study=study, code=code)
         return Response(s.QualitySerializer(quality.to_dict()).data)
 
@@ -438,7 +475,9 @@ class StudyMembersApi(APIView):
         body = s.MembershipSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         user = _member_user(body.validated_data["username"])
-        membership_set_as(by=request.user, study=study, user=user, role=body.validated_data["role"])
+        membership_set_as(
+            by=request.user, study=study, user=user, role=body.validated_data["role"], origin=AuditOrigin.ADMIN_API
+        )
         return Response(_members(study))
 
 
@@ -451,8 +490,14 @@ class StudyMemberApi(APIView):
     @extend_schema(request=None, responses={204: None})
     def delete(self, request: Request, slug: str, username: str) -> Response:
         study = _member_study(request, slug, StudyAction.SEE)
-        membership_remove_as(by=request.user, study=study, user=_member_user(username))
+        membership_remove_as(by=request.user, study=study, user=_member_user(username), origin=AuditOrigin.ADMIN_API)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _whole_number(value: str, field: str) -> int:
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= 2**63 - 1:
+        raise ApplicationError(f"{field} must be a whole number of at least 1.", field=field)
+    return int(value)
 
 
 def _member_study(request: Request, slug: str, action: StudyAction) -> Study:
@@ -509,7 +554,11 @@ class FailedCandidateAdminViewSet(viewsets.ReadOnlyModelViewSet):
             pk=pk,
         )
         _require_role(request, candidate.query.participation.study, StudyAction.MANAGE)
-        return Response(s.AdminCandidateSerializer(candidate_retry(candidate=candidate)).data)
+        return Response(
+            s.AdminCandidateSerializer(
+                candidate_retry(candidate=candidate, by=request.user, origin=AuditOrigin.ADMIN_API)
+            ).data
+        )
 
     @extend_schema(request=None, responses={200: dict})
     @action(detail=False, methods=["post"], url_path="retry-all")
@@ -520,4 +569,6 @@ class FailedCandidateAdminViewSet(viewsets.ReadOnlyModelViewSet):
         )
         if slug := request.query_params.get("study"):
             failed = failed.filter(query__participation__study__slug=slug)
-        return Response({"queued": candidates_retry_failed(queryset=failed)})
+        return Response(
+            {"queued": candidates_retry_failed(queryset=failed, by=request.user, origin=AuditOrigin.ADMIN_API)}
+        )

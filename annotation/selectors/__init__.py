@@ -8,4 +8,5 @@ models only, never a service.
 - `query`: the annotator's own query by number, the one being worked on, and a query's frozen sources.
 - `generation`: anonymous per-candidate progress for the waiting page, and the failed candidates.
 - `tournament`: the match to answer next and how far through the bracket the annotator is.
+- `audit`: the audit log rows a user may read, one study's filtered, and as CSV.
 """

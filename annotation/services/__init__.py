@@ -3,6 +3,8 @@ Each service is keyword-only, typed and atomic where it writes; views, the API, 
 import them from their entity's module. Listed in layer order: a module imports only those listed
 before it, so there is no import cycle (tests/annotation/test_module_layers.py holds it to that).
 
+- `audit`: writing the audit log (who changed what in a study, before and after), called by the services below
+  in the transaction of the change they record.
 - `study`: the default prompt template, a study's design check, creating it, setting its status, and
   the check that it is open for annotation.
 - `participation`: invitations (bulk creation, checking a link, accepting or joining it idempotently)

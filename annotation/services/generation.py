@@ -26,8 +26,10 @@ from annotation.models import (
     StudySystem,
     SweeperRun,
 )
+from annotation.models_audit import AuditEvent, AuditOrigin
 from annotation.prompts import render_prompt
 from annotation.selectors.query import query_documents, query_with_study
+from annotation.services.audit import audit_record
 from annotation.services.study import prompt_template_default
 from annotation.services.tournament import bracket_create
 from kernel import leases
@@ -314,8 +316,9 @@ def candidate_mark_failed(*, candidate_id: int, reason: str) -> Candidate:
 
 
 @transaction.atomic
-def candidate_retry(*, candidate: Candidate) -> Candidate:
-    """Queue a failed candidate again (admins; annotators through `query_retry_failed`)."""
+def candidate_requeue(*, candidate: Candidate) -> bool:
+    """Queue a failed candidate again; False when it was not failed (nothing done). The annotator's "try again"
+    reaches it through `query_resend`, unaudited; an admin's retry through `candidate_retry`, audited."""
     updated = Candidate.objects.filter(pk=candidate.pk, status=Candidate.Status.FAILED).update(
         status=Candidate.Status.QUEUED,
         failure_reason="",
@@ -328,8 +331,7 @@ def candidate_retry(*, candidate: Candidate) -> Candidate:
     if updated:
         Query.objects.filter(pk=candidate.query_id, status=Query.Status.FAILED).update(status=Query.Status.GENERATING)
         candidate_send(candidate_id=candidate.pk)
-    candidate.refresh_from_db()
-    return candidate
+    return bool(updated)
 
 
 def candidate_send(*, candidate_id: int) -> None:
@@ -350,8 +352,40 @@ def candidate_mark_unsent(*, candidate_id: int) -> None:
     Candidate.objects.filter(pk=candidate_id, status=Candidate.Status.QUEUED).update(queued_at=None)
 
 
-def candidates_retry_failed(*, queryset: Iterable[Candidate]) -> int:
-    return sum(1 for c in queryset if candidate_retry(candidate=c).status == Candidate.Status.QUEUED)
+RETRY_AUDITED = ("status", "failure_reason", "attempts")
+
+
+@transaction.atomic
+def candidate_retry(*, candidate: Candidate, by: Any = None, origin: str = AuditOrigin.CODE) -> Candidate:
+    """An admin or owner queues a failed candidate again; audited with its failure as it stood."""
+    before = (
+        Candidate.objects.select_for_update(of=("self",))
+        .filter(pk=candidate.pk, status=Candidate.Status.FAILED)
+        .values(*RETRY_AUDITED, "system__study_id")
+        .first()
+    )
+    if before is not None and candidate_requeue(candidate=candidate):
+        candidate.refresh_from_db()
+        audit_record(
+            study=Study.objects.get(pk=before.pop("system__study_id")),
+            by=by,
+            origin=origin,
+            event_type=AuditEvent.GENERATION_RETRIED,
+            object_type="candidate",
+            object_id=candidate.pk,
+            object_repr=f"candidate {candidate.pk} of question {candidate.query_id}",
+            before=before,
+            after={name: getattr(candidate, name) for name in RETRY_AUDITED},
+        )
+    else:
+        candidate.refresh_from_db()
+    return candidate
+
+
+def candidates_retry_failed(*, queryset: Iterable[Candidate], by: Any = None, origin: str = AuditOrigin.CODE) -> int:
+    return sum(
+        1 for c in queryset if candidate_retry(candidate=c, by=by, origin=origin).status == Candidate.Status.QUEUED
+    )
 
 
 def candidates_sweep(*, now: datetime | None = None) -> dict[str, int]:

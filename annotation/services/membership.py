@@ -9,9 +9,11 @@ from typing import Any
 
 from django.db import transaction
 
-from annotation.models import Study, StudyMembership, StudySystem
+from annotation.models import Invitation, Participation, Study, StudyMembership, StudySystem
+from annotation.models_audit import AuditEvent, AuditOrigin
 from annotation.selectors.membership import StudyAction, study_allows
-from annotation.services.study import study_create, study_update, system_spec
+from annotation.services.audit import audit_diff, audit_record
+from annotation.services.study import STUDY_FIELDS, study_create, study_update, system_spec
 from kernel.exceptions import ApplicationError
 
 # Settings that reach outside the study: where requests go (and which environment variable's value is
@@ -75,55 +77,167 @@ LAST_OWNER = "A study keeps at least one owner: make someone else owner first."
 
 
 @transaction.atomic
-def membership_set(*, study: Study, user: Any, role: str) -> StudyMembership:
+def membership_set(
+    *, study: Study, user: Any, role: str, by: Any = None, origin: str = AuditOrigin.CODE
+) -> StudyMembership:
     """Give the user this role in the study (idempotent: an existing membership changes role); never the
-    last owner another role, on any path (the API, the admin, `manage.py study_member`)."""
+    last owner another role, on any path (the API, the admin, `manage.py study_member`). A change is audited
+    as done by `by` from `origin`."""
     if role not in StudyMembership.Role.values:
         raise ApplicationError(
             f"Unknown role {role!r}; choose one of {', '.join(StudyMembership.Role.values)}.", field="role"
         )
     if _would_leave_no_owner(study=study, user_id=user.pk, role=role):
         raise ApplicationError(LAST_OWNER, field="role")
+    was = StudyMembership.objects.filter(study=study, user=user).values_list("role", flat=True).first()
     membership, _ = StudyMembership.objects.update_or_create(study=study, user=user, defaults={"role": role})
+    if was != role:
+        audit_record(
+            study=study,
+            by=by,
+            origin=origin,
+            event_type=AuditEvent.MEMBER_ADDED if was is None else AuditEvent.MEMBER_ROLE_CHANGED,
+            object_type="membership",
+            object_id=user.pk,
+            object_repr=user.get_username(),
+            before=None if was is None else {"role": was},
+            after={"role": role},
+        )
     return membership
 
 
 @transaction.atomic
-def membership_remove(*, membership: StudyMembership) -> None:
+def membership_remove(*, membership: StudyMembership, by: Any = None, origin: str = AuditOrigin.CODE) -> None:
     """End a membership (idempotent: one already gone is no error); never the last owner's. The stored row's
     member is the one checked, whatever user the given instance now names (an admin form's row edited and
     deleted in one save)."""
-    stored = StudyMembership.objects.filter(pk=membership.pk).values_list("user_id", flat=True).first()
+    stored = (
+        StudyMembership.objects.filter(pk=membership.pk)
+        .values_list("user_id", "user__username", "role", "study__slug")
+        .first()
+    )
     if stored is None:
         return
-    if _would_leave_no_owner(study=membership.study_id, user_id=stored, role=None):
+    user_id, username, role, _ = stored
+    if _would_leave_no_owner(study=membership.study_id, user_id=user_id, role=None):
         raise ApplicationError(LAST_OWNER, field="username")
     StudyMembership.objects.filter(pk=membership.pk).delete()
+    audit_record(
+        study=Study.objects.get(pk=membership.study_id),
+        by=by,
+        origin=origin,
+        event_type=AuditEvent.MEMBER_REMOVED,
+        object_type="membership",
+        object_id=user_id,
+        object_repr=username,
+        before={"role": role},
+        after=None,
+    )
+
+
+# The settings that make up the study's open link (docs/crowd.md), audited as their own event; the link's
+# secret itself (open_link_token) is never logged.
+OPEN_LINK_FIELDS = frozenset(
+    {
+        "open_link_enabled",
+        "participant_cap",
+        "place_timeout_minutes",
+        "open_link_expires_at",
+        "external_id_param",
+        "completion_url",
+        "crowd_completion_code",
+        "screen_out_url",
+    }
+)
+
+
+def _study_state(study_pk: int) -> dict[str, Any]:
+    """A study as the audit log compares it: its settings, status and systems (by label)."""
+    study = Study.objects.get(pk=study_pk)
+    systems = StudySystem.objects.filter(study_id=study_pk).order_by("order", "pk")
+    return {
+        **{name: study.serializable_value(name) for name in ("status", *STUDY_FIELDS)},
+        "systems": {system.label: {k: v for k, v in system_spec(system).items() if k != "label"} for system in systems},
+    }
+
+
+def _audit_study_change(
+    *, study: Study, by: Any, origin: str, before: Mapping[str, Any], after: Mapping[str, Any]
+) -> None:
+    """One row per kind of change (status, open link, systems, other settings), each with only what changed."""
+    old, new = audit_diff(before, after)
+    groups = {
+        AuditEvent.STUDY_STATUS_CHANGED: {"status"},
+        AuditEvent.STUDY_OPEN_LINK_CHANGED: OPEN_LINK_FIELDS,
+        AuditEvent.STUDY_SYSTEMS_CHANGED: {"systems"},
+    }
+    for event in (
+        AuditEvent.STUDY_SETTINGS_CHANGED,
+        AuditEvent.STUDY_STATUS_CHANGED,
+        AuditEvent.STUDY_OPEN_LINK_CHANGED,
+        AuditEvent.STUDY_SYSTEMS_CHANGED,
+    ):
+        others = set().union(*groups.values())
+        keys = [k for k in old if (k in groups[event] if event in groups else k not in others)]
+        if keys:
+            audit_record(
+                study=study,
+                by=by,
+                origin=origin,
+                event_type=event,
+                object_type="study",
+                object_id=study.pk,
+                object_repr=study.slug,
+                before={k: old[k] for k in keys},
+                after={k: new[k] for k in keys},
+            )
 
 
 @transaction.atomic
-def study_create_owned(*, by: Any, systems: Iterable[Mapping[str, Any]] | None = None, **fields: Any) -> Study:
+def study_create_owned(
+    *, by: Any, origin: str = AuditOrigin.CODE, systems: Iterable[Mapping[str, Any]] | None = None, **fields: Any
+) -> Study:
     """Create a study as `by`, who becomes its owner."""
     specs = None if systems is None else [dict(s) for s in systems]
     study_check_privileged_settings(
         by=by, retrieval_settings=fields.get("retrieval_settings"), systems=specs, study=None
     )
     study = study_create(**fields, systems=specs)
-    membership_set(study=study, user=by, role=StudyMembership.Role.OWNER)
+    audit_record(
+        study=study,
+        by=by,
+        origin=origin,
+        event_type=AuditEvent.STUDY_CREATED,
+        object_type="study",
+        object_id=study.pk,
+        object_repr=study.slug,
+        after=_study_state(study.pk),
+    )
+    membership_set(study=study, user=by, role=StudyMembership.Role.OWNER, by=by, origin=origin)
     return study
 
 
 @transaction.atomic
 def study_update_as(
-    *, by: Any, study: Study, systems: Iterable[Mapping[str, Any]] | None = None, **fields: Any
+    *,
+    by: Any,
+    study: Study,
+    origin: str = AuditOrigin.CODE,
+    systems: Iterable[Mapping[str, Any]] | None = None,
+    **fields: Any,
 ) -> Study:
-    """Change a study as `by`, who must be allowed to manage it (an owner, or a superuser)."""
+    """Change a study as `by`, who must be allowed to manage it (an owner, or a superuser); what changed is
+    audited, read before and after under the study's row lock."""
     _require(by=by, study=study, action=StudyAction.MANAGE)
     specs = None if systems is None else [dict(s) for s in systems]
     study_check_privileged_settings(
         by=by, retrieval_settings=fields.get("retrieval_settings", study.retrieval_settings), systems=specs, study=study
     )
-    return study_update(study=study, systems=specs, **fields)
+    Study.objects.select_for_update().filter(pk=study.pk).values_list("pk").first()
+    before = _study_state(study.pk)
+    updated = study_update(study=study, systems=specs, **fields)
+    _audit_study_change(study=updated, by=by, origin=origin, before=before, after=_study_state(updated.pk))
+    return updated
 
 
 def _would_leave_no_owner(*, study: Study | int, user_id: int, role: str | None) -> bool:
@@ -143,17 +257,44 @@ def _would_leave_no_owner(*, study: Study | int, user_id: int, role: str | None)
 
 
 @transaction.atomic
-def membership_set_as(*, by: Any, study: Study, user: Any, role: str) -> StudyMembership:
+def membership_set_as(
+    *, by: Any, study: Study, user: Any, role: str, origin: str = AuditOrigin.CODE
+) -> StudyMembership:
     """An owner (or a superuser) gives a user a role in the study; the last owner cannot step down, so that
     someone besides the superusers can always manage the study."""
     _require(by=by, study=study, action=StudyAction.MANAGE)
-    return membership_set(study=study, user=user, role=role)
+    return membership_set(study=study, user=user, role=role, by=by, origin=origin)
 
 
 @transaction.atomic
-def membership_remove_as(*, by: Any, study: Study, user: Any) -> None:
+def membership_remove_as(*, by: Any, study: Study, user: Any, origin: str = AuditOrigin.CODE) -> None:
     """An owner (or a superuser) ends a user's membership (idempotent); never the last owner's."""
     _require(by=by, study=study, action=StudyAction.MANAGE)
     membership = StudyMembership.objects.filter(study=study, user=user).first()
     if membership is not None:
-        membership_remove(membership=membership)
+        membership_remove(membership=membership, by=by, origin=origin)
+
+
+@transaction.atomic
+def study_record_delete(*, record: Study | Invitation | Participation, by: Any, origin: str = AuditOrigin.CODE) -> None:
+    """Delete a study with everything in it, or one of its invitations or participations (the admin's Delete,
+    for those who may manage the study); audited first, with what it was, so the row outlives it."""
+    study = record if isinstance(record, Study) else record.study
+    _require(by=by, study=study, action=StudyAction.MANAGE)
+    if isinstance(record, Study):
+        event, object_type, before = AuditEvent.STUDY_DELETED, "study", _study_state(record.pk)
+    else:
+        event, object_type = AuditEvent.ROW_DELETED, record._meta.model_name or ""
+        before = {"code": record.code} if isinstance(record, Participation) else {"note": record.note}
+    audit_record(
+        study=study,
+        by=by,
+        origin=origin,
+        event_type=event,
+        object_type=object_type,
+        object_id=record.pk,
+        object_repr=str(record)[:200],
+        before=before,
+        after=None,
+    )
+    record.delete()

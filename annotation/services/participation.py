@@ -19,8 +19,10 @@ from django.utils.translation import gettext_lazy
 
 from annotation.links import resume_link
 from annotation.models import Candidate, Invitation, Participation, Query, Study
+from annotation.models_audit import AuditEvent, AuditOrigin
 from annotation.selectors.membership import StudyAction, study_allows
 from annotation.selectors.participation import participation_locked
+from annotation.services.audit import audit_diff, audit_record
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
 from kernel.storable import DB_INT_MAX
@@ -34,17 +36,75 @@ def _code(length: int = 8) -> str:
 
 @transaction.atomic
 def invitation_create_bulk(
-    *, study: Study, count: int, max_uses: int = 1, expires_at: datetime | None = None, note: str = ""
+    *,
+    study: Study,
+    count: int,
+    max_uses: int = 1,
+    expires_at: datetime | None = None,
+    note: str = "",
+    by: Any = None,
+    origin: str = AuditOrigin.CODE,
 ) -> list[Invitation]:
+    """Create `count` invitation links; audited as one row naming them by id (their tokens are secrets)."""
     if not 1 <= count <= 1000:
         raise ApplicationError("Create between 1 and 1000 invitations at a time.", field="count")
     invitation_check_max_uses(max_uses=max_uses)
-    return [
+    created = [
         Invitation.objects.create(
             study=study, token=secrets.token_urlsafe(24), max_uses=max_uses, expires_at=expires_at, note=note
         )
         for _ in range(count)
     ]
+    audit_record(
+        study=study,
+        by=by,
+        origin=origin,
+        event_type=AuditEvent.INVITATIONS_CREATED,
+        object_type="invitation",
+        object_id=created[0].pk if count == 1 else "",
+        object_repr=f"{count} invitation(s)",
+        after={
+            "count": count,
+            "ids": [invitation.pk for invitation in created],
+            "max_uses": max_uses,
+            "expires_at": expires_at,
+            "note": note,
+        },
+    )
+    return created
+
+
+INVITATION_EDITABLE = ("max_uses", "expires_at", "note")
+
+
+@transaction.atomic
+def invitation_update(*, invitation: Invitation, by: Any, origin: str = AuditOrigin.CODE, **fields: Any) -> Invitation:
+    """Change an invitation's limit, expiry or note (the admin's invitation page); the uses counted by
+    annotators who joined meanwhile are kept, and the new limit is checked against them."""
+    unknown = sorted(set(fields) - set(INVITATION_EDITABLE))
+    if unknown:
+        raise ApplicationError(f"Unknown invitation field(s): {', '.join(unknown)}.", field=unknown[0])
+    stored = Invitation.objects.select_for_update().select_related("study").get(pk=invitation.pk)
+    if fields.get("max_uses") is not None:
+        invitation_check_max_uses(max_uses=fields["max_uses"], used=stored.uses)
+    before = {name: getattr(stored, name) for name in INVITATION_EDITABLE}
+    for name, value in fields.items():
+        setattr(stored, name, value)
+    old, new = audit_diff(before, {name: getattr(stored, name) for name in INVITATION_EDITABLE})
+    if old:
+        stored.save(update_fields=list(old))
+        audit_record(
+            study=stored.study,
+            by=by,
+            origin=origin,
+            event_type=AuditEvent.INVITATION_CHANGED,
+            object_type="invitation",
+            object_id=stored.pk,
+            object_repr=f"invitation {stored.pk}",
+            before=old,
+            after=new,
+        )
+    return stored
 
 
 def invitation_check_max_uses(*, max_uses: int, used: int = 0) -> None:
@@ -516,7 +576,7 @@ def participation_require_restorable(*, participation: Participation) -> None:
 
 
 @transaction.atomic
-def participation_preview_start(*, study: Study, by: Any) -> Participation:
+def participation_preview_start(*, study: Study, by: Any, origin: str = AuditOrigin.CODE) -> Participation:
     """Try the study as an annotator: a study member (owner or researcher, docs/permissions.md) gets a
     participation flagged `preview`, which never reaches the analysis, exports, progress counts or the cap.
     An unfinished preview is resumed; a finished one is replaced by a fresh one. The study must be open."""
@@ -536,7 +596,19 @@ def participation_preview_start(*, study: Study, by: Any) -> Participation:
         # Its questions first: a question protects the persona it was asked with from a cascade.
         existing.queries.all().delete()
         existing.delete()
-    return _participation_create(study=study, annotator=by, source=Participation.Source.PREVIEW)
+    preview = _participation_create(study=study, annotator=by, source=Participation.Source.PREVIEW)
+    audit_record(
+        study=study,
+        by=by,
+        origin=origin,
+        event_type=AuditEvent.PREVIEW_STARTED,
+        object_type="participation",
+        object_id=preview.pk,
+        object_repr=preview.code,
+        before=None if existing is None else {"replaced": existing.code},
+        after={"code": preview.code},
+    )
+    return preview
 
 
 def participation_queries_used(*, participation: Participation) -> int:

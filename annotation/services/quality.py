@@ -13,8 +13,10 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
 from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Study
+from annotation.models_audit import AuditEvent, AuditOrigin
 from annotation.positions import position_name, span_label
 from annotation.selectors.membership import StudyAction, study_allows
+from annotation.services.audit import audit_record
 from annotation.services.participation import participation_screen_out
 from kernel.exceptions import ApplicationError
 from kernel.storable import unstorable_text
@@ -149,8 +151,30 @@ def _require_analyse(*, participation: Participation, by: Any) -> None:
     raise ApplicationError("Not found.", status=404)
 
 
+def _exclusion(participation: Participation) -> dict[str, Any]:
+    return {"excluded_at": participation.excluded_at, "exclusion_reason": participation.exclusion_reason}
+
+
+def _audit_exclusion(
+    *, participation: Participation, by: Any, origin: str, event: AuditEvent, before: dict[str, Any]
+) -> None:
+    audit_record(
+        study=participation.study,
+        by=by,
+        origin=origin,
+        event_type=event,
+        object_type="participation",
+        object_id=participation.pk,
+        object_repr=participation.code,
+        before=before,
+        after=_exclusion(participation),
+    )
+
+
 @transaction.atomic
-def participation_exclude(*, participation: Participation, reason: str, by: Any) -> Participation:
+def participation_exclude(
+    *, participation: Participation, reason: str, by: Any, origin: str = AuditOrigin.CODE
+) -> Participation:
     """Mark a participation excluded from the analysis, with the researcher's reason. Idempotent: the same
     exclusion again changes nothing; a new reason replaces the old one."""
     _require_analyse(participation=participation, by=by)
@@ -162,25 +186,37 @@ def participation_exclude(*, participation: Participation, reason: str, by: Any)
     # The dashboard's form and the admin action pass the raw POST: the database refuses a NUL in text.
     if problem := unstorable_text(reason):
         raise ApplicationError(f"The reason {problem}.", field="reason")
-    participation = Participation.objects.select_for_update(of=("self",)).get(pk=participation.pk)
+    participation = (
+        Participation.objects.select_for_update(of=("self",)).select_related("study").get(pk=participation.pk)
+    )
     if participation.excluded_at is not None and participation.exclusion_reason == reason:
         return participation
+    before = _exclusion(participation)
     participation.excluded_at = participation.excluded_at or timezone.now()
     participation.exclusion_reason = reason
     participation.excluded_by = by if getattr(by, "pk", None) else None
     participation.save(update_fields=["excluded_at", "exclusion_reason", "excluded_by"])
+    _audit_exclusion(
+        participation=participation, by=by, origin=origin, event=AuditEvent.PARTICIPATION_EXCLUDED, before=before
+    )
     return participation
 
 
 @transaction.atomic
-def participation_include(*, participation: Participation, by: Any) -> Participation:
+def participation_include(*, participation: Participation, by: Any, origin: str = AuditOrigin.CODE) -> Participation:
     """Undo a manual exclusion; idempotent."""
     _require_analyse(participation=participation, by=by)
-    participation = Participation.objects.select_for_update(of=("self",)).get(pk=participation.pk)
+    participation = (
+        Participation.objects.select_for_update(of=("self",)).select_related("study").get(pk=participation.pk)
+    )
     if participation.excluded_at is None:
         return participation
+    before = _exclusion(participation)
     participation.excluded_at = None
     participation.exclusion_reason = ""
     participation.excluded_by = None
     participation.save(update_fields=["excluded_at", "exclusion_reason", "excluded_by"])
+    _audit_exclusion(
+        participation=participation, by=by, origin=origin, event=AuditEvent.PARTICIPATION_INCLUDED, before=before
+    )
     return participation

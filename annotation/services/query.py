@@ -20,10 +20,12 @@ from django.utils.translation import gettext_noop
 
 from annotation.backends.registry import get_retrieval_backend
 from annotation.models import Candidate, Judgment, Participation, Query, RetrievedDocument
+from annotation.models_audit import AuditEvent, AuditOrigin
 from annotation.selectors.participation import participation_locked
 from annotation.selectors.query import query_with_study
+from annotation.services.audit import audit_record
 from annotation.services.generation import (
-    candidate_retry,
+    candidate_requeue,
     candidate_send,
     candidates_sweep,
     query_advance_if_generated,
@@ -231,7 +233,9 @@ def query_resend(*, query: Query) -> Query:
     elif query.status == Query.Status.GENERATING:
         for candidate_id in query.candidates.filter(status=Candidate.Status.QUEUED).values_list("pk", flat=True):
             _send_on_commit(query, generate_candidate, candidate_id)
-    return query_retry_failed(query=query)
+    _query_requeue_failed(query=query)
+    query.refresh_from_db()
+    return query
 
 
 def query_retrieve(*, query_id: int, redelivered: bool = False) -> Query:
@@ -436,9 +440,11 @@ def background_sweep() -> dict[str, int]:
 
 
 @transaction.atomic
-def query_retry_failed(*, query: Query) -> Query:
+def _query_requeue_failed(*, query: Query) -> tuple[bool, list[int]]:
+    """Queue a question's failed work again: (whether its retrieval was, the candidates that were)."""
     # Retrieval failed (before or after its sources were stored: query_retrieve skips a search it has).
-    if query.status == Query.Status.FAILED:
+    retrieval = query.status == Query.Status.FAILED
+    if retrieval:
         Query.objects.filter(pk=query.pk).update(
             status=Query.Status.RETRIEVING, failure_reason="", retrieval_queued_at=timezone.now(), lease_expires_at=None
         )
@@ -446,8 +452,33 @@ def query_retry_failed(*, query: Query) -> Query:
         from annotation.tasks import retrieve_query
 
         _send_on_commit(query, retrieve_query, query.pk)
-    for candidate in query.candidates.filter(status=Candidate.Status.FAILED):
-        candidate_retry(candidate=candidate)
+    retried = [
+        candidate.pk
+        for candidate in query.candidates.filter(status=Candidate.Status.FAILED)
+        if candidate_requeue(candidate=candidate)
+    ]
+    return retrieval, retried
+
+
+@transaction.atomic
+def query_retry_failed(*, query: Query, by: Any = None, origin: str = AuditOrigin.CODE) -> Query:
+    """An admin or owner queues a question's failed retrieval and generations again (the admin's action);
+    audited as one row with what was failed."""
+    stored = Query.objects.select_for_update(of=("self",)).select_related("participation__study").get(pk=query.pk)
+    failure = stored.failure_reason
+    retrieval, retried = _query_requeue_failed(query=stored)
+    if retrieval or retried:
+        audit_record(
+            study=stored.participation.study,
+            by=by,
+            origin=origin,
+            event_type=AuditEvent.RETRIEVAL_RETRIED if retrieval else AuditEvent.GENERATION_RETRIED,
+            object_type="query",
+            object_id=stored.pk,
+            object_repr=f"question {stored.index} of {stored.participation.code}",
+            before={"status": stored.status, "failure_reason": failure, "failed_candidates": retried},
+            after={"status": Query.objects.values_list("status", flat=True).get(pk=stored.pk), "queued": retried},
+        )
     query.refresh_from_db()
     return query
 

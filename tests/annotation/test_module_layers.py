@@ -9,7 +9,17 @@ import annotation
 
 ROOT = Path(annotation.__file__).parent
 # Bottom up, as annotation/services/__init__.py lists them.
-SERVICE_LAYERS = ["study", "participation", "quality", "persona", "tournament", "generation", "query", "membership"]
+SERVICE_LAYERS = [
+    "audit",
+    "study",
+    "participation",
+    "quality",
+    "persona",
+    "tournament",
+    "generation",
+    "query",
+    "membership",
+]
 
 
 def _module_level_imports(path: Path) -> set[str]:

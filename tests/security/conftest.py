@@ -33,7 +33,7 @@ ROLES = (
     "admin",
 )
 # What docs/permissions.md suggests the researchers group carries, and an owner adds.
-GROUP_PERMISSIONS = ("view_study", "view_invitation", "view_participation", "view_candidate")
+GROUP_PERMISSIONS = ("view_study", "view_invitation", "view_participation", "view_candidate", "view_studyauditlog")
 OWNER_PERMISSIONS = ("add_study", "change_study", "add_invitation", "change_candidate")
 EXPORT_CSV = b"match_id,choice\n1,left\n"
 

@@ -15,6 +15,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from drf_spectacular.generators import SchemaGenerator
 
+from annotation.models_audit import StudyAuditLog
 from tests.security.conftest import ROLES
 
 pytestmark = pytest.mark.django_db
@@ -134,6 +135,8 @@ API: list[Row] = [
         {"reason": "too fast"},
         A_API_ANALYSE,
     ),
+    # The audit log: owners and researchers of the study, with the view permission of the log.
+    ("GET", "/api/v1/admin/studies/{slug}/audit/", STUDY + "audit/", None, A_API_ANALYSE),
     # The open link is shown to those who may list invitations.
     ("GET", "/api/v1/admin/studies/{slug}/open-link/", STUDY + "open-link/", None, A_API_ANALYSE),
     ("GET", "/api/v1/admin/failed-candidates/", "/api/v1/admin/failed-candidates/", None, A_API_LIST),
@@ -278,6 +281,14 @@ ADMIN: list[Row] = [
         None,
         (302, 302, 302, 302, 302, 302, 302, 302, 200, 200),
     ),
+    # The audit log: its view permission (the researchers group's), then the rows of member studies.
+    (
+        "GET",
+        "audit log",
+        "/admin/annotation/studyauditlog/",
+        None,
+        (302, 302, 302, 302, 403, 302, 302, 302, 200, 200),
+    ),
     (
         "GET",
         "invitation list",
@@ -329,10 +340,28 @@ def test_every_role_gets_the_documented_status(world, table):
     for method, route, url_template, body, expected in rows:
         assert len(expected) == len(ROLES), route
         url = url_template.format(**values)
+        annotators = (url == "/" or url.startswith(ANNOTATOR_ROUTES)) and not url.endswith("/preview/")
         for role, status in zip(ROLES, expected, strict=True):
             with transaction.atomic():
+                logged = StudyAuditLog.objects.count()
                 got = _call(world, role, method, url, body)
+                audited = StudyAuditLog.objects.count() - logged
                 transaction.set_rollback(True)
             if got != status:
                 wrong.append(f"{method} {url} as {role}: {got}, documented {status}")
+            # The audit log (docs/permissions.md): a refused request changed nothing, so it logs nothing; an
+            # annotator's own work is never audited.
+            if audited and (got >= 400 or annotators):
+                wrong.append(f"{method} {url} as {role}: {got} wrote {audited} audit row(s)")
     assert not wrong, "\n".join(wrong)
+
+
+# The annotator's routes: whoever calls them, nothing is audited.
+ANNOTATOR_ROUTES = (
+    "/api/v1/invitations/",
+    "/api/v1/participations/",
+    "/api/v1/queries/",
+    "/api/v1/matches/",
+    "/study/",
+)
+ANNOTATOR_ROUTES += ("/join/", "/open/", "/resume/", "/accounts/", "/healthz/", "/api/schema/", "/api/docs/")

@@ -11,12 +11,13 @@ from django.db import transaction
 
 from analysis.permissions import RESEARCHERS_GROUP
 from annotation.models import Study, StudyMembership
+from annotation.models_audit import command_origin
 from annotation.services.membership import membership_set
 from kernel.exceptions import ApplicationError
 
 # What docs/permissions.md suggests the group carries: reading the admin API's studies, invitations,
 # progress and failed generations (each still limited to the member's studies and role).
-GROUP_VIEW_PERMISSIONS = ("view_study", "view_invitation", "view_participation", "view_candidate")
+GROUP_VIEW_PERMISSIONS = ("view_study", "view_invitation", "view_participation", "view_candidate", "view_studyauditlog")
 
 
 class Command(BaseCommand):
@@ -46,7 +47,7 @@ class Command(BaseCommand):
         )
         member.groups.add(group)
         try:
-            membership_set(study=found, user=member, role=role)
+            membership_set(study=found, user=member, role=role, origin=command_origin("study_member"))
         except ApplicationError as error:  # the last owner stepping down: nothing changed
             raise CommandError(error.message) from error
         self.stdout.write(f"{user} is now {role} of {study} and in the {RESEARCHERS_GROUP} group.")

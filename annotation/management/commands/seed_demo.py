@@ -14,6 +14,7 @@ from django.db import transaction
 
 from annotation.links import invitation_link
 from annotation.models import Invitation, Study
+from annotation.models_audit import command_origin
 from annotation.services.participation import invitation_create_bulk
 from annotation.services.study import study_create, study_update
 from kernel.cli import at_least_one, not_blank
@@ -90,7 +91,13 @@ class Command(BaseCommand):
         try:
             invitation = (
                 Invitation.objects.filter(study=study, note="demo").first()
-                or invitation_create_bulk(study=study, count=1, max_uses=options["uses"], note="demo")[0]
+                or invitation_create_bulk(
+                    study=study,
+                    count=1,
+                    max_uses=options["uses"],
+                    note="demo",
+                    origin=command_origin("seed_demo"),
+                )[0]
             )
         except ApplicationError as exc:
             raise CommandError(f"--uses: {exc.message}") from exc

@@ -9,6 +9,7 @@ from celery import current_app
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Study
+from annotation.models_audit import command_origin
 from kernel.exceptions import ApplicationError
 from scoring import services
 from scoring.core.judges import PROMPT_VERSIONS
@@ -69,7 +70,7 @@ class Command(BaseCommand):
                 # Run the chunks in this process: the project's Celery app (config.celery) is the current one.
                 current_app.conf.task_always_eager = True
             if options["pairwise"]:
-                run = services.pairwise_run_start(study=study, judge=judge)
+                run = services.pairwise_run_start(study=study, judge=judge, origin=command_origin("score_study"))
                 metrics = ["pairwise judge"]
             else:
                 run = services.scoring_run_start(
@@ -78,6 +79,7 @@ class Command(BaseCommand):
                     reference=options["reference"],
                     source=options["source"],
                     judge=judge,
+                    origin=command_origin("score_study"),
                 )
         except ApplicationError as error:
             raise CommandError(error.message) from error
