@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import require
 from tests.e2e.conftest import chromium_running
 from tests.faults.scenarios import Rig
 from tests.integration.worker import WorkerPool, celery_workers  # noqa: F401
+from tests.support.postgres import postgres_bin
+from tests.support.site import Site, site_on_own_database
 
 
 @pytest.fixture
@@ -28,3 +31,12 @@ def rig(celery_workers: WorkerPool) -> Rig:  # noqa: F811
 @pytest.fixture
 def browser_rig(celery_workers: WorkerPool, live_server, browser) -> Rig:  # type: ignore[no-untyped-def]  # noqa: F811
     return Rig(pool=celery_workers, live_url=live_server.url, browser=browser)
+
+
+@pytest.fixture(scope="session")
+def own_site() -> Iterator[Site]:
+    """The production web server's settings on a PostgreSQL server of the session's own, migrated and seeded
+    once (about a minute); each test starts gunicorn with the settings it needs (tests/support/site.py)."""
+    require(postgres_bin() is not None, "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin")
+    with site_on_own_database() as site:
+        yield site
