@@ -51,7 +51,8 @@ def main() -> int:
             if phase == "concurrent":
                 threads = [
                     threading.Thread(
-                        target=send, kwargs={"site": site, "requests": args.requests, "keep_alive": True, "into": answers}
+                        target=send,
+                        kwargs={"site": site, "requests": args.requests, "keep_alive": True, "into": answers},
                     )
                     for _ in range(args.clients)
                 ]

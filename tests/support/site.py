@@ -119,10 +119,12 @@ def site_on_own_database() -> Iterator[Site]:
             "CELERY_TASK_ALWAYS_EAGER": "true",
             "ENV_FILE": os.devnull,
             "PYTHONPATH": str(REPO),
+            "STATIC_ROOT": str(folder / "static"),  # served by WhiteNoise, as in the image (collectstatic)
         }
         site = Site(cluster=cluster, env=env, folder=folder)
         try:
             site.manage("migrate", "--noinput")
+            site.manage("collectstatic", "--noinput")
             out = site.manage("seed_demo", "--uses", "50", "--admin-password-file", str(folder / "admin-password"))
             found = re.search(r"/join/([^/\s]+)/", out)
             if not found:
