@@ -4,6 +4,7 @@ pages, and the API, stay in the default language (docs/languages.md)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -17,15 +18,17 @@ from kernel.unavailable import database_unavailable
 # out of reach; bounded, the oldest forgotten first.
 _last_known: dict[str, str] = {}
 _LAST_KNOWN_MAX = 1000
+_last_known_lock = threading.Lock()  # gunicorn's threads share it
 
 
 def _remember(slug: str, language: str) -> None:
     if _last_known.get(slug) == language:
         return
-    _last_known.pop(slug, None)
-    if len(_last_known) >= _LAST_KNOWN_MAX:
-        _last_known.pop(next(iter(_last_known)))
-    _last_known[slug] = language
+    with _last_known_lock:
+        _last_known.pop(slug, None)
+        if len(_last_known) >= _LAST_KNOWN_MAX:
+            _last_known.pop(next(iter(_last_known)))
+        _last_known[slug] = language
 
 
 class StudyLanguageMiddleware:
