@@ -119,10 +119,14 @@ class Flow:
         self.thread.join(timeout=300)
 
 
-def test_a_database_restart_answers_503_then_everything_works_and_nothing_is_written_twice(own_site: Site) -> None:
+@pytest.mark.parametrize("pool", ["true", "false"], ids=["pooled", "connection-per-thread"])
+def test_a_database_restart_answers_503_then_everything_works_and_nothing_is_written_twice(
+    own_site: Site, pool: str
+) -> None:
+    """With the pool (the default) and without it (DATABASE_POOL=false: PgBouncer's deployments)."""
     site = own_site
     site.cluster.psql("UPDATE annotation_study SET language = 'de' WHERE slug = 'demo'")
-    site.start_server()
+    site.start_server(DATABASE_POOL=pool)
     annotator = Annotator(site)
     asked = annotator.ask(first_token := uuid.uuid4().hex)
     assert asked.status_code == 201, asked.text
