@@ -4,6 +4,7 @@ pages, and the API, stay in the default language (docs/languages.md)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,23 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import translation
 
 from annotation.selectors.study import study_language
+from kernel.unavailable import database_unavailable
+
+# Each study's language as this process last read it (by slug), for the pages it renders while the database is
+# out of reach; bounded, the oldest forgotten first.
+_last_known: dict[str, str] = {}
+_LAST_KNOWN_MAX = 1000
+_last_known_lock = threading.Lock()  # gunicorn's threads share it
+
+
+def _remember(slug: str, language: str) -> None:
+    if _last_known.get(slug) == language:
+        return
+    with _last_known_lock:
+        _last_known.pop(slug, None)
+        if len(_last_known) >= _LAST_KNOWN_MAX:
+            _last_known.pop(next(iter(_last_known)))
+        _last_known[slug] = language
 
 
 class StudyLanguageMiddleware:
@@ -38,9 +56,19 @@ class StudyLanguageMiddleware:
         token = view_kwargs.get("token")
         # The same URL keyword names three secrets: an invitation's, an open link's and a resume link's.
         by_route = {"open-join": {"open_link_token": token}, "resume": {"resume_token": token}}
-        language = study_language(
-            slug=view_kwargs.get("slug"), **by_route.get(match.url_name or "", {"invitation_token": token})
-        )
+        slug = view_kwargs.get("slug")
+        try:
+            language = study_language(slug=slug, **by_route.get(match.url_name or "", {"invitation_token": token}))
+        except Exception as error:
+            if not database_unavailable(error):
+                raise
+            # The database out of reach: the "one moment" page (kernel/unavailable.py) is still in the study's
+            # language, as this process last read it, or else in the browser's.
+            language = _last_known.get(slug or "") or translation.get_language_from_request(request)
+            translation.activate(language)
+            raise
+        if slug and language:
+            _remember(slug, language)
         if language:
             translation.activate(language)
             request.study_language = language  # type: ignore[attr-defined]

@@ -72,11 +72,15 @@ def _annotator_work_ended(sender: Any = None, task_id: str = "", task: Any = Non
 @task_prerun.connect
 @task_postrun.connect
 def _database_connections_as_in_a_request(sender: object = None, **kwargs: object) -> None:
-    """A task treats the database connection as Django treats it around a request: kept for CONN_MAX_AGE,
-    closed when it broke or was left inside a transaction, health-checked before its next use
-    (CONN_HEALTH_CHECKS). Celery's Django fixup, which would close it before and after every task, is told
+    """A task treats the database connection as Django treats it around a request. With the pool (PostgreSQL's
+    default, DATABASE_POOL; CONN_MAX_AGE is then 0) the task's connection goes back to the process's pool at
+    its end, which keeps it open for the next task and checks it before handing it out again (one the server
+    ended is replaced); without it, it is kept for CONN_MAX_AGE, closed when it broke or was left inside a
+    transaction, health-checked before its next use (CONN_HEALTH_CHECKS). Celery's Django fixup, which would
+    close the connection (and in a prefork pool process, the whole pool) before and after every task, is told
     to leave it alone (CELERY_DB_REUSE_MAX, config/settings/base.py): a new PostgreSQL connection per task
-    cost the generation queue more CPU than the task's own statements (bench/README.md, "Generation queue")."""
+    cost the generation queue more CPU than the task's own statements (bench/README.md, "Generation queue").
+    It still closes the pool as each pool process starts, so a forked process never uses its parent's."""
     from django.db import close_old_connections
 
     # An eager task runs inside its caller, whose connection (and transaction) it must leave alone.

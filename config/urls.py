@@ -27,3 +27,5 @@ admin.site.index_title = "Studies, annotators and generation jobs"
 
 # Django's 404 page, except under /api/, where a path no view matches is the API's JSON error.
 handler404 = "kernel.exception_handlers.page_not_found"
+# The database out of reach (a restart, a failover): 503 and a page that tries again, not a 500 (kernel/unavailable.py).
+handler500 = "kernel.unavailable.server_error"

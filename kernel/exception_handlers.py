@@ -1,5 +1,6 @@
-"""One handler maps domain errors and DRF errors to `{"message": ..., "extra": {...}}` responses; the URLconf's
-404 handler answers a path under /api/ that no view matches in the same shape."""
+"""One handler maps domain errors and DRF errors to `{"message": ..., "extra": {...}}` responses (and the database
+out of reach to a 503 with Retry-After: kernel/unavailable.py); the URLconf's 404 handler answers a path under
+/api/ that no view matches in the same shape."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import as_serializer_error
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from kernel import unavailable
 from kernel.exceptions import ApplicationError
 
 
@@ -23,6 +25,9 @@ def error_body(message: str, extra: dict[str, Any] | None = None) -> dict[str, A
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if unavailable.database_unavailable(exc):
+        # A database blip: try again shortly (kernel/unavailable.py), not a 500.
+        return Response(unavailable.api_body(), status=503, headers={"Retry-After": str(unavailable.retry_after_s())})
     if isinstance(exc, ApplicationError):
         extra = dict(exc.extra)
         if exc.field:

@@ -26,6 +26,9 @@ esac
 if [ -n "${WORKER_NICE:-}" ]; then
   run="$run nice -n ${WORKER_NICE}"
 fi
+# A pool process runs one task at a time beside its lease heartbeat: two database connections from its pool
+# (docs/deploy.md, "Database connections"), unless DATABASE_POOL_MAX_SIZE says otherwise.
+export DATABASE_POOL_MAX_SIZE="${DATABASE_POOL_MAX_SIZE:-2}"
 # shellcheck disable=SC2086  # $run is empty, "chrt --idle 0" and/or "nice -n N": split on purpose
 exec $run celery -A config worker \
   --loglevel="${CELERY_LOGLEVEL:-INFO}" \

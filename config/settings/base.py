@@ -83,8 +83,47 @@ TEMPLATES = [
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
 }
-DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+# A connection is health-checked before a request (or task) uses it: one the server ended (a restart) is
+# replaced instead of failing the first request that meets it. With the pool, the pool checks it on handing it out.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# PostgreSQL connections come from a pool in each process (Django's, psycopg_pool; docs/deploy.md, "Database
+# connections"): a request or task takes one for its duration and gives it back, so a process holds at most
+# DATABASE_POOL_MAX_SIZE connections however many threads it runs, and the server's total is the sum over
+# processes. Give a web process as many as its threads (GUNICORN_THREADS, 4) and a Celery process 2 (a task
+# and its lease heartbeat). A request waits up to DATABASE_POOL_TIMEOUT_S for one (all in use, or the server
+# restarting) before it is answered 503 (kernel/unavailable.py); idle ones above DATABASE_POOL_MIN_SIZE close
+# after DATABASE_POOL_MAX_IDLE_S. DATABASE_POOL=false: a connection per thread kept CONN_MAX_AGE seconds (60),
+# for PgBouncer in transaction mode in front of the server instead.
+DATABASE_POOL = env.bool("DATABASE_POOL", default=True) and DATABASES["default"]["ENGINE"].endswith("postgresql")
+if DATABASE_POOL:
+    if env.int("CONN_MAX_AGE", default=0) or DATABASES["default"].get("CONN_MAX_AGE"):
+        raise ImproperlyConfigured(
+            "CONN_MAX_AGE must be 0 (or unset) with DATABASE_POOL: the pool keeps the connections open itself. "
+            "Set DATABASE_POOL=false to keep a connection per thread instead."
+        )
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASE_POOL_OPTIONS = {
+        "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=1),
+        "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=4),
+        "timeout": env.float("DATABASE_POOL_TIMEOUT_S", default=5.0),
+        "max_idle": env.float("DATABASE_POOL_MAX_IDLE_S", default=300.0),
+    }
+    if not 0 <= DATABASE_POOL_OPTIONS["min_size"] <= DATABASE_POOL_OPTIONS["max_size"] >= 1:
+        raise ImproperlyConfigured(
+            f"DATABASE_POOL_MIN_SIZE ({DATABASE_POOL_OPTIONS['min_size']}) must be 0 or more and at most "
+            f"DATABASE_POOL_MAX_SIZE ({DATABASE_POOL_OPTIONS['max_size']}), which must be 1 or more."
+        )
+    if DATABASE_POOL_OPTIONS["timeout"] <= 0 or DATABASE_POOL_OPTIONS["max_idle"] <= 0:
+        raise ImproperlyConfigured("DATABASE_POOL_TIMEOUT_S and DATABASE_POOL_MAX_IDLE_S must be above 0 (seconds).")
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = DATABASE_POOL_OPTIONS
+else:
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+# The database out of reach (a restart): pages and the API answer 503 with this Retry-After (kernel/unavailable.py).
+DATABASE_UNAVAILABLE_RETRY_AFTER_S = env.int("DATABASE_UNAVAILABLE_RETRY_AFTER_S", default=2)
+if DATABASE_UNAVAILABLE_RETRY_AFTER_S < 1:
+    raise ImproperlyConfigured(
+        f"DATABASE_UNAVAILABLE_RETRY_AFTER_S must be 1 or more (seconds), not {DATABASE_UNAVAILABLE_RETRY_AFTER_S}"
+    )
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL and a busy timeout let the web server and the worker write the same file.
     DATABASES["default"]["OPTIONS"] = {
@@ -260,9 +299,10 @@ elif CELERY_BROKER_URL.startswith(("amqp://", "amqps://", "pyamqp://")):
     CELERY_BROKER_HEARTBEAT = env.int("AMQP_HEARTBEAT_S", default=60)
     CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}
 CELERY_RESULT_BACKEND = None
-# Celery's Django fixup closes the database connection before and after every task unless told to reuse it;
-# config/celery.py closes it as Django does around a request instead (CONN_MAX_AGE, health checks), so the
-# fixup's own recycling is pushed out of the way (it closes after 2 x this many tasks per process).
+# Celery's Django fixup closes the database connection (in a prefork pool process, its whole pool) before and
+# after every task unless told to reuse it; config/celery.py gives it back as Django does around a request
+# instead (to the pool, or kept CONN_MAX_AGE), so the fixup's own recycling is pushed out of the way (it closes
+# after 2 x this many tasks per process).
 CELERY_DB_REUSE_MAX = 1_000_000
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True

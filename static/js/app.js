@@ -71,10 +71,21 @@
       return template.replace(/\{(\w+)\}/g, function (whole, name) { return name in values ? values[name] : whole; });
     };
     var delay = 800;
+    // A 503 (the database out of reach for a moment: kernel/unavailable.py) or no answer at all: asked again
+    // after the server's Retry-After, doubled on each failure in a row up to 30 s. Reading is idempotent.
+    var failures = 0;
     var poll = function () {
       fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
-        .then(function (r) { return r.json(); })
+        .then(function (r) {
+          if (!r.ok) {
+            var error = new Error("status " + r.status);
+            error.retryAfter = parseInt(r.headers.get("Retry-After"), 10);
+            throw error;
+          }
+          return r.json();
+        })
         .then(function (data) {
+          failures = 0;
           if (data.status === "ready" || data.status === "ranked" || data.status === "discarded") {
             window.location.assign(data.next);
             return;
@@ -100,7 +111,11 @@
           delay = Math.min(delay * 1.25, 3000);
           setTimeout(poll, delay);
         })
-        .catch(function () { setTimeout(poll, 3000); });
+        .catch(function (error) {
+          var base = (error && error.retryAfter > 0 ? error.retryAfter : 3) * 1000;
+          setTimeout(poll, Math.min(base * Math.pow(2, failures), 30000));
+          failures += 1;
+        });
     };
     setTimeout(poll, 300);
   }
@@ -133,7 +148,7 @@
   bars.forEach(function (bar) {
     var poll = function () {
       fetch(bar.dataset.poll, { credentials: "same-origin" })
-        .then(function (r) { return r.json(); })
+        .then(function (r) { if (!r.ok) { throw new Error("status " + r.status); } return r.json(); })
         .then(function (data) {
           bar.value = data.progress;
           var state = bar.parentNode.querySelector(".state");

@@ -9,10 +9,13 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import require
 from tests.e2e.conftest import chromium_running
 from tests.faults.scenarios import Rig
 from tests.integration.worker import WorkerPool, celery_workers, worker_pool  # noqa: F401
+from tests.support.postgres import postgres_bin
 from tests.support.redis_server import RedisServer, redis_server
+from tests.support.site import Site, site_on_own_database
 
 
 @pytest.fixture
@@ -44,3 +47,12 @@ def restart_rig(transactional_db: None, tmp_path: Path, own_redis: RedisServer) 
     """Workers whose broker (and model-server limiter) is `own_redis`; this process sends there too."""
     with worker_pool(tmp_path, own_redis.url) as pool:
         yield Rig(pool=pool)
+
+
+@pytest.fixture(scope="session")
+def own_site() -> Iterator[Site]:
+    """The production web server's settings on a PostgreSQL server of the session's own, migrated and seeded
+    once (about a minute); each test starts gunicorn with the settings it needs (tests/support/site.py)."""
+    require(postgres_bin() is not None, "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin")
+    with site_on_own_database() as site:
+        yield site

@@ -103,7 +103,9 @@ def test_gunicorns_access_log_with_the_project_config_carries_no_token(tmp_path)
     )
     token = "Sup3rSecretInvitationToken_0123"
     try:
-        deadline = time.monotonic() + 15  # booting Django on two loaded cores; about 2 s alone
+        # Booting Django on two loaded cores, about 2 s alone; the master also loads the URLconf and the templates
+        # before its worker forks (config/warmup.py), 10 s more at a load average of 11.
+        deadline = time.monotonic() + 60
         while True:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz/", timeout=5)

@@ -257,3 +257,29 @@ def test_a_reply_size_cap_is_read_in_bytes_and_one_under_a_byte_or_not_a_number_
     assert "OPENALEX_MAX_RESPONSE_BYTES must be a whole number, not '32MB'" in refused(
         OPENALEX_MAX_RESPONSE_BYTES="32MB"
     )
+
+
+POSTGRES = "postgres://satisfy@127.0.0.1:5432/satisfy"
+
+
+def test_postgresql_connections_come_from_a_pool_sized_by_the_environment() -> None:
+    database = settings_of(["DATABASES"], DATABASE_URL=POSTGRES, DATABASE_POOL_MAX_SIZE="2")["DATABASES"]
+    default = database["default"]  # type: ignore[index]
+    assert default["CONN_MAX_AGE"] == 0
+    assert default["OPTIONS"]["pool"] == {"min_size": 1, "max_size": 2, "timeout": 5.0, "max_idle": 300.0}
+    off = settings_of(["DATABASES"], DATABASE_URL=POSTGRES, DATABASE_POOL="false")["DATABASES"]
+    assert "pool" not in off["default"].get("OPTIONS", {}) and off["default"]["CONN_MAX_AGE"] == 60  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("env", "names"),
+    [
+        ({"CONN_MAX_AGE": "60"}, "CONN_MAX_AGE must be 0"),
+        ({"DATABASE_POOL_MAX_SIZE": "0"}, "DATABASE_POOL_MAX_SIZE (0)"),
+        ({"DATABASE_POOL_MIN_SIZE": "5", "DATABASE_POOL_MAX_SIZE": "4"}, "DATABASE_POOL_MIN_SIZE (5)"),
+        ({"DATABASE_POOL_TIMEOUT_S": "0"}, "DATABASE_POOL_TIMEOUT_S"),
+        ({"DATABASE_UNAVAILABLE_RETRY_AFTER_S": "0"}, "DATABASE_UNAVAILABLE_RETRY_AFTER_S"),
+    ],
+)
+def test_a_pool_setting_that_cannot_work_stops_start_up_naming_it(env: dict[str, str], names: str) -> None:
+    assert names in refused(DATABASE_URL=POSTGRES, **env)
