@@ -130,3 +130,14 @@ def test_favicon_ico_leads_to_the_static_icon(client: Client) -> None:
     response = client.get("/favicon.ico")
     assert response.status_code == 301
     assert response["Location"].endswith("/static/favicon.ico")
+
+
+def test_the_api_docs_name_the_system_counts_the_code_opens_a_study_with() -> None:
+    """docs/api.md said 2, 4 or 8 systems while the code took 16 too (issue 33): held to BRACKET_SIZES."""
+    from pathlib import Path
+
+    from annotation.services.study import BRACKET_SIZES
+
+    sizes = ", ".join(str(n) for n in BRACKET_SIZES[:-1]) + f" or {BRACKET_SIZES[-1]}"
+    docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text(encoding="utf-8").split())
+    assert f"Opening a study needs {sizes} systems" in docs
