@@ -399,6 +399,25 @@ def _strength(value: float) -> str:
     return _num(value)
 
 
+def _strength_words(s: SystemStrength) -> str:
+    """A log-strength for readers: an infinite one says why it is infinite ("0.000 [−∞, −∞]" said nothing)."""
+    if s.unbounded == "above":
+        return "always won against the rest (+∞)"
+    if s.unbounded == "below":
+        return "never won against the rest (−∞)"
+    if s.unbounded:
+        return "not comparable (no linking match)"
+    return _strength(s.log_strength)
+
+
+def _interval_words(s: SystemStrength) -> str:
+    """The interval; both ends infinite on one side means most resamples had the system unbounded there."""
+    if s.ci_low == s.ci_high and not math.isfinite(s.ci_low):
+        side = "always won" if s.ci_low > 0 else "never won"
+        return f"none: {side} against the rest in most resamples ({_strength(s.ci_low)})"
+    return f"[{_strength(s.ci_low)}, {_strength(s.ci_high)}]"
+
+
 def _unbounded_words(s: SystemStrength) -> str:
     what = {"above": "never lost to the rest (+∞)", "below": "never beat the rest (−∞)"}
     return f"{s.system} {what.get(s.unbounded or '', 'is not linked to the others by any match')}"
@@ -418,8 +437,8 @@ def _extra_sections(report: AnalysisReport) -> str:
                 [
                     [
                         escape(s.system),
-                        _strength(s.log_strength),
-                        f"[{_strength(s.ci_low)}, {_strength(s.ci_high)}]",
+                        _strength_words(s),
+                        _interval_words(s),
                         str(s.wins),
                         str(s.losses),
                         escape(s.describe_unbounded(bt.n_resamples)),
