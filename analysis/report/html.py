@@ -18,6 +18,7 @@ from analysis.stats.analyze import AnalysisReport
 from analysis.stats.bradley_terry import SystemStrength
 from analysis.stats.small_sample import CR2_T
 from analysis.stats.systems import RISK_BANDS, SystemTables
+from analysis.stats.win_rates import WinRate
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:70rem;color:#222;padding:0 1rem}
@@ -163,7 +164,8 @@ def _win_rate_section(report: AnalysisReport) -> str:
                     "decided",
                     f"{level} CI",
                     "p",
-                    "annotators",
+                    "annotators deciding",
+                    "note",
                 ],
                 [
                     [
@@ -179,11 +181,17 @@ def _win_rate_section(report: AnalysisReport) -> str:
                         f"[{_num(r.ci_low)}, {_num(r.ci_high)}]",
                         _p(r.p_value),
                         str(r.n_annotators),
+                        _cell_note(r),
                     ]
                     for r in rows
                 ],
                 left=2,
             )
+        )
+        parts.append(
+            "<p class='note'>“Annotators deciding” counts the annotators with a decided match (a win or a loss, "
+            f"not “neither”) in the row. A row with none has no rate; a row of fewer than {SMALL_CELL} matches, "
+            "or decided by one annotator, is flagged: its interval says little.</p>"
         )
     parts.append("<h3>“Neither” rates</h3>")
     parts.append(
@@ -397,6 +405,21 @@ def _strength(value: float) -> str:
     if value == -math.inf:
         return "−∞"
     return _num(value)
+
+
+SMALL_CELL = 10  # matches in a win-rate row under which the report flags it as too few to read much into
+
+
+def _cell_note(r: WinRate) -> str:
+    """Why a win-rate row says little: no decided match (only "neither"), one annotator, or few matches."""
+    if r.wins + r.losses == 0:
+        return f"no decided match: {r.neither} “neither” of {r.n}, so no rate"
+    notes = []
+    if r.n < SMALL_CELL:
+        notes.append(f"few matches (n = {r.n})")
+    if r.n_annotators == 1:
+        notes.append("one annotator decided them all")
+    return "; ".join(notes)
 
 
 def _strength_words(s: SystemStrength) -> str:
