@@ -51,3 +51,19 @@ def test_each_metric_spans_a_visible_range_of_its_own_axis():
 def test_the_page_draws_one_panel_per_metric():
     page = render_html(_report())
     assert page.count("<svg") == 1 and all(m in page for m in MEANS)
+
+
+def test_the_page_defines_rho_and_m_and_the_docs_describe_the_plots_it_draws():
+    """Issue 33: the report did not define rho and M, and docs/stress-tests.md described normalised plots on a
+    shared axis that the report does not draw."""
+    import re
+    from pathlib import Path
+
+    page = render_html(_report())
+    definitions = re.search(r"<p id=definitions>(.*?)</p>", page)
+    assert definitions is not None
+    assert "Spearman's rank correlation between the perturbation level" in definitions.group(1)
+    assert "share of steps from one level to the next" in definitions.group(1)
+    assert "each on its own scale" in page
+    docs = " ".join((Path(__file__).resolve().parents[3] / "docs" / "stress-tests.md").read_text().split())
+    assert "share an axis" not in docs and "one panel per metric" in docs
