@@ -60,7 +60,7 @@ def title_topics(titles: Iterable[str], *, limit: int = 10) -> list[str]:
         for n, word in enumerate(keep):
             if word is None:
                 continue
-            grams = [(word,)]
+            grams: list[tuple[str, ...]] = [(word,)]
             if n + 1 < len(keep) and keep[n + 1] is not None:
                 grams.append((word, str(keep[n + 1])))
             if n == 0 and word[:1].isupper() and word[1:].islower():
@@ -81,7 +81,9 @@ def title_topics(titles: Iterable[str], *, limit: int = 10) -> list[str]:
         if not any(set(pair) & set(c) for c in chosen):
             chosen.append(pair)
     in_pairs = {w for pair in chosen for w in pair}
-    singles = sorted((k for k in phrases if len(k) == 1 and phrases[k] >= 2 and k[0] not in in_pairs), key=order)
+    singles: list[tuple[str, ...]] = sorted(
+        (k for k in phrases if len(k) == 1 and phrases[k] >= 2 and k[0] not in in_pairs), key=order
+    )
     topics = sorted(chosen + singles, key=order)[:limit]
     return [spelling[k].most_common(1)[0][0] for k in topics]
 
