@@ -158,7 +158,7 @@ def strength_plot(result: BradleyTerryResult) -> str:
     for y, s in zip(ys, systems, strict=True):
         if s.unbounded in ("above", "below"):
             edge, mark, align = (right, ">", "right") if s.unbounded == "above" else (left, "<", "left")
-            ax.plot([edge], [y], mark, color=PALETTE[1], markersize=9)
+            ax.plot([edge], [y], mark, color=PALETTE[1], markersize=9, clip_on=False)
             words = "always won: +∞ " if s.unbounded == "above" else " never won: −∞"
             ax.text(edge, y + 0.22, words, ha=align, va="bottom", fontsize=8, color="#444444")
             continue
@@ -171,7 +171,7 @@ def strength_plot(result: BradleyTerryResult) -> str:
             ax.plot([lo, hi], [y, y], color=PALETTE[0], linewidth=2)
         for end, value, mark in ((lo, s.ci_low, "<"), (hi, s.ci_high, ">")):
             if not _finite(value):
-                ax.plot([end], [y], mark, color=PALETTE[0], markersize=7)
+                ax.plot([end], [y], mark, color=PALETTE[0], markersize=7, clip_on=False)
         if _finite(s.log_strength):
             ax.plot([s.log_strength], [y], "o", color=PALETTE[1], markersize=6)
     ax.axvline(0.0, color="#777777", linestyle="--", linewidth=1)
