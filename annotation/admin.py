@@ -26,7 +26,7 @@ from django.utils.html import format_html
 
 # The audit log's admin lives in its own module; imported here so that the admin's autodiscovery registers it.
 from annotation.admin_audit import StudyAuditLogAdmin as StudyAuditLogAdmin
-from annotation.backends.registry import RETRIEVAL_BACKENDS, operational_setting_keys
+from annotation.backends.registry import GENERATION_BACKENDS, RETRIEVAL_BACKENDS, operational_setting_keys
 from annotation.links import PROLIFIC_SUFFIX, invitation_link, open_link, resume_link
 from annotation.models import (
     Bracket,
@@ -310,8 +310,31 @@ class StudyPartInline(admin.TabularInline):
         return self._edits(request, obj)
 
 
+# What each generation backend is, beside its name (annotation.backends.registry); a name the registry does not
+# know is not offered, and the service refuses it by name.
+GENERATION_BACKEND_LABELS = {
+    "extractive": "extractive: sentences picked from the abstracts, offline",
+    "baseline": "baseline: lead-k or TextRank, offline",
+    "openai": "openai: an OpenAI-compatible model server (settings: base_url, model)",
+}
+
+
+class StudySystemForm(forms.ModelForm):
+    """A system's row: its generation backend chosen from the registry's names, not typed."""
+
+    generation_backend = forms.ChoiceField(
+        choices=[(name, GENERATION_BACKEND_LABELS.get(name, name)) for name in GENERATION_BACKENDS],
+        help_text="How its summaries are written (docs/backends.md).",
+    )
+
+    class Meta:
+        model = StudySystem
+        fields = SYSTEM_INLINE_FIELDS
+
+
 class StudySystemInline(StudyPartInline):
     model = StudySystem
+    form = StudySystemForm
     formset = StudySystemFormSet
     extra = 0
     fields = list(SYSTEM_INLINE_FIELDS)
@@ -515,6 +538,10 @@ class BulkInvitationForm(forms.Form):
 class StudyAdmin(StudyScopedAdmin):
     study_path = ""
     view_action = StudyAction.SEE
+
+    class Media:
+        css = {"all": ["css/admin-study.css"]}  # the list's links and the study page fit a 1,280 px window
+
     list_display = [
         "title",
         "slug",
@@ -956,6 +983,10 @@ class QueryAdmin(RecordAdmin):
 @admin.register(Candidate)
 class CandidateAdmin(RecordAdmin):
     study_path = "query__participation__study"
+
+    class Media:
+        css = {"all": ["css/admin-study.css"]}  # the status and the failure reason fit a 1,280 px window
+
     list_display = [
         "pk",
         "query",

@@ -75,8 +75,13 @@ class QueryForm(forms.Form):
 
     def __init__(self, *args: object, max_chars: int = 1000, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.fields["text"].widget.attrs["maxlength"] = str(max_chars)
-        self.fields["text"].validators.append(forms.CharField(max_length=max_chars).validators[-1])
+        self.max_chars = max_chars
+        # No maxlength: the browser would cut a pasted question at the limit without a word. The page counts
+        # as the annotator types (static/js/app.js, data-max-chars); an over-long question is refused whole by the
+        # service (query_submit), with its length and the limit.
+        field = self.fields["text"]
+        field.widget.attrs["data-max-chars"] = str(max_chars)
+        field.widget.attrs["aria-describedby"] = "id_text-help id_text-count"
 
 
 class ChoiceForm(forms.Form):

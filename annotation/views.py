@@ -16,8 +16,9 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.text import normalize_newlines
+from django.utils.text import Truncator, normalize_newlines
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotation import practice
@@ -27,7 +28,13 @@ from annotation.models_audit import AuditOrigin
 from annotation.selectors.generation import generation_progress
 from annotation.selectors.membership import StudyAction, study_allows
 from annotation.selectors.participation import participation_by_invitation, participation_for
-from annotation.selectors.query import query_current, query_for, query_number, query_wait_state
+from annotation.selectors.query import (
+    queries_ranked_count,
+    query_current,
+    query_for,
+    query_number,
+    query_wait_state,
+)
 from annotation.selectors.tournament import match_current_of, match_progress
 from annotation.services.participation import (
     external_ids_from,
@@ -752,8 +759,35 @@ def _compare_answer(
     # Warned once, by the answer that recorded the failed check (not by an earlier one sent again).
     if warning := check_warning(judgment=judgment, since=started):
         messages.info(request, warning)
+    _say_if_ranked(request, judgment=judgment, since=started)
     # Post/redirect/get: a reload or the back button never re-sends an answer.
     return redirect("annotation:study", slug=slug)
+
+
+def _say_if_ranked(request: HttpRequest, *, judgment: Any, since: datetime) -> None:
+    """The answer that finished a question says so before the next page, and when it earned the completion
+    code, that too: otherwise the page simply moves on to the next question, as if nothing had happened."""
+    query = judgment.match.bracket.query
+    if judgment.answered_at < since or query.status != Query.Status.RANKED:
+        return  # not this answer's doing (the same answer sent again), or the question goes on
+    messages.success(
+        request,
+        _("Thank you: your comparisons for the question “%(text)s” are complete and saved.")
+        % {"text": Truncator(query.text).chars(80)},
+    )
+    least = query.participation.study.min_ranked_questions
+    if least and queries_ranked_count(participation_id=query.participation_id) == least:
+        messages.success(
+            request,
+            ngettext(
+                "You have compared the summaries of %(least)d question: you have earned your completion code. "
+                "Ask another question, or stop and finish the study to receive it.",
+                "You have compared the summaries of %(least)d questions: you have earned your completion code. "
+                "Ask another question, or stop and finish the study to receive it.",
+                least,
+            )
+            % {"least": least},
+        )
 
 
 @login_required(login_url="annotation:home")

@@ -57,6 +57,58 @@ OFF_ML = (
     "What causes migraines in teenagers?",
     "How do hospitals schedule nurses fairly?",
 )
+# Long questions (issue 33: a 1,000-character question on the corpus's own topic was told its sources did not
+# match it): a short question wrapped in the context and follow-ups people write around it. The framing is
+# generic on purpose, so it dilutes the question's own words as a real long question does.
+PREAMBLES = (
+    "I am preparing a short literature review for my team and I have been asked to summarise what the published"
+    " evidence actually says, rather than what people assume. We have a meeting next month where we need to decide"
+    " whether to change how we work, so I need something reliable and reasonably complete.",
+    "Some background first: I work in a small group that has to make a practical decision soon, and several of us"
+    " have read different papers that seem to point in different directions. Before we commit time and money, I"
+    " would like an overview of the main findings, how strong they are, and where the studies disagree.",
+    "Context for my question: I am new to this area and I keep finding articles that use slightly different terms"
+    " for what looks like the same thing. I would appreciate an explanation that a careful non-specialist can"
+    " follow, with the key studies named so that I can read them myself afterwards.",
+    "I am writing the background section of a project proposal and my reviewers asked me to ground every claim in"
+    " recent work. My own reading so far has been patchy, and I am worried that I have missed important results or"
+    " that I am relying on a few studies that later work did not confirm.",
+    "We are revising our internal guidance and the working group wants a balanced picture of the research, not a"
+    " sales pitch. Please keep in mind that our readers are busy, so the most useful answer separates what is well"
+    " established from what is promising but uncertain.",
+)
+TAILS = (
+    "I would also like to know what the main limitations of these studies are, whether the results hold in"
+    " different settings, and what questions remain open, so that we do not overstate the conclusions.",
+    "If possible, please point out where the findings conflict, which methods were used to measure the outcomes,"
+    " and whether more recent work has changed the picture compared with the earlier studies.",
+    "Finally, it would help to understand how large the reported effects are in practice, who was studied, and"
+    " whether there are known risks or costs that a cautious reader should weigh before acting on them.",
+)
+
+
+def long_questions(questions: Sequence[str]) -> list[str]:
+    """Each question inside a preamble and a follow-up (about 700 to 1,000 characters in all)."""
+    return [
+        f"{PREAMBLES[n % len(PREAMBLES)]} My question is this: {q} {TAILS[n % len(TAILS)]}"
+        f" {TAILS[(n + 1) % len(TAILS)]}"
+        for n, q in enumerate(questions)
+    ]
+
+
+# The question of issue 33's review, in the same spirit: long, and on the demo corpus's own topic throughout.
+SUMMARISATION_METRICS = (
+    "I evaluate automatic summarisation systems and I am trying to decide which automatic metrics to report"
+    " alongside a human evaluation. ROUGE is still the default in most papers, but I keep reading that it"
+    " correlates poorly with human judgements of summary quality, especially for abstractive summaries written by"
+    " large language models. Newer metrics such as BERTScore, question-answering based factual consistency checks"
+    " and LLM judges claim better agreement with annotators, yet the studies use different datasets, different"
+    " annotation protocols and different correlation statistics, so the numbers are hard to compare. Which"
+    " automatic metrics agree best with human judgements of relevance, consistency, fluency and coherence, how"
+    " reliable are those human judgements themselves, and how many annotators or summaries does one need before"
+    " the differences between systems are meaningful? I would also like to know whether reference-free metrics"
+    " can replace reference summaries and which pitfalls to avoid when reporting metric results."
+)
 DEMO_TOPICS = DEMO_QUESTIONS[:10]  # one per topic of the demo corpus; the last two are on none of them
 NURSE = {
     "role": "practising nurse",
@@ -146,6 +198,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     coverage = [
         (f"demo corpus, a question per topic ({len(DEMO_TOPICS)})", flagged(demo, DEMO_TOPICS)),
         (f"demo corpus, off its topics ({len(DEMO_QUESTIONS) - len(DEMO_TOPICS)})", flagged(demo, DEMO_QUESTIONS[10:])),
+        (
+            f"demo corpus, long, a question per topic ({len(DEMO_TOPICS) + 1})",
+            flagged(demo, [*long_questions(DEMO_TOPICS), SUMMARISATION_METRICS]),
+        ),
+        ("demo corpus, long, off its topics (2)", flagged(demo, long_questions(DEMO_QUESTIONS[10:]))),
     ]
     splits = [args.scitldr / "SciTLDR-A_dev.jsonl"] + ([args.scitldr / "SciTLDR-A_test.jsonl"] if args.full else [])
     if all(p.is_file() for p in splits):
@@ -155,6 +212,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows.append((f"SciTLDR-A, TLDRs as questions ({len(questions)})", measure(scitldr, questions)))
             coverage.append((f"SciTLDR-A, TLDRs as questions ({len(questions)})", flagged(scitldr, questions)))
             coverage.append((f"SciTLDR-A, questions off machine learning ({len(OFF_ML)})", flagged(scitldr, OFF_ML)))
+            coverage.append(
+                (f"SciTLDR-A, long, TLDRs as questions ({len(questions)})", flagged(scitldr, long_questions(questions)))
+            )
+            coverage.append(
+                (f"SciTLDR-A, long, off machine learning ({len(OFF_ML)})", flagged(scitldr, long_questions(OFF_ML)))
+            )
         finally:
             corpus.unlink()
     else:

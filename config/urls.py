@@ -1,11 +1,21 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from config.health import healthz
 
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico on every page (the admin's too): the static file, cached by its URL."""
+    return redirect(static("favicon.ico"), permanent=True)
+
+
 urlpatterns = [
+    path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     # Researchers sign in here without being staff (the admin's own sign-in refuses them). The form
     # authenticates through django.contrib.auth.authenticate, so login throttling covers it too.

@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from corpus.models import CorpusDocument
-from kernel.text import content_words
+from kernel.text import STOP_WORDS, tokenize
 
-__all__ = ["DATASET_LABELS", "corpus_coverage", "coverage_from_labels"]
+__all__ = ["DATASET_LABELS", "corpus_coverage", "coverage_from_labels", "title_topics"]
 
 # A document's field is its `extra.field`, else its `extra.venue`, else its dataset's label here.
 DATASET_LABELS = {"scitldr": "machine learning (ICLR papers, SciTLDR)"}
@@ -43,11 +43,54 @@ def coverage_from_labels(
             "more": len(counts) - len(shared[:limit]),
             "documents": documents,
         }
-    words: Counter[str] = Counter()
+    return {"kind": "title_words", "fields": title_topics(titles, limit=topic_words), "more": 0, "documents": documents}
+
+
+def title_topics(titles: Iterable[str], *, limit: int = 10) -> list[str]:
+    """The topics most titles share, as the titles write them: two-word phrases found in two or more titles
+    ("urban heat", "mRNA vaccines"), then single words found in two or more titles and in none of those
+    phrases; most titles first. Words are matched case-blind and shown in their commonest spelling, so an
+    annotator reads "mRNA", not a lower-cased key."""
+    phrases: Counter[tuple[str, ...]] = Counter()
+    spelling: dict[tuple[str, ...], Counter[str]] = {}
     for title in titles:
-        words.update({w for w in content_words(title, min_length=4) if w not in _GENERIC_TITLE_WORDS})
-    common = sorted((w for w in words if words[w] >= 2), key=lambda w: (-words[w], w))
-    return {"kind": "title_words", "fields": common[:topic_words], "more": 0, "documents": documents}
+        seen: set[tuple[str, ...]] = set()
+        words = tokenize(title, lowercase=False)
+        keep = [w if _topical(w) else None for w in words]
+        for n, word in enumerate(keep):
+            if word is None:
+                continue
+            grams: list[tuple[str, ...]] = [(word,)]
+            if n + 1 < len(keep) and keep[n + 1] is not None:
+                grams.append((word, str(keep[n + 1])))
+            if n == 0 and word[:1].isupper() and word[1:].islower():
+                grams = [(word.lower(), *gram[1:]) for gram in grams]  # a title's capital, not the word's
+            for gram in grams:
+                key = tuple(w.casefold() for w in gram)
+                spelling.setdefault(key, Counter())[" ".join(gram)] += 1
+                seen.add(key)
+        phrases.update(seen)
+
+    def order(key: tuple[str, ...]) -> tuple[int, int, str]:
+        # A phrase ranks with its commoner word ("mRNA vaccines" where "mRNA" is in seven titles).
+        return (-max(phrases[(w,)] for w in key), -phrases[key], " ".join(key))
+
+    pairs = sorted((k for k in phrases if len(k) == 2 and phrases[k] >= 2), key=order)
+    chosen: list[tuple[str, ...]] = []
+    for pair in pairs:  # a pair that shares a word with a more common one adds little ("heat island", "urban heat")
+        if not any(set(pair) & set(c) for c in chosen):
+            chosen.append(pair)
+    in_pairs = {w for pair in chosen for w in pair}
+    singles: list[tuple[str, ...]] = sorted(
+        (k for k in phrases if len(k) == 1 and phrases[k] >= 2 and k[0] not in in_pairs), key=order
+    )
+    topics = sorted(chosen + singles, key=order)[:limit]
+    return [spelling[k].most_common(1)[0][0] for k in topics]
+
+
+def _topical(word: str) -> bool:
+    lower = word.casefold()
+    return len(lower) >= 4 and lower not in STOP_WORDS and lower not in _GENERIC_TITLE_WORDS and not lower.isdigit()
 
 
 def _label(extra: Mapping[str, Any]) -> str:

@@ -253,8 +253,10 @@ class ChatClient:
                 cache.write(key, result)
             return result
         assert last is not None
+        # "asked N times", not "gave up after N attempts": a generation's own attempts wrap this reason in
+        # "Gave up after 4 attempts; the last: ...", and one request said nothing worth a suffix.
         raise LLMError(
-            f"{last.reason} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})",
+            f"{last.reason} (asked {attempts} times)" if attempts > 1 else last.reason,
             transient=True,
             status=last.status,
             retry_after=last.retry_after,  # for a caller that retries later (the generation task)

@@ -19,6 +19,7 @@ from analysis.stats.bradley_terry import SystemStrength
 from analysis.stats.multiplicity import METHOD_NAMES, PValueFamily
 from analysis.stats.small_sample import CR2_T
 from analysis.stats.systems import RISK_BANDS, SystemTables
+from analysis.stats.win_rates import WinRate
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:70rem;color:#222;padding:0 1rem}
@@ -167,7 +168,8 @@ def _win_rate_section(report: AnalysisReport) -> str:
                     f"{level} CI",
                     "p",
                     adjusted,
-                    "annotators",
+                    "annotators deciding",
+                    "note",
                 ],
                 [
                     [
@@ -184,11 +186,17 @@ def _win_rate_section(report: AnalysisReport) -> str:
                         _p(r.p_value),
                         _p(r.p_adjusted),
                         str(r.n_annotators),
+                        _cell_note(r),
                     ]
                     for r in rows
                 ],
                 left=2,
             )
+        )
+        parts.append(
+            "<p class='note'>“Annotators deciding” counts the annotators with a decided match (a win or a loss, "
+            f"not “neither”) in the row. A row with none has no rate; a row of fewer than {SMALL_CELL} matches, "
+            "or decided by one annotator, is flagged: its interval says little.</p>"
         )
     parts.append("<h3>“Neither” rates</h3>")
     parts.append(
@@ -423,6 +431,40 @@ def _strength(value: float) -> str:
     return _num(value)
 
 
+SMALL_CELL = 10  # matches in a win-rate row under which the report flags it as too few to read much into
+
+
+def _cell_note(r: WinRate) -> str:
+    """Why a win-rate row says little: no decided match (only "neither"), one annotator, or few matches."""
+    if r.wins + r.losses == 0:
+        return f"no decided match: {r.neither} “neither” of {r.n}, so no rate"
+    notes = []
+    if r.n < SMALL_CELL:
+        notes.append(f"few matches (n = {r.n})")
+    if r.n_annotators == 1:
+        notes.append("one annotator decided them all")
+    return "; ".join(notes)
+
+
+def _strength_words(s: SystemStrength) -> str:
+    """A log-strength for readers: an infinite one says why it is infinite ("0.000 [−∞, −∞]" said nothing)."""
+    if s.unbounded == "above":
+        return "always won against the rest (+∞)"
+    if s.unbounded == "below":
+        return "never won against the rest (−∞)"
+    if s.unbounded:
+        return "not comparable (no linking match)"
+    return _strength(s.log_strength)
+
+
+def _interval_words(s: SystemStrength) -> str:
+    """The interval; both ends infinite on one side means most resamples had the system unbounded there."""
+    if s.ci_low == s.ci_high and not math.isfinite(s.ci_low):
+        side = "always won" if s.ci_low > 0 else "never won"
+        return f"none: {side} against the rest in most resamples ({_strength(s.ci_low)})"
+    return f"[{_strength(s.ci_low)}, {_strength(s.ci_high)}]"
+
+
 def _unbounded_words(s: SystemStrength) -> str:
     what = {"above": "never lost to the rest (+∞)", "below": "never beat the rest (−∞)"}
     return f"{s.system} {what.get(s.unbounded or '', 'is not linked to the others by any match')}"
@@ -442,8 +484,8 @@ def _extra_sections(report: AnalysisReport) -> str:
                 [
                     [
                         escape(s.system),
-                        _strength(s.log_strength),
-                        f"[{_strength(s.ci_low)}, {_strength(s.ci_high)}]",
+                        _strength_words(s),
+                        _interval_words(s),
                         str(s.wins),
                         str(s.losses),
                         escape(s.describe_unbounded(bt.n_resamples)),

@@ -167,11 +167,43 @@ def threshold_sweep_plot(sweeps: Sequence[ThresholdAlpha], result: AgreementResu
 
 @plain_text
 def strength_plot(result: BradleyTerryResult) -> str:
-    data = [(s.system, s.log_strength, s.ci_low, s.ci_high) for s in result.systems]
-    return interval_plot(
-        data,
-        title="Bradley-Terry log-strengths (mean 0)",
-        reference=0.0,
-        xlabel="log strength",
-        xlim=None,
-    )
+    """Finite log-strengths with their intervals (an interval end at infinity drawn to the edge, with an
+    arrow); a system with an infinite strength is a labelled arrow at the edge it lies beyond ("always won" on
+    the right, "never won" on the left), so that the finite ones keep a readable scale."""
+    systems = list(result.systems)
+    finite = [v for s in systems for v in (s.log_strength, s.ci_low, s.ci_high) if _finite(v)]
+    low, high = (min(finite), max(finite)) if finite else (-1.0, 1.0)
+    pad = max(0.5, 0.15 * (high - low))
+    left, right = low - pad, high + pad
+    fig = Figure(figsize=(7.0, 0.42 * max(len(systems), 2) + 1.1))
+    ax = fig.add_subplot()
+    ys = list(range(len(systems)))[::-1]
+    for y, s in zip(ys, systems, strict=True):
+        if s.unbounded in ("above", "below"):
+            edge, mark, align = (right, ">", "right") if s.unbounded == "above" else (left, "<", "left")
+            ax.plot([edge], [y], mark, color=PALETTE[1], markersize=9, clip_on=False)
+            words = "always won: +∞ " if s.unbounded == "above" else " never won: −∞"
+            ax.text(edge, y + 0.22, words, ha=align, va="bottom", fontsize=8, color="#444444")
+            continue
+        if s.unbounded:
+            ax.text((left + right) / 2, y, "not comparable", ha="center", va="center", fontsize=8, color="#444444")
+            continue
+        lo = s.ci_low if _finite(s.ci_low) else (left if s.ci_low < 0 else right)
+        hi = s.ci_high if _finite(s.ci_high) else (right if s.ci_high > 0 else left)
+        if _finite(lo) and _finite(hi):
+            ax.plot([lo, hi], [y, y], color=PALETTE[0], linewidth=2)
+        for end, value, mark in ((lo, s.ci_low, "<"), (hi, s.ci_high, ">")):
+            if not _finite(value):
+                ax.plot([end], [y], mark, color=PALETTE[0], markersize=7, clip_on=False)
+        if _finite(s.log_strength):
+            ax.plot([s.log_strength], [y], "o", color=PALETTE[1], markersize=6)
+    ax.axvline(0.0, color="#777777", linestyle="--", linewidth=1)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([s.system for s in systems])
+    ax.set_xlim(left, right)
+    ax.set_xlabel("log strength (arrows: beyond the axis, infinite)")
+    centre = "mean 0 over the finite ones" if result.separated else "mean 0"
+    ax.set_title(f"Bradley-Terry log-strengths ({centre})", fontsize=11)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return _svg(fig)

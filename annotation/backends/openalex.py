@@ -414,7 +414,9 @@ class OpenAlexRetrieval:
                     self._sleep(delay)
         # The last 429's Retry-After goes to the retrieval task, whose next attempt waits for it.
         raise BackendError(
-            f"{last_reason} (gave up after {attempts} attempts)", transient=True, retry_after=retry_after
+            f"{last_reason} (asked {attempts} times)" if attempts > 1 else last_reason,
+            transient=True,
+            retry_after=retry_after,
         )
 
     def _permanent_reason(self, response: httpx.Response, url: str) -> str:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import QuerySet
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
 
 from annotation.models import Candidate, Query
+from annotation.selectors.membership import StudyAction, scoped_to_studies
 from kernel.rows import rows_by
 
 PROGRESS_LABELS: dict[str, str | Promise] = {
@@ -32,3 +35,12 @@ def candidates_failed() -> QuerySet[Candidate]:
     return Candidate.objects.filter(status=Candidate.Status.FAILED).select_related(
         "system", "query__participation__study"
     )
+
+
+def candidates_failed_count(*, user: Any) -> int:
+    """How many summaries of the studies `user` may analyse failed (every study's for a superuser): the admin
+    index's notice (annotation.templatetags.failed_work_alert)."""
+    queryset = Candidate.objects.filter(status=Candidate.Status.FAILED)
+    return scoped_to_studies(
+        queryset, user=user, action=StudyAction.ANALYSE, path="query__participation__study"
+    ).count()

@@ -44,6 +44,11 @@ def query_number(*, query: Query) -> int:
     return earlier.exclude(status=Query.Status.DISCARDED).count() + (query.status != Query.Status.DISCARDED)
 
 
+def queries_ranked_count(*, participation_id: int) -> int:
+    """How many of the participation's questions are ranked (their comparisons all answered)."""
+    return Query.objects.filter(participation_id=participation_id, status=Query.Status.RANKED).count()
+
+
 def query_of_annotator(*, annotator: Any, query_id: int, fields: Sequence[str]) -> Query | None:
     """Question `query_id` if it is the annotator's, with only `fields` loaded (and its key); None otherwise.
     As `Query.objects.only(*fields).filter(pk=..., participation__annotator=...)`, written out: the status
@@ -212,8 +217,15 @@ def query_wait_state(*, query: Query, progress: list[dict[str, object]], now: da
         message = _("Something went wrong: the search for sources did not succeed.")
         reason = _("The search for sources did not succeed.")
     elif failed:
-        message = _("Something went wrong: one of the summaries could not be written.")
-        reason = _("One of the summaries could not be written.")
+        lost = sum(1 for row in progress if row["status"] == "failed") or 1
+        message = ngettext(
+            "Something went wrong: one of the summaries could not be written.",
+            "Something went wrong: %(n)d of the summaries could not be written.",
+            lost,
+        ) % {"n": lost}
+        reason = ngettext(
+            "One of the summaries could not be written.", "%(n)d of the summaries could not be written.", lost
+        ) % {"n": lost}
     elif query.status == Query.Status.RETRIEVING and query.queue_failed_at is not None:
         message = _(
             "Your question is saved, but our background service cannot be reached right now, so the search "

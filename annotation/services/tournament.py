@@ -355,7 +355,8 @@ def _advance_from(*, bracket: Bracket, round_number: int, index: int, matches: l
         round_number, index = match.round, match.index
     # A pending attention check keeps the question open too.
     if not any(m.status == Match.Status.PENDING for m in matches):
-        Query.objects.filter(pk=bracket.query_id, status=Query.Status.READY).update(status=Query.Status.RANKED)
+        if Query.objects.filter(pk=bracket.query_id, status=Query.Status.READY).update(status=Query.Status.RANKED):
+            bracket.query.status = Query.Status.RANKED  # the judgment's page says so (views._compare_answer)
 
 
 def match_mark_shown(*, match: Match, participation: Participation) -> Match:
@@ -465,12 +466,22 @@ def _judgment_record(
 # judgment, the bracket, and of the question, participation and study the columns this path reads (the checks
 # above the insert, the advance, a failed check's policy); every other column of theirs stays in the database.
 # The owner's check needs the participation's owner; a failed check's screen-out reads it again, locked.
-CHOICE_STUDY_FIELDS = ("status", "allow_ties", "comments", "identical_policy", "check_policy", "check_max_failures")
+# min_ranked_questions and the question's text: the page after the answer that finishes a question says so,
+# and whether it earned the completion code (annotation.views._say_if_ranked), without reading them again.
+CHOICE_STUDY_FIELDS = (
+    "status",
+    "allow_ties",
+    "comments",
+    "identical_policy",
+    "check_policy",
+    "check_max_failures",
+    "min_ranked_questions",
+)
 CHOICE_COLUMNS: RowShape = [
     (Match, "m", model_columns(Match)),
     (Judgment, "j", model_columns(Judgment)),
     (Bracket, "b", model_columns(Bracket)),
-    (Query, "qu", model_columns(Query, {"id", "participation_id", "index", "status"})),
+    (Query, "qu", model_columns(Query, {"id", "participation_id", "index", "status", "text"})),
     (Participation, "p", model_columns(Participation, {"id", "annotator_id", "study_id"})),
     (Study, "st", model_columns(Study, {"id", *CHOICE_STUDY_FIELDS})),
 ]
@@ -609,7 +620,8 @@ def _judgment_record_locked(
         return judgment
     # An attention check feeds no round; answered last, it is what completes the question.
     if not any(m.status == Match.Status.PENDING for m in matches):
-        Query.objects.filter(pk=query.pk, status=Query.Status.READY).update(status=Query.Status.RANKED)
+        if Query.objects.filter(pk=query.pk, status=Query.Status.READY).update(status=Query.Status.RANKED):
+            query.status = Query.Status.RANKED
     if check_failed(match=match, choice=choice):
         check_apply_policy(participation=query.participation, study=study)
     return judgment

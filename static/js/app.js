@@ -189,3 +189,60 @@
     });
   });
 })();
+
+// The question's length as the annotator types (the server refuses an over-long one with a form error; the
+// box has no maxlength, which would cut a pasted question without a word). The visible count follows every
+// key; screen readers hear it through a polite live region once typing pauses, or at once past the limit.
+(function () {
+  "use strict";
+  var counter = document.getElementById("id_text-count");
+  var live = document.getElementById("id_text-count-live");
+  var box = counter && document.getElementById(counter.getAttribute("data-for"));
+  if (!box) { return; }
+  var limit = parseInt(box.getAttribute("data-max-chars"), 10);
+  var timer = null;
+  var wasOver = false;
+  var fill = function (template, values) {
+    return template.replace(/\{(\w+)\}/g, function (whole, name) { return name in values ? values[name] : whole; });
+  };
+  var update = function () {
+    // Line breaks count once, as the server counts them.
+    var count = box.value.replace(/\r\n/g, "\n").length;
+    var over = count > limit;
+    var text = over
+      ? fill(counter.getAttribute("data-over"), { over: count - limit, limit: limit })
+      : fill(counter.getAttribute("data-counting"), { count: count, limit: limit });
+    counter.textContent = text;
+    counter.classList.toggle("error", over);
+    box.setAttribute("aria-invalid", over ? "true" : "false");
+    clearTimeout(timer);
+    if (over !== wasOver) {
+      live.textContent = text;
+    } else {
+      timer = setTimeout(function () { live.textContent = text; }, 1500);
+    }
+    wasOver = over;
+  };
+  box.addEventListener("input", update);
+  update();
+  clearTimeout(timer);  // the count on arrival is on screen; nothing to announce until the annotator types
+})();
+
+// The resume link: selected whole on a tap, and a button that copies it (shown where the browser can copy).
+(function () {
+  "use strict";
+  var link = document.getElementById("resume-link");
+  if (!link) { return; }
+  link.addEventListener("focus", function () { link.select(); });
+  link.addEventListener("click", function () { link.select(); });
+  var button = document.getElementById("resume-copy");
+  var status = document.getElementById("resume-copy-status");
+  if (!button || !navigator.clipboard || !window.isSecureContext) { return; }
+  button.hidden = false;
+  button.addEventListener("click", function () {
+    navigator.clipboard.writeText(link.value).then(
+      function () { status.textContent = button.getAttribute("data-copied"); },
+      function () { link.select(); status.textContent = button.getAttribute("data-failed"); }
+    );
+  });
+})();

@@ -201,3 +201,26 @@ def test_squality_real_rankings():
     naive_se = np.sqrt(h2h.decided_rate * (1 - h2h.decided_rate) / h2h.decided)
     assert h2h.ci_high - h2h.ci_low >= 2 * 1.96 * naive_se * 0.9
     assert report.regression is None and any("logistic regression skipped" in n for n in report.notes)
+
+
+def test_the_report_says_never_won_and_plots_the_finite_strengths_with_the_infinite_marked():
+    """Issue 33: the table read "0.000 [−∞, −∞]" and the plot was nearly empty when a strength was infinite."""
+    import re
+
+    from analysis.report.html import render_html
+    from analysis.report.plots import strength_plot
+
+    frame = _matches(("a1", "A", "B", 2), ("a2", "B", "A", 1), ("a1", "A", "C", 2), ("a2", "B", "C", 1))
+    report = analyze(frame, config=AnalysisConfig(n_resamples=100))
+    html = render_html(report)
+    section = html[html.index("Bradley-Terry strengths of systems") :]
+    row = re.search(r"<tr><td[^>]*>C/generic</td>(.*?)</tr>", section)
+    assert row is not None
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
+    assert cells[0] == "never won against the rest (−∞)"
+    assert cells[1] == "none: never won against the rest in most resamples (−∞)"
+    assert "[−∞, −∞]" not in section
+    svg = strength_plot(report.bradley_terry)
+    # Both finite systems keep their points and intervals; C is a labelled arrow at the left edge.
+    assert "never won: −∞" in svg
+    assert svg.count("A/generic") >= 1 and svg.count("B/generic") >= 1

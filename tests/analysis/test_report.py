@@ -54,3 +54,23 @@ def test_degenerate_report_still_renders():
     frame = table([row("a", "neither"), row("b", "neither")])
     html = render_html(analyze(frame, config=AnalysisConfig(n_resamples=20)))
     assert "Not computed" in html and "no decided matches" in html
+
+
+def test_win_rate_rows_with_no_decided_match_or_few_matches_say_why():
+    """Issue 33: rows read "annotators 0" with n of 1 or 2 and no word on what that means."""
+    import re
+
+    from analysis.report.html import render_html
+    from analysis.stats import AnalysisConfig, analyze
+    from tests.analysis.helpers import row, table
+
+    rows = [
+        row("a1", "left", left=("A", "persona"), right=("B", "generic"), query_id="q1"),
+        row("a1", "left", left=("A", "persona"), right=("B", "generic"), query_id="q2"),
+        row("a2", "neither", left=("B", "persona"), right=("A", "generic"), query_id="q3"),
+    ]
+    html = render_html(analyze(table(rows), config=AnalysisConfig(n_resamples=50)))
+    assert "Annotators deciding” counts the annotators with a decided match" in html
+    notes = re.findall(r"<td[^>]*>(no decided match: [^<]*|few matches[^<]*)</td>", html)
+    assert any(n.startswith("no decided match: 1 “neither” of 1, so no rate") for n in notes), notes
+    assert any(n.startswith("few matches (n = 2); one annotator decided them all") for n in notes), notes

@@ -373,7 +373,9 @@ def test_a_research_job_makes_way_for_annotator_work_on_its_host_within_its_boun
     job.refresh_from_db()
     assert job.status == ResearchJob.Status.DONE, job.error
     paused = re.findall(r"research job \d+ paused (\d+) times, ([\d.]+) s in all", caplog.text)
-    assert len(paused) == 1 and 0.55 <= float(paused[0][1]) <= 1.0 and elapsed >= 0.6
+    # Paused once, for its whole budget (the work in flight never ended), and then went on: the bound is the
+    # pause's own account, not a race against the clock.
+    assert paused == [("1", paused[0][1])] and float(paused[0][1]) >= 0.55 and elapsed >= 0.6
     # Nothing in flight any more: the next job does not pause.
     caplog.clear()
     with django_capture_on_commit_callbacks(execute=True):

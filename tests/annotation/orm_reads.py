@@ -66,7 +66,7 @@ def bracket_locked(match_id: int) -> list[Match]:
         Match.objects.select_for_update(of=("self", "bracket"))
         .select_related("bracket__query__participation__study", "judgment")
         .defer(
-            *fields_except("bracket__query__", Query, keep=("participation", "index", "status")),
+            *fields_except("bracket__query__", Query, keep=("participation", "index", "status", "text")),
             *fields_except("bracket__query__participation__", Participation, keep=("annotator", "study")),
             *fields_except("bracket__query__participation__study__", Study, keep=CHOICE_STUDY_FIELDS),
         )

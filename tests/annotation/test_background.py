@@ -65,6 +65,7 @@ def test_a_candidate_that_keeps_losing_its_worker_ends_failed_with_a_reason(djan
     candidate.refresh_from_db()
     assert candidate.status == Candidate.Status.FAILED
     assert candidate.failure_reason.startswith(f"Gave up after {MAX_ATTEMPTS} attempts")
+    assert candidate.failure_reason.lower().count("gave up") == 1, candidate.failure_reason  # issue 33
 
 
 def test_a_retrieval_that_never_ends_is_failed_by_the_sweeper(django_capture_on_commit_callbacks):

@@ -64,8 +64,8 @@ def test_a_question_whose_summaries_all_failed_reports_the_failure_and_its_reaso
     body, poll, html = _seen(api, page, query)
     assert _failure_shown(html)
     assert body["status"] == "failed" and body["failed"] is True and body["overdue"] is False
-    assert body["failure_reason"] == "One of the summaries could not be written."
-    assert body["message"] == "Something went wrong: one of the summaries could not be written."
+    assert body["failure_reason"] == "4 of the summaries could not be written."
+    assert body["message"] == "Something went wrong: 4 of the summaries could not be written."
     assert [c["status"] for c in body["candidates"]] == ["failed"] * 4
     # The page's poll says the same, word for word; neither names the model or its server.
     assert {k: poll[k] for k in ("status", "failed", "failure_reason", "message", "overdue")} == {

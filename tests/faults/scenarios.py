@@ -1195,7 +1195,7 @@ def try_again_after_failure(rig: Rig) -> Outcome:
         page = annotator.status(Query.objects.get(pk=query_id).index)
         outcome.expect(
             (body.get("status"), body.get("failed"), body.get("failure_reason"))
-            == ("failed", True, "One of the summaries could not be written."),
+            == ("failed", True, "4 of the summaries could not be written."),
             f"the API says {body.get('status')}, failed {body.get('failed')}, {body.get('failure_reason')!r}",
         )
         outcome.expect(

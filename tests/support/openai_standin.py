@@ -3,7 +3,8 @@
     with openai_standin(lambda body: "A summary [1].", script=["429"]) as server:
         client = ChatClient(ChatConfig(base_url=server.base_url, model="standin"))
 
-It records every request body, can answer after a fixed delay, and plays a fault script
+It records every request body, can answer after a fixed delay, can hold its answers until a number of
+requests are in flight together (`gather`) or until the test says so (`hold`), and plays a fault script
 (see tests.support._http) before answering normally.
 """
 
@@ -79,6 +80,8 @@ def openai_standin(
     models: Sequence[str] | None = None,
     api_key: str | None = None,
     hang_s: float = 10.0,
+    gather: int = 0,
+    hold: threading.Event | None = None,
 ) -> Iterator[OpenAIStandIn]:
     """Run the stand-in for the duration of the block.
 
@@ -87,10 +90,16 @@ def openai_standin(
     script: faults to play first, one per chat-completions request.
     models: if given, any other model name gets OpenAI's 404 "model not found".
     api_key: if given, any other bearer token gets a 401.
-    hang_s: how long a "timeout" fault holds the request.
+    hang_s: how long a "timeout" fault holds the request, and the most a held answer waits.
+    gather: hold the first answers until this many requests wait together, then answer them and every later
+        request at once (a concurrency proved by counting, not by racing a delay); if the group never forms,
+        the held requests get a 503 after hang_s, which fails the test that expected it.
+    hold: answers wait until this event is set (at most hang_s).
     """
     reply = responder or default_responder
     counter = itertools.count(1)
+    waiting: list[threading.Event] = []  # answers held by `gather`, released together
+    gathered = threading.Event()
     known_models = list(models) if models else ["standin-model"]
 
     class Handler(StandInHandler):
@@ -144,10 +153,31 @@ def openai_standin(
             if not isinstance(messages, list) or not messages:
                 self.send_json(400, _error("invalid_request_error", "'messages' must be a non-empty array."))
                 return
+            released = threading.Event()
             with state.lock:
                 state.in_flight += 1
                 state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
+                if gather and not gathered.is_set():
+                    waiting.append(released)
+                    if len(waiting) >= gather:
+                        gathered.set()
+                        for event in waiting:
+                            event.set()
+                        waiting.clear()
+                else:
+                    released.set()
             try:
+                formed = released.wait(hang_s)
+                held = hold.wait(hang_s) if hold is not None else True
+                if not (formed and held):
+                    with state.lock:
+                        if released in waiting:
+                            waiting.remove(released)
+                    self.send_json(
+                        503,
+                        _error("server_error", f"held for {hang_s:g}s: no group of {gather} formed, or not released"),
+                    )
+                    return
                 if delay:
                     time.sleep(delay)
                 answer = reply(body)

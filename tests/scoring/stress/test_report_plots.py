@@ -62,3 +62,19 @@ def test_a_metric_name_that_looks_like_mathtext_is_drawn_as_written():
         rewrites=(), timings=(), scores=(), provenance={"seed": 0},
     )  # fmt: skip
     assert "m$\\frac$" in render_html(report)
+
+
+def test_the_page_defines_rho_and_m_and_the_docs_describe_the_plots_it_draws():
+    """Issue 33: the report did not define rho and M, and docs/stress-tests.md described normalised plots on a
+    shared axis that the report does not draw."""
+    import re
+    from pathlib import Path
+
+    page = render_html(_report())
+    definitions = re.search(r"<p id=definitions>(.*?)</p>", page)
+    assert definitions is not None
+    assert "Spearman's rank correlation between the perturbation level" in definitions.group(1)
+    assert "share of steps from one level to the next" in definitions.group(1)
+    assert "each on its own scale" in page
+    docs = " ".join((Path(__file__).resolve().parents[3] / "docs" / "stress-tests.md").read_text().split())
+    assert "share an axis" not in docs and "one panel per metric" in docs
