@@ -257,3 +257,62 @@ def test_a_reply_size_cap_is_read_in_bytes_and_one_under_a_byte_or_not_a_number_
     assert "OPENALEX_MAX_RESPONSE_BYTES must be a whole number, not '32MB'" in refused(
         OPENALEX_MAX_RESPONSE_BYTES="32MB"
     )
+
+
+def _env_example() -> dict[str, str]:
+    lines = (REPO / "platform" / "env.example").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+
+
+GENERATE = 'python -c "import secrets; print(secrets.token_urlsafe(50))"'
+
+
+def test_production_refuses_a_placeholder_secret_key_naming_it_and_how_to_make_one() -> None:
+    """A key anyone can read (platform/env.example's, Django's startproject ones) or guess (short, plain) would
+    let them sign a session as anyone: the server does not start, and says how to make a real key."""
+    example = _env_example()["SECRET_KEY"]
+    refusals = {
+        example: "SECRET_KEY is a placeholder",
+        "please-CHANGE-ME-" + "x" * 40: "SECRET_KEY is a placeholder",
+        "django-insecure-" + "k3$v" * 12: "SECRET_KEY is a key Django's startproject wrote",
+        "s3cr3t-but-short": "SECRET_KEY is 16 characters long; it must be at least 50",
+        "ab" * 30: "SECRET_KEY has fewer than 5 different characters",
+    }
+    for key, reason in refusals.items():
+        message = refused(SECRET_KEY=key)
+        assert reason in message and GENERATE in message, (key, message)
+    unset = refused(SECRET_KEY="")
+    assert "Set SECRET_KEY" in unset and GENERATE in unset
+    # A generated key starts; so does DEBUG=true without one (its embedded development key).
+    assert settings_of(["DEBUG"], SECRET_KEY="Vq3-" + "f8Zr_0aLp" * 6) == {"DEBUG": False}
+    assert settings_of(["DEBUG"], SECRET_KEY="", DEBUG="true") == {"DEBUG": True}
+
+
+def test_production_refuses_a_placeholder_in_the_other_secrets() -> None:
+    """A "change me" left in a server URL's password or an API key stops start-up naming which; the env.example
+    values (the compose database's password, empty keys) start."""
+    example = _env_example()
+    assert "change" not in example["DATABASE_URL"].lower()
+    assert settings_of(["SECRET_KEY"], DATABASE_URL=example["DATABASE_URL"], LLM_API_KEY=example["LLM_API_KEY"])
+    assert "The password in DATABASE_URL is a placeholder" in refused(
+        DATABASE_URL="postgres://satisfy:change-me@db:5432/satisfy"
+    )
+    assert "The password in CELERY_BROKER_URL is a placeholder" in refused(
+        CELERY_BROKER_URL="amqp://satisfy:CHANGEME@rabbitmq:5672/satisfy"
+    )
+    assert "AWS_SECRET_ACCESS_KEY is a placeholder" in refused(AWS_SECRET_ACCESS_KEY="your-secret-access-key")
+
+
+def test_local_settings_start_without_a_secret_key() -> None:
+    """bin/demo and manage.py on a fresh clone (config.settings.local) keep their throwaway key."""
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(REPO),
+        "DJANGO_SETTINGS_MODULE": "config.settings.local",
+        "ENV_FILE": os.devnull,
+        "DATABASE_URL": "sqlite:///:memory:",
+        "CELERY_BROKER_URL": "memory://",
+    }
+    code = "import django; django.setup(); from django.conf import settings; print(bool(settings.SECRET_KEY))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
