@@ -2,7 +2,7 @@
 placeholder.
 
 `python manage.py check --deploy` is clean with DEBUG=false, SECRET_KEY, DATABASE_URL,
-CELERY_BROKER_URL and ALLOWED_HOSTS set (`platform/env.example`).
+CELERY_BROKER_URL, CACHE_URL and ALLOWED_HOSTS set (`platform/env.example`).
 """
 
 from urllib.parse import unquote, urlsplit

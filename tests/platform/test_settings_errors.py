@@ -227,8 +227,9 @@ def test_an_empty_broker_url_is_the_embedded_broker_not_celerys_rabbitmq_on_loca
 
 def test_check_deploy_says_when_a_host_runs_on_the_embedded_database_or_broker() -> None:
     """On one host of several, the embedded SQLite file and filesystem broker keep that host's answers and tasks
-    where no other host sees them; production settings still start on them (a fresh clone), so `check --deploy`
-    names both, and says nothing of them once the shared servers are set."""
+    where no other host sees them, and a cache in each process's memory counts the API's request rates per
+    process; production settings still start on them (a fresh clone), so `check --deploy` names all three, and
+    says nothing of them once the shared servers are set (platform/env.example's settings)."""
     env = {
         "PATH": os.environ["PATH"],
         "DJANGO_SETTINGS_MODULE": "config.settings.production",
@@ -240,7 +241,13 @@ def test_check_deploy_says_when_a_host_runs_on_the_embedded_database_or_broker()
     assert embedded.returncode == 0, embedded.stderr
     assert "(satisfy.W001) The database is the SQLite file" in embedded.stderr
     assert "(satisfy.W002) The task broker is a folder on this host" in embedded.stderr
-    shared = {**env, "DATABASE_URL": os.environ["DATABASE_URL"], "CELERY_BROKER_URL": "redis://127.0.0.1:6379/8"}
+    assert "(satisfy.W003) The default cache is in each process's own memory" in embedded.stderr
+    shared = {
+        **env,
+        "DATABASE_URL": os.environ["DATABASE_URL"],
+        "CELERY_BROKER_URL": "redis://127.0.0.1:6379/8",
+        "CACHE_URL": "redis://127.0.0.1:6379/8",
+    }
     served = subprocess.run(argv, cwd=REPO, env=shared, capture_output=True, text=True, timeout=120)
     assert served.returncode == 0 and "satisfy.W00" not in served.stdout + served.stderr, served.stderr
 
@@ -316,3 +323,12 @@ def test_local_settings_start_without_a_secret_key() -> None:
     code = "import django; django.setup(); from django.conf import settings; print(bool(settings.SECRET_KEY))"
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
+
+
+def test_api_request_rates_are_read_strictly() -> None:
+    read = settings_of(["API_THROTTLE_RATES"], API_THROTTLE_RESEARCH="off", API_THROTTLE_ADMIN="20/second")
+    assert read == {"API_THROTTLE_RATES": {"annotator": "300/minute", "research": None, "admin": "20/second"}}
+    # DRF reads "300/mo" as 300 a minute and "lots/minute" as a crash at the first request.
+    for rate in ("300/mo", "lots/minute", "0/minute", "300"):
+        message = refused(API_THROTTLE_ANNOTATOR=rate)
+        assert "API_THROTTLE_ANNOTATOR must be a number of requests" in message and repr(rate) in message, message
