@@ -206,9 +206,12 @@ CONTENT_SECURITY_POLICY = {
 # A research job's HTML report or SVG figure opened in the browser (analysis/views.py) is a document this
 # platform wrote, with its styles inline: the report is one self-contained file, so that a download reads the
 # same offline, and matplotlib's SVG styles every line and bar in a style= attribute. It gets a policy of its
-# own: sandboxed, no script of any kind, nothing loaded from anywhere (default-src 'none'), no form; only its
-# own inline styles and data: images. Study text in it is escaped; and with nothing to load and no script
-# there is nothing an injected style could send anywhere.
+# own: no script of any kind and nothing loaded from anywhere (default-src 'none'), no form; only its own
+# inline styles and data: images. Study text in it is escaped; and with nothing to load and no script there is
+# nothing an injected style could send anywhere. The sandbox gives it an opaque origin besides: no cookie, no
+# request as the site. Its allow-scripts permits no script (default-src 'none' refuses every one); without it
+# Chromium runs no JavaScript in the page at all, DevTools' included, and checkers driven through DevTools
+# (axe-core in tests/e2e) wait forever for their timers.
 RESEARCH_FILE_CSP = {
     "default-src": ["'none'"],
     "style-src": ["'unsafe-inline'"],
@@ -216,7 +219,7 @@ RESEARCH_FILE_CSP = {
     "form-action": ["'none'"],
     "frame-ancestors": ["'none'"],
     "base-uri": ["'none'"],
-    "sandbox": [],
+    "sandbox": ["allow-scripts"],
 }
 
 

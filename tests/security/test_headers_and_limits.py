@@ -54,7 +54,7 @@ RESEARCH_FILE_POLICY = {
     "form-action": {"'none'"},
     "frame-ancestors": {"'none'"},
     "base-uri": {"'none'"},
-    "sandbox": set(),
+    "sandbox": {"allow-scripts"},  # an opaque origin; default-src 'none' still refuses every script
 }
 
 
