@@ -11,6 +11,8 @@ from statistics import median
 from typing import Any, TypeVar, cast
 from urllib.parse import urlencode
 
+from csp.decorators import csp
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.views import redirect_to_login
 from django.core.files.storage import Storage
@@ -265,14 +267,27 @@ def job_file(request: HttpRequest, job_id: int, name: str) -> HttpResponseBase:
     inline = Path(name).suffix in (".html", ".svg") and request.GET.get("download") != "1"
     try:
         storage, key = research_job_file(user=request.user, job_id=job_id, name=name)
-        if inline and name == "report.html":
-            response: HttpResponseBase = _report_with_way_back(request, job_id, storage, key)
+        if inline:
+            response: HttpResponseBase = _shown_in_the_browser(request, job_id, name, storage, key)
         else:
-            response = stored_file_response(storage, key, name, as_attachment=not inline)
+            response = stored_file_response(storage, key, name, as_attachment=True)
     except Http404 as missing:
         return render(request, "analysis/no_file.html", {"message": str(missing)}, status=404)
     services.research_job_file_downloaded(job_id=job_id, name=name, by=request.user, origin=AuditOrigin.RESEARCH_PAGE)
     return response
+
+
+# django-csp's decorator, typed for a view of one argument; it sets the policy on whatever response it wraps.
+_research_file_policy: Any = csp(settings.RESEARCH_FILE_CSP)
+
+
+@_research_file_policy
+def _shown_in_the_browser(request: HttpRequest, job_id: int, name: str, storage: Storage, key: str) -> HttpResponseBase:
+    """A report or figure opened in the browser, under the research files' policy (config/settings/base.py,
+    RESEARCH_FILE_CSP): a document of its own making with its styles inline, which runs no script."""
+    if name == "report.html":
+        return _report_with_way_back(request, job_id, storage, key)
+    return stored_file_response(storage, key, name, as_attachment=False)
 
 
 def _report_with_way_back(request: HttpRequest, job_id: int, storage: Storage, key: str) -> FileResponse:
@@ -280,7 +295,7 @@ def _report_with_way_back(request: HttpRequest, job_id: int, storage: Storage, k
     with a link back to its study's dashboard at the top."""
     job = research_job(user=request.user, job_id=job_id)
     back = format_html(
-        '<nav style="margin:0 0 1rem"><a href="{}">← Back to {}</a></nav>',
+        '<nav><p><a href="{}">← Back to {}</a></p></nav>',
         reverse("analysis:study", args=[job.study.slug]),
         job.study.title,
     )

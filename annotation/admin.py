@@ -573,7 +573,7 @@ class StudyAdmin(StudyScopedAdmin):
         if not link:
             return "Enable the open link and save to get one."
         return format_html(
-            '<input type="text" readonly value="{}" size="90" onclick="this.select()" aria-label="open study link">'
+            '<input type="text" readonly value="{}" size="90" data-select-on-click aria-label="open study link">'
             '<p class="help">For Prolific, paste it with its URL parameters: the address ends in {}</p>',
             link + PROLIFIC_SUFFIX,
             PROLIFIC_SUFFIX,
@@ -795,7 +795,7 @@ class InvitationAdmin(StudyScopedAdmin):
     def link(self, obj: Invitation) -> str:
         url = invitation_link(obj)
         return format_html(
-            '<input type="text" readonly value="{}" size="60" onclick="this.select()" aria-label="invitation link">',
+            '<input type="text" readonly value="{}" size="60" data-select-on-click aria-label="invitation link">',
             url,
         )
 
@@ -870,7 +870,7 @@ class ParticipationAdmin(StudyScopedAdmin):
         if participation_resume_refusal(participation=obj) is not None:
             return "No longer works: the participation has ended or the study is closed."
         return format_html(
-            '<input type="text" readonly value="{}" size="70" onclick="this.select()" aria-label="resume link">',
+            '<input type="text" readonly value="{}" size="70" data-select-on-click aria-label="resume link">',
             resume_link(obj.resume_token),
         )
 

@@ -4,6 +4,7 @@ out of reach to a 503 with Retry-After: kernel/unavailable.py); the URLconf's 40
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -50,7 +51,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         response.data = error_body("Validation error", {"fields": fields})
     else:
         detail = response.data.get("detail", response.data) if isinstance(response.data, dict) else response.data
-        response.data = error_body(str(detail))
+        # Past a request rate (docs/api.md, "Request rates"): DRF's Retry-After header, and the same in the body.
+        wait = getattr(exc, "wait", None) if isinstance(exc, exceptions.Throttled) else None
+        response.data = error_body(str(detail), {"retry_after_s": math.ceil(wait)} if wait is not None else None)
     return response
 
 

@@ -1,4 +1,5 @@
-"""Login throttling (django-axes): the client address the deployment sees, and the lockout page.
+"""Login throttling (django-axes) and the API's request rates (DRF): the client address the deployment sees,
+the lockout page, and the throttle the API views name their scope for.
 
 Behind a reverse proxy every request comes from the proxy's address, so a lockout by username and IP
 would lock a username out for everyone. With `TRUSTED_PROXY_COUNT` trusted proxies in front of the app
@@ -13,8 +14,11 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from rest_framework import throttling
+from rest_framework.settings import api_settings
 
 
 def client_ip(request: HttpRequest) -> str | None:
@@ -46,3 +50,23 @@ def lockout_response(request: HttpRequest, original_response: Any = None, creden
     if seconds:
         response["Retry-After"] = str(seconds)
     return response
+
+
+class ScopedRateThrottle(throttling.ScopedRateThrottle):
+    """DRF's scoped throttle (a view's `throttle_scope`, its rate in REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],
+    docs/api.md "Request rates"), with two differences. The rate is read at each request, not once when DRF's
+    class is imported, so a changed setting applies. A caller who is not signed in is counted by the client
+    address that login throttling uses (`client_ip`, TRUSTED_PROXY_COUNT): DRF's own reading takes the whole
+    X-Forwarded-For header, which a client writes itself and so could change at every request. The counts
+    live in the default cache (CACHE_URL), which every web process must share: `check --deploy` warns of a
+    cache in one process's memory (satisfy.W003)."""
+
+    def get_rate(self) -> str | None:
+        rates = api_settings.DEFAULT_THROTTLE_RATES
+        if self.scope not in rates:
+            raise ImproperlyConfigured(f"No request rate is set for the API throttle scope {self.scope!r}.")
+        rate = rates[self.scope]
+        return None if rate is None else str(rate)
+
+    def get_ident(self, request: Any) -> str:
+        return client_ip(request) or ""

@@ -61,6 +61,7 @@ class ScoringRunSerializer(serializers.Serializer):
 class ComparisonsApi(APIView):
     """One row per answered match with both sides' metric scores (docs/comparison-table.md)."""
 
+    throttle_scope = "research"  # docs/api.md, "Request rates"
     permission_classes = [IsResearcher]
 
     @extend_schema(responses={200: dict})
@@ -72,6 +73,7 @@ class ComparisonsApi(APIView):
 
 
 class JobsApi(APIView):
+    throttle_scope = "research"  # docs/api.md, "Request rates"
     permission_classes = [IsResearcher]
 
     @extend_schema(responses={200: list[dict]})  # a list of jobs (the schema said one object: the fuzzer saw)
@@ -97,6 +99,7 @@ class JobsApi(APIView):
 
 
 class JobApi(APIView):
+    throttle_scope = "research"  # docs/api.md, "Request rates"
     permission_classes = [IsResearcher]
 
     @extend_schema(responses={200: dict})
@@ -108,6 +111,7 @@ class JobCancelApi(APIView):
     """Cancel a queued or running job (researchers who may analyse its study): the job, failed with who
     cancelled it; a finished one unchanged (idempotent)."""
 
+    throttle_scope = "research"  # docs/api.md, "Request rates"
     permission_classes = [IsResearcher]
 
     @extend_schema(request=None, responses={200: dict})
@@ -119,6 +123,7 @@ class JobCancelApi(APIView):
 
 
 class ScoringRunsApi(APIView):
+    throttle_scope = "research"  # docs/api.md, "Request rates"
     permission_classes = [IsResearcher]
 
     @extend_schema(request=ScoringRunSerializer, responses={201: dict})
@@ -149,6 +154,7 @@ class AnyFileRenderer(renderers.BaseRenderer):
 class JobFileApi(APIView):
     """Download one output file of a finished job (an export, the report): `Authorization: Token KEY`."""
 
+    throttle_scope = "research"  # docs/api.md, "Request rates"
     permission_classes = [IsResearcher]
     renderer_classes = [renderers.JSONRenderer, AnyFileRenderer]
 

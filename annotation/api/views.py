@@ -60,6 +60,7 @@ class InvitationAcceptApi(APIView):
     a caller signed in by session must send the CSRF token like every session request to the API (else
     403, nothing changed), and gets its participation's API token back."""
 
+    throttle_scope = "annotator"  # docs/api.md, "Request rates"
     permission_classes = [permissions.AllowAny]
 
     @extend_schema(
@@ -106,6 +107,7 @@ def _own_query_shown(request: Request, pk: int) -> Query:
 
 
 class ParticipationViewSet(viewsets.GenericViewSet):
+    throttle_scope = "annotator"  # docs/api.md, "Request rates"
     lookup_value_regex = r"\d+"  # a non-numeric id in the path is a 404, never a ValueError
     serializer_class = s.ParticipationSerializer
     queryset = Participation.objects.none()  # the schema's path types; requests use get_queryset
@@ -176,6 +178,7 @@ class ParticipationViewSet(viewsets.GenericViewSet):
 
 
 class QueryViewSet(viewsets.GenericViewSet):
+    throttle_scope = "annotator"  # docs/api.md, "Request rates"
     lookup_value_regex = r"\d+"  # a non-numeric id in the path is a 404, never a ValueError
     serializer_class = s.QuerySerializer
     queryset = Query.objects.none()
@@ -221,6 +224,7 @@ class QueryViewSet(viewsets.GenericViewSet):
 
 
 class MatchViewSet(viewsets.GenericViewSet):
+    throttle_scope = "annotator"  # docs/api.md, "Request rates"
     lookup_value_regex = r"\d+"  # a non-numeric id in the path is a 404, never a ValueError
     serializer_class = s.MatchSerializer
     queryset = Match.objects.none()
@@ -313,6 +317,7 @@ REFUSED_ROLE = {
 class StudyAdminViewSet(viewsets.ModelViewSet):
     """Studies, scoped to the caller's memberships; creating one makes the caller its owner."""
 
+    throttle_scope = "admin"  # docs/api.md, "Request rates"
     permission_classes = [ModelPermissionsByAction]
     required_permissions = {
         "list": ["annotation.view_study"],
@@ -461,6 +466,7 @@ class StudyMembersApi(APIView):
     or change a role (owners). Members are edited with the study (its admin page's inline), so they take
     the study's model permissions."""
 
+    throttle_scope = "admin"  # docs/api.md, "Request rates"
     permission_classes = [ModelPermissionsByAction]
     required_permissions = {":GET": ["annotation.view_study"], ":POST": ["annotation.change_study"]}
 
@@ -484,6 +490,7 @@ class StudyMembersApi(APIView):
 class StudyMemberApi(APIView):
     """DELETE ends one membership (owners; idempotent; never the last owner's)."""
 
+    throttle_scope = "admin"  # docs/api.md, "Request rates"
     permission_classes = [ModelPermissionsByAction]
     required_permissions = {":DELETE": ["annotation.change_study"]}
 
@@ -523,6 +530,7 @@ def _member_user(username: str) -> Any:
 class FailedCandidateAdminViewSet(viewsets.ReadOnlyModelViewSet):
     """Failed generation jobs, with their reasons (researchers and owners of their study), and retry (owners)."""
 
+    throttle_scope = "admin"  # docs/api.md, "Request rates"
     lookup_value_regex = r"\d+"  # a non-numeric id in the path is a 404, never a ValueError
 
     permission_classes = [ModelPermissionsByAction]

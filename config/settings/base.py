@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "csp",
     "annotation",
     "corpus",
     "scoring",
@@ -49,6 +50,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Content-Security-Policy on every response, /healthz/'s too (CONTENT_SECURITY_POLICY below).
+    "csp.middleware.CSPMiddleware",
     "config.health.HealthzMiddleware",  # /healthz/ on any host name, before ALLOWED_HOSTS (config/health.py)
     "django.middleware.security.SecurityMiddleware",
     "kernel.middleware.RejectUnstorableInputMiddleware",  # NUL in a path, query or header: 400, not a 500
@@ -232,6 +235,71 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
+# Content-Security-Policy (django-csp; docs/permissions.md, "Headers and limits"): a page runs only the scripts
+# and styles of this site's own files, loads nothing from elsewhere, and no other site may frame it. No
+# 'unsafe-inline': templates carry no <script> body, no on*= handler and no <style> or style= (static/js,
+# static/css). img-src allows data: for the icons Django's admin and Swagger UI draw in their stylesheets.
+# A research report opened in the browser has a policy of its own (RESEARCH_FILE_CSP below). The API's
+# documentation is Swagger UI with its script as a file (config/api_docs.py).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'none'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "manifest-src": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'none'"],
+        "object-src": ["'none'"],
+    },
+}
+# A research job's HTML report or SVG figure opened in the browser (analysis/views.py) is a document this
+# platform wrote, with its styles inline: the report is one self-contained file, so that a download reads the
+# same offline, and matplotlib's SVG styles every line and bar in a style= attribute. It gets a policy of its
+# own: no script of any kind and nothing loaded from anywhere (default-src 'none'), no form; only its own
+# inline styles and data: images. Study text in it is escaped; and with nothing to load and no script there is
+# nothing an injected style could send anywhere. The sandbox gives it an opaque origin besides: no cookie, no
+# request as the site. Its allow-scripts permits no script (default-src 'none' refuses every one); without it
+# Chromium runs no JavaScript in the page at all, DevTools' included, and checkers driven through DevTools
+# (axe-core in tests/e2e) wait forever for their timers.
+RESEARCH_FILE_CSP = {
+    "default-src": ["'none'"],
+    "style-src": ["'unsafe-inline'"],
+    "img-src": ["data:"],
+    "form-action": ["'none'"],
+    "frame-ancestors": ["'none'"],
+    "base-uri": ["'none'"],
+    "sandbox": ["allow-scripts"],
+}
+
+
+def _request_rate(name: str, default: str) -> str | None:
+    """An API request rate (docs/api.md, "Request rates"): requests per second, minute, hour or day, as DRF
+    writes it ("300/minute"), or "off"; anything else stops start-up naming the variable. DRF itself reads only
+    the first letter of the period ("300/mo" would be 300 a minute) and fails on a word with a ValueError."""
+    value = env.str(name, default="").strip() or default
+    if value.lower() == "off":
+        return None
+    match = re.fullmatch(r"(\d+)/(second|minute|hour|day)", value)
+    if not match or int(match.group(1)) < 1:
+        raise ImproperlyConfigured(
+            f"{name} must be a number of requests (at least 1) per second, minute, hour or day, such as "
+            f"{default}, or off; not {value!r}"
+        )
+    return value
+
+
+# API request rates by scope (kernel.throttling.ScopedRateThrottle; each API view names its scope). A caller
+# past the rate gets 429 with Retry-After. The defaults are far above what a study makes anyone send
+# (docs/api.md says why): they stop a script hammering the API, never a person or a researcher's client.
+API_THROTTLE_RATES = {
+    "annotator": _request_rate("API_THROTTLE_ANNOTATOR", "300/minute"),
+    "research": _request_rate("API_THROTTLE_RESEARCH", "300/minute"),
+    "admin": _request_rate("API_THROTTLE_ADMIN", "300/minute"),
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -241,6 +309,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "kernel.exception_handlers.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["kernel.throttling.ScopedRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": API_THROTTLE_RATES,
     # DRF's JSON parser with a depth limit and no unstorable strings (kernel/parsers.py); forms as DRF's.
     "DEFAULT_PARSER_CLASSES": [
         "kernel.parsers.JSONParser",

@@ -14,6 +14,10 @@ os.environ.setdefault("SESSION_COOKIE_SECURE", "false")
 os.environ.setdefault("CSRF_COOKIE_SECURE", "false")
 os.environ.setdefault("MANIFEST_STATIC", "false")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
+# The API's request rates are off: the fuzzer and the journeys send one account's requests far faster than a
+# person does. tests/security/test_headers_and_limits.py sets low rates to see the 429s.
+for _scope in ("ANNOTATOR", "RESEARCH", "ADMIN"):
+    os.environ.setdefault(f"API_THROTTLE_{_scope}", "off")
 
 from config.settings.production import *  # noqa: E402,F403
 from config.settings.production import STATIC_ROOT  # noqa: E402

@@ -65,16 +65,62 @@ def _chromium() -> Iterator[Any]:
         yield chromium
 
 
+# Every page of a journey runs under the site's Content-Security-Policy (docs/permissions.md, "Headers and
+# limits"). Chromium says "Refused to ... because it violates the following Content Security Policy directive"
+# on the console for whatever the policy blocked; the page's own securitypolicyviolation event is written there
+# too, so a violation Chromium reports only as an event is not missed.
+POLICY_WORDS = ("Content Security Policy", "Content-Security-Policy")
+REPORT_VIOLATIONS = """
+document.addEventListener("securitypolicyviolation", function (event) {
+  console.error("Content Security Policy violation: " + event.violatedDirective + " blocked " +
+    (event.blockedURI || "inline") + " at " + event.documentURI + ":" + event.lineNumber);
+});
+"""
+
+
+def watch_policy(context: Any, violations: list[str]) -> Any:
+    """Record every Content-Security-Policy violation on the pages of a browser context."""
+    context.add_init_script(REPORT_VIOLATIONS)
+
+    def on_page(page: Any) -> None:
+        def on_console(message: Any) -> None:
+            if message.type == "error" and any(word in message.text for word in POLICY_WORDS):
+                violations.append(f"{page.url}: {message.text}")
+
+        page.on("console", on_console)
+
+    for page in context.pages:
+        on_page(page)
+    context.on("page", on_page)
+    return context
+
+
 @pytest.fixture
 def browser(_chromium: Any) -> Iterator[Any]:
     """The module's Chromium; the contexts (cookies, storage, pages) a test opened are closed after it,
-    so the next test starts as a new visitor."""
+    so the next test starts as a new visitor. A page that broke the Content-Security-Policy fails the test,
+    naming what was blocked."""
+    violations: list[str] = []
+    opened = _chromium.new_context
+
+    def new_context(*args: Any, **kwargs: Any) -> Any:
+        return watch_policy(opened(*args, **kwargs), violations)
+
+    def new_page(*args: Any, **kwargs: Any) -> Any:
+        # As Playwright's own Browser.new_page: a context of its own (closed after the test, as every other).
+        return new_context(*args, **kwargs).new_page()
+
     try:
-        yield _chromium
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_chromium, "new_context", new_context)
+            patch.setattr(_chromium, "new_page", new_page)
+            yield _chromium
     finally:
         for context in list(_chromium.contexts):
             context.close()
         _close_connections()
+    if violations:
+        pytest.fail("The Content-Security-Policy blocked something:\n" + "\n".join(violations), pytrace=False)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,8 @@ def probe(requests: list[tuple[str, str, str]], **env: str) -> dict[str, list[ob
     for key in ("SECURE_SSL_REDIRECT", "DEBUG", "SECRET_KEY", "CELERY_BROKER_URL", "CACHE_URL"):
         child_env.pop(key, None)  # env.example's values, not the test run's
     child_env["CACHE_URL"] = "locmemcache://"
+    # A generated key, as docs/deploy.md asks of every deployment: env.example's placeholder is refused at start-up.
+    child_env["SECRET_KEY"] = secrets.token_urlsafe(50)
     result = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps(requests)],
         cwd=REPO, env=child_env, capture_output=True, text=True, timeout=120,

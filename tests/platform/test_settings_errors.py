@@ -227,8 +227,9 @@ def test_an_empty_broker_url_is_the_embedded_broker_not_celerys_rabbitmq_on_loca
 
 def test_check_deploy_says_when_a_host_runs_on_the_embedded_database_or_broker() -> None:
     """On one host of several, the embedded SQLite file and filesystem broker keep that host's answers and tasks
-    where no other host sees them; production settings still start on them (a fresh clone), so `check --deploy`
-    names both, and says nothing of them once the shared servers are set."""
+    where no other host sees them, and a cache in each process's memory counts the API's request rates per
+    process; production settings still start on them (a fresh clone), so `check --deploy` names all three, and
+    says nothing of them once the shared servers are set (platform/env.example's settings)."""
     env = {
         "PATH": os.environ["PATH"],
         "DJANGO_SETTINGS_MODULE": "config.settings.production",
@@ -240,7 +241,13 @@ def test_check_deploy_says_when_a_host_runs_on_the_embedded_database_or_broker()
     assert embedded.returncode == 0, embedded.stderr
     assert "(satisfy.W001) The database is the SQLite file" in embedded.stderr
     assert "(satisfy.W002) The task broker is a folder on this host" in embedded.stderr
-    shared = {**env, "DATABASE_URL": os.environ["DATABASE_URL"], "CELERY_BROKER_URL": "redis://127.0.0.1:6379/8"}
+    assert "(satisfy.W003) The default cache is in each process's own memory" in embedded.stderr
+    shared = {
+        **env,
+        "DATABASE_URL": os.environ["DATABASE_URL"],
+        "CELERY_BROKER_URL": "redis://127.0.0.1:6379/8",
+        "CACHE_URL": "redis://127.0.0.1:6379/8",
+    }
     served = subprocess.run(argv, cwd=REPO, env=shared, capture_output=True, text=True, timeout=120)
     assert served.returncode == 0 and "satisfy.W00" not in served.stdout + served.stderr, served.stderr
 
@@ -283,3 +290,71 @@ def test_postgresql_connections_come_from_a_pool_sized_by_the_environment() -> N
 )
 def test_a_pool_setting_that_cannot_work_stops_start_up_naming_it(env: dict[str, str], names: str) -> None:
     assert names in refused(DATABASE_URL=POSTGRES, **env)
+
+
+def _env_example() -> dict[str, str]:
+    lines = (REPO / "platform" / "env.example").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+
+
+GENERATE = 'python -c "import secrets; print(secrets.token_urlsafe(50))"'
+
+
+def test_production_refuses_a_placeholder_secret_key_naming_it_and_how_to_make_one() -> None:
+    """A key anyone can read (platform/env.example's, Django's startproject ones) or guess (short, plain) would
+    let them sign a session as anyone: the server does not start, and says how to make a real key."""
+    example = _env_example()["SECRET_KEY"]
+    refusals = {
+        example: "SECRET_KEY is a placeholder",
+        "please-CHANGE-ME-" + "x" * 40: "SECRET_KEY is a placeholder",
+        "django-insecure-" + "k3$v" * 12: "SECRET_KEY is a key Django's startproject wrote",
+        "s3cr3t-but-short": "SECRET_KEY is 16 characters long; it must be at least 50",
+        "ab" * 30: "SECRET_KEY has fewer than 5 different characters",
+    }
+    for key, reason in refusals.items():
+        message = refused(SECRET_KEY=key)
+        assert reason in message and GENERATE in message, (key, message)
+    unset = refused(SECRET_KEY="")
+    assert "Set SECRET_KEY" in unset and GENERATE in unset
+    # A generated key starts; so does DEBUG=true without one (its embedded development key).
+    assert settings_of(["DEBUG"], SECRET_KEY="Vq3-" + "f8Zr_0aLp" * 6) == {"DEBUG": False}
+    assert settings_of(["DEBUG"], SECRET_KEY="", DEBUG="true") == {"DEBUG": True}
+
+
+def test_production_refuses_a_placeholder_in_the_other_secrets() -> None:
+    """A "change me" left in a server URL's password or an API key stops start-up naming which; the env.example
+    values (the compose database's password, empty keys) start."""
+    example = _env_example()
+    assert "change" not in example["DATABASE_URL"].lower()
+    assert settings_of(["SECRET_KEY"], DATABASE_URL=example["DATABASE_URL"], LLM_API_KEY=example["LLM_API_KEY"])
+    assert "The password in DATABASE_URL is a placeholder" in refused(
+        DATABASE_URL="postgres://satisfy:change-me@db:5432/satisfy"
+    )
+    assert "The password in CELERY_BROKER_URL is a placeholder" in refused(
+        CELERY_BROKER_URL="amqp://satisfy:CHANGEME@rabbitmq:5672/satisfy"
+    )
+    assert "AWS_SECRET_ACCESS_KEY is a placeholder" in refused(AWS_SECRET_ACCESS_KEY="your-secret-access-key")
+
+
+def test_local_settings_start_without_a_secret_key() -> None:
+    """bin/demo and manage.py on a fresh clone (config.settings.local) keep their throwaway key."""
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(REPO),
+        "DJANGO_SETTINGS_MODULE": "config.settings.local",
+        "ENV_FILE": os.devnull,
+        "DATABASE_URL": "sqlite:///:memory:",
+        "CELERY_BROKER_URL": "memory://",
+    }
+    code = "import django; django.setup(); from django.conf import settings; print(bool(settings.SECRET_KEY))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
+
+
+def test_api_request_rates_are_read_strictly() -> None:
+    read = settings_of(["API_THROTTLE_RATES"], API_THROTTLE_RESEARCH="off", API_THROTTLE_ADMIN="20/second")
+    assert read == {"API_THROTTLE_RATES": {"annotator": "300/minute", "research": None, "admin": "20/second"}}
+    # DRF reads "300/mo" as 300 a minute and "lots/minute" as a crash at the first request.
+    for rate in ("300/mo", "lots/minute", "0/minute", "300"):
+        message = refused(API_THROTTLE_ANNOTATOR=rate)
+        assert "API_THROTTLE_ANNOTATOR must be a number of requests" in message and repr(rate) in message, message
