@@ -147,8 +147,8 @@ def test_sources_are_numbered_once_and_the_question_button_shows_it_is_busy(brow
     # Hold the submission in the page (after the site's own handler has run) to see the button meanwhile.
     page.evaluate("document.querySelector('form').addEventListener('submit', function (e) { e.preventDefault(); })")
     page.get_by_role("button", name="Find and summarise").click()
-    expect(page.locator("button[type=submit]")).to_have_text("Sending…")
-    expect(page.locator("button[type=submit]")).to_be_disabled()
+    expect(page.locator("#ask-form button[type=submit]")).to_have_text("Sending…")
+    expect(page.locator("#ask-form button[type=submit]")).to_be_disabled()
     page.evaluate("document.querySelector('form').submit()")
     expect(page.get_by_role("heading", name="Sources")).to_be_visible(timeout=20_000)
     first = page.locator(".sources li").first

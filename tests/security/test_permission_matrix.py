@@ -253,6 +253,8 @@ PAGES: list[Row] = [
     ("GET", "/api/docs/", "/api/docs/", None, ANYONE_200),
     # Redoc cannot run under the Content-Security-Policy: its address sends to Swagger UI (config/urls.py).
     ("GET", "/api/redoc/", "/api/redoc/", None, (302,) * 10),
+    # The browser's icon: a permanent redirect to the static file, for everyone (issue 33).
+    ("GET", "/favicon.ico", "/favicon.ico", None, (301,) * 10),
 ]
 
 # The Django admin: staff only (others are sent to its sign-in, 302), then model permissions (403), then
@@ -366,3 +368,4 @@ ANNOTATOR_ROUTES = (
     "/study/",
 )
 ANNOTATOR_ROUTES += ("/join/", "/open/", "/resume/", "/accounts/", "/healthz/", "/api/schema/", "/api/docs/")
+ANNOTATOR_ROUTES += ("/favicon.ico",)
