@@ -26,7 +26,7 @@ from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
 
 from analysis.models import ResearchJob
-from analysis.services import research_storage
+from analysis.services import research_storage, stored_keys
 from analysis.stats.provenance import code_version
 from annotation.models import Candidate, Judgment, Match, Participation, Query, Study
 from kernel.exceptions import ApplicationError
@@ -66,16 +66,8 @@ def _counts() -> dict[str, int]:
     return {name: model._default_manager.count() for name, model in COUNTED.items()}
 
 
-def _storage_keys(folder: str = STORAGE_ROOT) -> list[str]:
-    storage = research_storage()
-    try:
-        folders, names = storage.listdir(folder)
-    except FileNotFoundError:
-        return []
-    keys = [f"{folder}/{name}" for name in names]
-    for sub in folders:
-        keys.extend(_storage_keys(f"{folder}/{sub}"))
-    return sorted(keys)
+def _storage_keys() -> list[str]:
+    return sorted(stored_keys(research_storage(), STORAGE_ROOT))
 
 
 def _pg_environment() -> dict[str, str]:

@@ -67,7 +67,7 @@ def job_file_key(job_id: int, name: str) -> str:
     return f"research/job-{job_id}/{name}"
 
 
-def _stored_keys(storage: Storage, folder: str) -> list[str]:
+def stored_keys(storage: Storage, folder: str) -> list[str]:
     """Every key under `folder` in the storage (a local folder or an S3 prefix), depth first."""
     try:
         folders, names = storage.listdir(folder)
@@ -75,7 +75,7 @@ def _stored_keys(storage: Storage, folder: str) -> list[str]:
         return []
     keys = [f"{folder}/{name}" for name in names]
     for sub in folders:
-        keys += _stored_keys(storage, f"{folder}/{sub}")
+        keys += stored_keys(storage, f"{folder}/{sub}")
     return keys
 
 
@@ -92,7 +92,7 @@ def _publish(job: ResearchJob, out: Path, files: list[str]) -> None:
         if saved != key:  # a storage that renamed the file would break the download link
             raise RuntimeError(f"the research storage saved {key!r} as {saved!r}")
     wanted = {job_file_key(job.pk, name) for name in files}
-    for key in _stored_keys(storage, f"research/job-{job.pk}"):
+    for key in stored_keys(storage, f"research/job-{job.pk}"):
         if key not in wanted:
             storage.delete(key)
 
@@ -115,7 +115,7 @@ def research_storage_sweep() -> dict[str, int]:
     deleted = 0
     for pk in sorted(ids - active):
         wanted = {job_file_key(pk, name) for name in kept.get(pk, [])}
-        for key in _stored_keys(storage, f"research/job-{pk}"):
+        for key in stored_keys(storage, f"research/job-{pk}"):
             if key not in wanted:
                 storage.delete(key)
                 deleted += 1

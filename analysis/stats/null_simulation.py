@@ -135,6 +135,20 @@ def null_studies(
         chunk += 1
 
 
+def persona_cell_sums(t: PreparedTable, g: int, k: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The personalised side's wins and decided mixed matches (all brackets, all stages) of ``k`` studies of ``g``
+    annotators each in one table: annotators of study j are codes j*g .. j*g+g-1, so the per-annotator sums
+    form a (g, k) matrix, one column a study."""
+    cell = next(
+        c
+        for c in build_cells(t)
+        if c.statistic == "personalized_vs_generic" and c.group == "all brackets" and c.stage == "all"
+    )
+    wins = t.per_annotator(cell.wins)[: k * g].reshape(k, g).T
+    decided = wins + t.per_annotator(cell.losses)[: k * g].reshape(k, g).T
+    return wins, decided
+
+
 def null_rejections(
     n_annotators: int,
     *,
@@ -154,14 +168,7 @@ def null_rejections(
     boot = cr2 = fits = l_cr1 = l_cr2 = 0
     for t, first in null_studies(g, reps, seed=seed, taste_sd=taste_sd, queries=queries):
         k = min(t.n_annotators // g, reps - first)
-        cell = next(
-            c
-            for c in build_cells(t)
-            if c.statistic == "personalized_vs_generic" and c.group == "all brackets" and c.stage == "all"
-        )
-        # Annotators of study j are codes j*g .. j*g+g-1: per-annotator sums as a (g, k) matrix, one column each.
-        wins = t.per_annotator(cell.wins)[: k * g].reshape(k, g).T
-        decided = wins + t.per_annotator(cell.losses)[: k * g].reshape(k, g).T
+        wins, decided = persona_cell_sums(t, g, k)
         resampler = ClusterResampler.draw(g, n_resamples=resamples, seed=seed + first)
         for method in (BOOTSTRAP, CR2_T):
             p = bootstrap_ratios(

@@ -21,9 +21,8 @@ from scipy import stats as sps
 
 from analysis.stats._results import ResultMixin, fmt, text_table
 from analysis.stats.bootstrap import ClusterResampler, bootstrap_ratios
-from analysis.stats.null_simulation import null_studies
+from analysis.stats.null_simulation import null_studies, persona_cell_sums
 from analysis.stats.small_sample import BOOTSTRAP, CR2_T, DEFAULT_SMALL_SAMPLE_BELOW
-from analysis.stats.win_rates import build_cells
 
 
 @dataclass(frozen=True)
@@ -113,13 +112,7 @@ def simulate_power(
     rates: list[float] = []
     for t, first in null_studies(g, reps, seed=seed, taste_sd=taste_sd, queries=queries, effect=effect):
         k = min(t.n_annotators // g, reps - first)
-        cell = next(
-            c
-            for c in build_cells(t)
-            if c.statistic == "personalized_vs_generic" and c.group == "all brackets" and c.stage == "all"
-        )
-        wins = t.per_annotator(cell.wins)[: k * g].reshape(k, g).T
-        decided = wins + t.per_annotator(cell.losses)[: k * g].reshape(k, g).T
+        wins, decided = persona_cell_sums(t, g, k)
         resampler = ClusterResampler.draw(g, n_resamples=resamples, seed=seed + first)
         result = bootstrap_ratios(
             wins, decided, resampler=resampler, null=np.full(k, 0.5), confidence_level=1 - alpha, method=method

@@ -35,7 +35,7 @@ def storage(request: pytest.FixtureRequest, tmp_path) -> Iterator[Any]:
         with override_settings(STORAGES=_web_storages(env)):
             bucket = storages["research"]
             # moto keeps its buckets in this process across servers: start from an empty one.
-            for key in services._stored_keys(bucket, "research"):
+            for key in services.stored_keys(bucket, "research"):
                 bucket.delete(key)
             yield bucket
 
@@ -58,7 +58,7 @@ def _job(study: Study, status: str = ResearchJob.Status.QUEUED) -> ResearchJob:
 
 
 def _keys(storage: Any, job: ResearchJob) -> set[str]:
-    return set(services._stored_keys(storage, f"research/job-{job.pk}"))
+    return set(services.stored_keys(storage, f"research/job-{job.pk}"))
 
 
 def test_a_rerun_replaces_what_an_earlier_attempt_left(storage: Any, study: Study) -> None:
@@ -80,7 +80,7 @@ def test_the_sweeper_deletes_files_no_job_lists(storage: Any, study: Study) -> N
 
     assert services.research_storage_sweep() == {"research_files_deleted": len(gone) + 1}
     assert _keys(storage, done) == {services.job_file_key(done.pk, name) for name in done.files}
-    assert not services._stored_keys(storage, f"research/job-{deleted.pk}")
+    assert not services.stored_keys(storage, f"research/job-{deleted.pk}")
     assert not _keys(storage, failed)
     assert _keys(storage, running) == {services.job_file_key(running.pk, "uploading.csv")}
     # The researcher still downloads the kept job's files; a second sweep finds nothing to do.
