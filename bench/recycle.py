@@ -11,28 +11,13 @@ import argparse
 import statistics
 import sys
 import threading
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import httpx  # noqa: E402
 
-from tests.support.site import Site, site_on_own_database  # noqa: E402
-
-
-def send(site: Site, *, requests: int, keep_alive: bool, into: list[tuple[int | str, float]]) -> None:
-    with httpx.Client(base_url=site.url, timeout=60) as client:
-        for number in range(requests):
-            path = "/healthz/" if number % 2 else "/"
-            started = time.monotonic()
-            try:
-                response = client.get(path) if keep_alive else httpx.get(f"{site.url}{path}", timeout=60)
-                outcome: int | str = response.status_code
-            except httpx.HTTPError as error:
-                outcome = type(error).__name__
-            into.append((outcome, time.monotonic() - started))
+from tests.support.site import send_requests, site_on_own_database  # noqa: E402
 
 
 def main() -> int:
@@ -51,7 +36,7 @@ def main() -> int:
             if phase == "concurrent":
                 threads = [
                     threading.Thread(
-                        target=send,
+                        target=send_requests,
                         kwargs={"site": site, "requests": args.requests, "keep_alive": True, "into": answers},
                     )
                     for _ in range(args.clients)
@@ -61,7 +46,7 @@ def main() -> int:
                 for thread in threads:
                     thread.join()
             else:
-                send(site, requests=args.requests, keep_alive=phase.endswith("kept-alive"), into=answers)
+                send_requests(site, requests=args.requests, keep_alive=phase.endswith("kept-alive"), into=answers)
             seconds = sorted(s for _, s in answers)
             bad = sum(outcome != 200 for outcome, _ in answers)
             failed += bad

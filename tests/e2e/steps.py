@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, BrowserContext, Page
 
 from annotation.models import Study
 from annotation.services.participation import invitation_create_bulk
 
 
-def arrive_and_describe_yourself(browser: Browser, live_server: Any, study: Study) -> Page:
+def arrive_and_describe_yourself(
+    browser: Browser, live_server: Any, study: Study, *, context: BrowserContext | None = None, timeout_ms: int = 15_000
+) -> Page:
     """A new annotator opens a fresh invitation, consents and fills the persona form as a nurse;
-    the page is then on the study's first question."""
+    the page is then on the study's first question. ``context``: a browser context of the test's own (a
+    viewport, permissions), based at the live server."""
     token = invitation_create_bulk(study=study, count=1)[0].token
-    context = browser.new_context(base_url=live_server.url)
+    context = context or browser.new_context(base_url=live_server.url)
     page = context.new_page()
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(timeout_ms)
     page.goto(f"/join/{token}/")
     page.get_by_label("I have read the information above and agree to take part.").check()
     page.get_by_role("button", name="Start").click()

@@ -15,6 +15,7 @@ from annotation.models import Study
 from annotation.services.participation import invitation_create_bulk
 from tests.annotation.factories import StudyFactory
 from tests.e2e import a11y
+from tests.e2e.steps import arrive_and_describe_yourself
 from tests.e2e.viewports import SIZES, assert_fits, new_context
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
@@ -30,20 +31,9 @@ def _shot(page: Page, name: str, size: str) -> None:
 
 
 def _arrive(browser: Browser, live_server: Any, study: Study, size: str) -> Page:
-    token = invitation_create_bulk(study=study, count=1)[0].token
     context = new_context(browser, size, base_url=live_server.url)
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    page.goto(f"/join/{token}/")
-    page.get_by_label("I have read the information above and agree to take part.").check()
-    page.get_by_role("button", name="Start").click()
-    page.get_by_label("Your role").fill("practising nurse")
-    page.get_by_label("Your domain").fill("intensive care")
-    page.get_by_label("Intermediate: some background").check()
-    page.get_by_label("What will you use the answers for?").fill("organising night shifts")
-    page.get_by_role("button", name="Save and continue").click()
-    return page
+    return arrive_and_describe_yourself(browser, live_server, study, context=context, timeout_ms=20_000)
 
 
 @pytest.mark.parametrize("size", list(SIZES))

@@ -8,12 +8,10 @@ for graceful_timeout). Timings per request are in bench/recycle.py; this test co
 from __future__ import annotations
 
 import threading
-import time
 
-import httpx
 import pytest
 
-from tests.support.site import Site
+from tests.support.site import Site, send_requests
 
 pytestmark = [pytest.mark.timeout(600)]
 
@@ -22,30 +20,14 @@ pytestmark = [pytest.mark.timeout(600)]
 STALLED_S = 3.0
 
 
-def _send(site: Site, *, requests: int, keep_alive: bool, answers: list[tuple[int | str, float]]) -> None:
-    client = httpx.Client(base_url=site.url, timeout=60)
-    try:
-        for number in range(requests):
-            path = "/healthz/" if number % 2 else "/"
-            started = time.monotonic()
-            try:
-                response = client.get(path) if keep_alive else httpx.get(f"{site.url}{path}", timeout=60)
-                outcome: int | str = response.status_code
-            except httpx.HTTPError as error:
-                outcome = type(error).__name__
-            answers.append((outcome, time.monotonic() - started))
-    finally:
-        client.close()
-
-
 def test_workers_recycled_every_few_dozen_requests_fail_and_stall_no_request(own_site: Site) -> None:
     own_site.start_server(GUNICORN_WORKERS="2", GUNICORN_MAX_REQUESTS="20")
     answers: list[tuple[int | str, float]] = []
-    _send(own_site, requests=100, keep_alive=True, answers=answers)
-    _send(own_site, requests=60, keep_alive=False, answers=answers)
+    send_requests(own_site, requests=100, keep_alive=True, into=answers)
+    send_requests(own_site, requests=60, keep_alive=False, into=answers)
     threads = [
         threading.Thread(
-            target=_send, kwargs={"site": own_site, "requests": 30, "keep_alive": True, "answers": answers}
+            target=send_requests, kwargs={"site": own_site, "requests": 30, "keep_alive": True, "into": answers}
         )
         for _ in range(4)
     ]

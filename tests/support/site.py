@@ -134,3 +134,19 @@ def site_on_own_database() -> Iterator[Site]:
         finally:
             site.stop_server()
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def send_requests(site: Site, *, requests: int, keep_alive: bool, into: list[tuple[int | str, float]]) -> None:
+    """Alternate the home page and /healthz/ ``requests`` times, on one kept-alive connection or a new one each,
+    appending (status or error name, seconds) per request: what a worker recycle costs the requests around it
+    (tests/faults/test_web_worker_recycling.py, bench/recycle.py)."""
+    with httpx.Client(base_url=site.url, timeout=60) as client:
+        for number in range(requests):
+            path = "/healthz/" if number % 2 else "/"
+            started = time.monotonic()
+            try:
+                response = client.get(path) if keep_alive else httpx.get(f"{site.url}{path}", timeout=60)
+                outcome: int | str = response.status_code
+            except httpx.HTTPError as error:
+                outcome = type(error).__name__
+            into.append((outcome, time.monotonic() - started))
