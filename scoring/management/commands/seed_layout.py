@@ -25,7 +25,7 @@ class Command(BaseCommand):
             "device": settings.METRICS_DEVICE,
             "batch_size": settings.METRICS_BATCH_SIZE,
         }
-        code = main(argv[2:], defaults=defaults)
+        code = main(argv[2:], defaults=defaults, prog="manage.py seed_layout")
         if code:
             raise SystemExit(code)
 
