@@ -363,9 +363,15 @@ def _rows(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]:
     return load_rows(args.input, args.limit), str(args.input)
 
 
-def main(argv: Sequence[str] | None = None, *, backend: Any = None, defaults: Mapping[str, Any] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    backend: Any = None,
+    defaults: Mapping[str, Any] | None = None,
+    prog: str = "python -m scoring.seed_layout",
+) -> int:
     """Run the command; returns the exit status (0 done, 2 bad usage or input)."""
-    args = build_parser(defaults=defaults).parse_args(list(argv) if argv is not None else None)
+    args = build_parser(prog, defaults=defaults).parse_args(list(argv) if argv is not None else None)
     problem = out_dir_problem(args.out)
     if problem:
         print(f"error: --out: {problem}", file=sys.stderr)
