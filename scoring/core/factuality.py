@@ -320,7 +320,11 @@ def _minicheck_model() -> ClassifierModel | Seq2SeqModel:
     config = Path(weights.location) / "config.json"
     encoder_decoder = False
     if config.is_file():
-        encoder_decoder = bool(json.loads(config.read_text(encoding="utf-8")).get("is_encoder_decoder"))
+        data = json.loads(config.read_text(encoding="utf-8"))
+        architectures = data.get("architectures") or []
+        encoder_decoder = bool(data.get("is_encoder_decoder")) or any(
+            "ConditionalGeneration" in a for a in architectures
+        )
     else:  # a model id in the HF cache
         import transformers
 
