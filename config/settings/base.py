@@ -15,15 +15,13 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
-from config.environment import Env
+from config.environment import Env, read_env_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = BASE_DIR / "var"
 
 env = Env()  # django-environ, strict about booleans, numbers, JSON, URLs and list items (config/environment.py)
-env_file = env.str("ENV_FILE", default=str(BASE_DIR / ".env"))
-if Path(env_file).is_file():
-    env.read_env(env_file)
+read_env_file(BASE_DIR)  # .env (ENV_FILE), under what the environment sets; the same for every entry point
 
 # local.py and production.py decide DEBUG and SECRET_KEY and the security settings that follow from DEBUG.
 DEBUG = False
