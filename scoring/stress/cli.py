@@ -135,6 +135,13 @@ def main(argv: Sequence[str] | None = None, *, backend: MetricBackend | None = N
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report.summary())
+    if report.long_document is not None:
+        from scoring.core.longdoc import embedder_warning
+
+        print(f"\nlong documents: sentence embedder {report.long_document.embedder}")
+        warning = embedder_warning(report.long_document.embedder)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
     print(f"\nreport: {report.files.get('html')}")
     return 0
 

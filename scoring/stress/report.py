@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scoring.core.longdoc import embedder_warning
 from scoring.stress.perturb import TESTS, StressError
 from scoring.stress.stats import StressResult, Verdict
 
@@ -347,9 +348,12 @@ def _long_document(report: StressReport) -> str:
     bins = d["bin_labels"]
     by_bin = {m: [v for v in vals] for m, vals in d["bin_means"].items()}
     counts = ", ".join(f"{lab}: {c}" for lab, c in zip(bins, d["bin_counts"], strict=True))
+    warning = embedder_warning(str(d["embedder"]))
     return (
         "<h2>Long documents</h2>"
-        f"<p>{_e(d['n_documents'])} documents, {_e(d['n_sentences'])} summary sentences, top-K = {_e(d['top_k'])}.</p>"
+        f"<p>{_e(d['n_documents'])} documents, {_e(d['n_sentences'])} summary sentences, top-K = {_e(d['top_k'])}, "
+        f"sentence embedder <code>{_e(d['embedder'])}</code>.</p>"
+        + (f'<p class="warning"><b>Warning:</b> {_e(warning)}</p>' if warning else "")
         + '<div class="plot">'
         + line_chart(sweep, [f"w={w}" for w in windows], title="Retrieval window sweep", y_label="mean score")
         + '</div><div class="plot">'
