@@ -22,7 +22,8 @@ from kernel.jsonl import JsonlError, read_jsonl
 from modelserver import ChatConfig
 from modelserver.client import configure_max_response_bytes_from_env
 from scoring.stress.perturb import TESTS, StressError
-from scoring.stress.runner import CoreMetrics, MetricBackend, resolve_metrics, resolve_tests, run_stress
+from scoring.stress.runner import CoreMetrics, resolve_metrics, resolve_tests, run_stress
+from scoring.stress.types import MetricBackend
 
 __all__ = ["build_parser", "load_rows", "main"]
 
