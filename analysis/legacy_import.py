@@ -305,8 +305,8 @@ def legacy_text_warnings(*, study: Study) -> list[str]:
 
 def _fetch_openalex(ids: list[str], retrieval: Any | None) -> dict[str, Document]:
     if retrieval is None:
-        # The real client: Django's cache, polite pool, retries (annotation.backends.openalex).
-        from annotation.backends.openalex import OpenAlexRetrieval
+        # The real client: Django's cache, polite pool, retries (generation.openalex).
+        from generation.openalex import OpenAlexRetrieval
 
         retrieval = OpenAlexRetrieval()
     found: dict[str, Document] = retrieval.works(ids)

@@ -520,7 +520,7 @@ def run(args: argparse.Namespace, env: dict[str, str], worker: Workers, work: Pa
 
     django.setup()
     import config.celery  # noqa: F401 - the tasks query_submit enqueues must go to this app's broker
-    from annotation.backends.openai_chat import OpenAIChatGeneration
+    from generation.openai_chat import OpenAIChatGeneration
     from tests.support.openai_standin import default_responder, openai_standin
 
     answered: list[float] = []  # when the stand-in answered each call (list.append is atomic)

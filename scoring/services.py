@@ -82,7 +82,7 @@ def _judge_option(judge: Mapping[str, Any] | None) -> dict[str, str] | None:
 
 
 def _judge_runner(options: Mapping[str, Any]) -> Any:
-    from annotation.backends.openai_chat import configure_model_servers
+    from generation.openai_chat import configure_model_servers
     from modelserver import ChatConfig
     from scoring.core.judges import JudgeRunner
 

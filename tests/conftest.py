@@ -57,7 +57,7 @@ def shared_data() -> Path:
 def small_reply_caps(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Caps on external replies small enough for a test's stand-in to pass: 64 KiB from model servers and
     OpenAlex, applied to this process as a worker applies MODEL_SERVER_MAX_RESPONSE_BYTES."""
-    from annotation.backends import openai_chat
+    from generation import openai_chat
     from modelserver import client
 
     monkeypatch.setattr(client, "_max_response_bytes", client._max_response_bytes)  # put back after the test

@@ -18,7 +18,6 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from annotation.backends.registry import get_retrieval_backend
 from annotation.models import Candidate, Judgment, Participation, Query, RetrievedDocument
 from annotation.models_audit import AuditEvent, AuditOrigin
 from annotation.selectors.participation import participation_locked
@@ -40,6 +39,7 @@ from annotation.services.participation import (
 )
 from annotation.services.persona import persona_current
 from annotation.services.study import study_prompt_template, study_require_open
+from generation.registry import get_retrieval_backend
 from kernel.backends import BackendError
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat

@@ -18,8 +18,11 @@ from django.http.request import validate_host
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from annotation.backends.offline_retrieval import DEFAULT_CORPUS_PATH
-from annotation.backends.registry import (
+from annotation.models import Candidate, PromptTemplate, Study, StudySystem
+from annotation.positions import MAX_BRACKET_SIZE
+from annotation.prompts import DEFAULT_BODY, DEFAULT_PERSONA_BLOCK, DEFAULT_TEMPLATE_NAME
+from generation.offline_retrieval import DEFAULT_CORPUS_PATH
+from generation.registry import (
     GENERATION_BACKENDS,
     RETRIEVAL_BACKENDS,
     generation_models,
@@ -27,9 +30,6 @@ from annotation.backends.registry import (
     get_generation_backend,
     operational_setting_keys,
 )
-from annotation.models import Candidate, PromptTemplate, Study, StudySystem
-from annotation.positions import MAX_BRACKET_SIZE
-from annotation.prompts import DEFAULT_BODY, DEFAULT_PERSONA_BLOCK, DEFAULT_TEMPLATE_NAME
 from kernel.backends import BackendError
 from kernel.exceptions import ApplicationError
 from kernel.storable import DB_INT_MAX, json_problem

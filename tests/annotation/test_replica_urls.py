@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from annotation.backends.openai_chat import OpenAIChatGeneration
 from annotation.models import Study
+from generation.openai_chat import OpenAIChatGeneration
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import get_commands, load_command_class
 
-from annotation.backends import openai_chat
+from generation import openai_chat
 from modelserver import cache as llm_cache
 from modelserver import limits
 

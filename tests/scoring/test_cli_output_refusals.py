@@ -54,7 +54,7 @@ def _score_texts(argv):
 
 @pytest.fixture
 def model_servers_restored():
-    from annotation.backends import openai_chat
+    from generation import openai_chat
     from modelserver import cache as llm_cache
     from modelserver import limits
 

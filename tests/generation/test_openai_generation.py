@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.backends.openai_chat import OpenAIChatGeneration
+from generation.openai_chat import OpenAIChatGeneration
 from kernel.backends import BackendError, Document, GenerationRequest
 from tests.support.openai_standin import openai_standin
 
@@ -140,7 +140,7 @@ def test_the_cached_clients_close_their_connections_when_the_process_exits() -> 
         "import atexit; held = []; "
         "atexit.register(lambda: print('closed at exit:', [all(c.is_closed() for c in h._clients) for h in held])); "
         "import django; django.setup(); "
-        "from annotation.backends import openai_chat; from kernel.backends import GenerationRequest; "
+        "from generation import openai_chat; from kernel.backends import GenerationRequest; "
         "from tests.support.openai_standin import openai_standin\n"
         "with openai_standin() as server:\n"
         "    for model in ('a', 'b'):\n"

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.core.cache import cache
 
-from annotation.backends.openalex import OpenAlexRetrieval, rebuild_abstract
+from generation.openalex import OpenAlexRetrieval, rebuild_abstract
 from kernel.backends import BackendError
 from kernel.storable import unstorable_text
 from tests.support.openalex_standin import (
@@ -277,7 +277,7 @@ def test_works_without_an_id_are_not_one_source(caplog: pytest.LogCaptureFixture
         _night_shift_work(8205, id=None, doi=None),
         _night_shift_work(8206, id="", doi="not a doi"),
     ]
-    with openalex_standin(works) as server, caplog.at_level("WARNING", logger="annotation.backends.openalex"):
+    with openalex_standin(works) as server, caplog.at_level("WARNING", logger="generation.openalex"):
         docs = backend(server.base_url).search("night shifts nurses sleep", k=10)
 
     assert [(doc.title.rsplit(" ", 1)[-1], doc.external_id) for doc in docs] == [

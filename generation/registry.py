@@ -15,7 +15,7 @@ GENERATION_BACKENDS = ("extractive", "baseline", "openai")
 def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -> RetrievalBackend:
     options = dict(options or {})
     if name == "demo":
-        from annotation.backends.offline_retrieval import DemoCorpusRetrieval
+        from generation.offline_retrieval import DemoCorpusRetrieval
 
         if "corpus_path" not in options:
             return DemoCorpusRetrieval()
@@ -29,7 +29,7 @@ def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -
 
         return corpus_retrieval()
     if name == "openalex":
-        from annotation.backends.openalex import OpenAlexRetrieval
+        from generation.openalex import OpenAlexRetrieval
 
         return OpenAlexRetrieval()
     raise BackendError(
@@ -40,15 +40,15 @@ def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -
 def get_generation_backend(name: str, options: Mapping[str, Any] | None = None) -> GenerationBackend:
     options = dict(options or {})
     if name == "extractive":
-        from annotation.backends.offline_summariser import ExtractiveSummariser
+        from generation.offline_summariser import ExtractiveSummariser
 
         return ExtractiveSummariser()
     if name == "baseline":
-        from annotation.backends.baselines import BaselineSummariser
+        from generation.baselines import BaselineSummariser
 
         return BaselineSummariser()
     if name == "openai":
-        from annotation.backends.openai_chat import OpenAIChatGeneration
+        from generation.openai_chat import OpenAIChatGeneration
 
         return OpenAIChatGeneration(options)
     raise BackendError(
@@ -60,11 +60,11 @@ def generation_models(name: str, options: Mapping[str, Any] | None = None) -> li
     """The model names a generation backend serves, or None when that cannot be told offline (a
     model server's catalogue is only known by asking it). Raises BackendError for an unknown backend."""
     if name == "extractive":
-        from annotation.backends.offline_summariser import STRATEGIES
+        from generation.offline_summariser import STRATEGIES
 
         return list(STRATEGIES)
     if name == "baseline":
-        from annotation.backends.baselines import BASELINES
+        from generation.baselines import BASELINES
 
         return list(BASELINES)
     if name == "openai":
@@ -80,7 +80,7 @@ def operational_setting_keys(name: str) -> frozenset[str]:
     summaries exist, and each candidate records the values its generation used. Every other key is the
     design. The offline backends read no settings, so for them every key is design."""
     if name == "openai":
-        from annotation.backends.openai_chat import OPERATIONAL_KEYS
+        from generation.openai_chat import OPERATIONAL_KEYS
 
         return OPERATIONAL_KEYS
     return frozenset()
@@ -90,7 +90,7 @@ def generation_settings_problem(name: str, options: Mapping[str, Any]) -> str | 
     """What is wrong with the values of a generation backend's settings, or None (an unknown backend is
     someone else's error to name)."""
     if name == "openai":
-        from annotation.backends.openai_chat import settings_problem
+        from generation.openai_chat import settings_problem
 
         return settings_problem(options)
     return None
