@@ -1,9 +1,9 @@
-"""Backends by name. Real clients are imported lazily so the offline defaults need nothing else."""
+"""Backends by name, each given its configuration from Django settings (generation.settings). Real clients are
+imported lazily so the offline defaults need nothing else."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from kernel.backends import BackendError, GenerationBackend, RetrievalBackend
@@ -19,19 +19,19 @@ def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -
 
         if "corpus_path" not in options:
             return DemoCorpusRetrieval()
-        from django.conf import settings
+        from generation.settings import corpus_root
 
-        # As the study's check read it (annotation/services/study.py): a relative path is under CORPUS_ROOT,
+        # As the study's check read it (generation.validation): a relative path is under CORPUS_ROOT,
         # wherever the worker runs; an absolute one stays itself.
-        return DemoCorpusRetrieval(path=Path(settings.CORPUS_ROOT) / str(options["corpus_path"]))
+        return DemoCorpusRetrieval(path=corpus_root() / str(options["corpus_path"]))
     if name == "corpus":
         from corpus.search import corpus_retrieval
 
         return corpus_retrieval()
     if name == "openalex":
-        from generation.openalex import OpenAlexRetrieval
+        from generation.settings import openalex_retrieval
 
-        return OpenAlexRetrieval()
+        return openalex_retrieval()
     raise BackendError(
         f"Unknown retrieval backend {name!r}; choose one of {', '.join(RETRIEVAL_BACKENDS)}.", transient=False
     )
@@ -49,8 +49,10 @@ def get_generation_backend(name: str, options: Mapping[str, Any] | None = None) 
         return BaselineSummariser()
     if name == "openai":
         from generation.openai_chat import OpenAIChatGeneration
+        from generation.settings import configure_model_servers, model_servers_from_settings
 
-        return OpenAIChatGeneration(options)
+        configure_model_servers()  # once per process: the shared limit, the cache, the reply cap
+        return OpenAIChatGeneration(options, model_servers_from_settings())
     raise BackendError(
         f"Unknown generation backend {name!r}; choose one of {', '.join(GENERATION_BACKENDS)}.", transient=False
     )
@@ -91,6 +93,7 @@ def generation_settings_problem(name: str, options: Mapping[str, Any]) -> str | 
     someone else's error to name)."""
     if name == "openai":
         from generation.openai_chat import settings_problem
+        from generation.settings import model_servers_from_settings
 
-        return settings_problem(options)
+        return settings_problem(options, model_servers_from_settings())
     return None
