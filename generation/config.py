@@ -42,6 +42,7 @@ class ModelServerConfig:
     # ("dir", "cache" in a Django cache, "off") and the cap on one reply's bytes.
     limit_url: str
     lease_s: float
+    research_share: float  # the share of each server's slots judges and stress-test rewrites may hold
     cache: str
     cache_alias: str
     cache_ttl: int | None

@@ -31,6 +31,7 @@ def model_servers_from_settings() -> ModelServerConfig:
         attempt_time_limit_s=float(settings.GENERATION_SOFT_TIME_LIMIT_S),
         limit_url=str(settings.MODEL_SERVER_LIMIT_URL or ""),
         lease_s=float(settings.MODEL_SERVER_LEASE_S),
+        research_share=float(settings.MODEL_SERVER_RESEARCH_SHARE),
         cache=str(settings.LLM_CACHE),
         cache_alias=str(settings.LLM_CACHE_ALIAS),
         cache_ttl=settings.LLM_CACHE_TTL,
@@ -86,7 +87,7 @@ def configure_model_servers() -> None:
     if _configured:
         return
     config = model_servers_from_settings()
-    configure_limiter(config.limit_url or None, lease_s=config.lease_s)
+    configure_limiter(config.limit_url or None, lease_s=config.lease_s, research_share=config.research_share)
     configure_max_response_bytes(config.max_response_bytes)
     if config.cache == "cache":
         configure_cache("shared", KeyValueCache(caches[config.cache_alias], timeout=config.cache_ttl))
