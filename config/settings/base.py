@@ -621,6 +621,10 @@ JUDGE_BASE_URL = env.str("JUDGE_BASE_URL", default="")
 JUDGE_MODEL = env.str("JUDGE_MODEL", default="")
 JUDGE_NAME = env.str("JUDGE_NAME", default="")
 JUDGE_API_KEY = env.str("JUDGE_API_KEY", default="")
+# The folder holding the factuality metrics' weights (BARTScore, MiniCheck, SummaC, AlignScore, UniEval), one
+# subfolder per model (docs/metrics.md, "Factuality metrics"); empty: only the offline Hugging Face cache is
+# searched. Nothing is ever downloaded at run time.
+METRICS_WEIGHTS_DIR = env.str("METRICS_WEIGHTS_DIR", default="").strip()
 OPENALEX_BASE_URL = env.str("OPENALEX_BASE_URL", default="https://api.openalex.org")
 OPENALEX_MAILTO = env.str("OPENALEX_MAILTO", default="")
 OPENALEX_API_KEY = env.str("OPENALEX_API_KEY", default="")
