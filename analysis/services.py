@@ -34,6 +34,9 @@ from scoring.inputs import candidate_rows
 logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
+# The job's task, sent by the name it is registered and routed under (analysis/tasks.py imports this module,
+# so this module names the task rather than import it: kernel/tasks.py).
+RUN_RESEARCH_JOB = "analysis.tasks.run_research_job"
 
 
 def requeue_queued_after() -> timedelta:
@@ -298,12 +301,10 @@ def research_job_request(
 def _job_send(*, job_id: int) -> None:
     """Send the job once the transaction commits. A send the broker refuses (it is down or restarting) leaves
     the job queued with no send time (`queued_at` empty): the next sweep sends it again."""
-    from analysis.tasks import run_research_job  # a cycle: analysis.tasks imports this module
-
     def unsent() -> None:
         ResearchJob.objects.filter(pk=job_id, status=ResearchJob.Status.QUEUED).update(queued_at=None)
 
-    enqueue_on_commit(run_research_job, job_id, on_send_failed=unsent)
+    enqueue_on_commit(RUN_RESEARCH_JOB, job_id, on_send_failed=unsent)
 
 
 def _progress(job: ResearchJob, percent: int, stage: str, pause: Callable[[], None] | None = None) -> None:

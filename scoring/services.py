@@ -32,6 +32,9 @@ CHUNK_SIZE = 50
 # were lost) has its unfinished chunks sent again, with a window of `requeue_window()` before the next
 # look; after MAX_RESTARTS such restarts without finishing, it fails with its progress in the reason.
 MAX_RESTARTS = 10
+# The chunk's task, sent by the name it is registered and routed under (scoring/tasks.py imports this module,
+# so this module names the task rather than import it: kernel/tasks.py).
+SCORE_CHUNK = "scoring.tasks.score_chunk"
 
 
 def requeue_window() -> timedelta:
@@ -216,10 +219,8 @@ def _sent(run: ScoringRun) -> int:
 
 
 def _send_chunks(*, run: ScoringRun, indexes: Any) -> None:
-    from scoring.tasks import score_chunk  # a cycle: scoring.tasks imports this module
-
     for index in indexes:
-        enqueue_on_commit(score_chunk, run.pk, run.chunks[index], index)
+        enqueue_on_commit(SCORE_CHUNK, run.pk, run.chunks[index], index)
 
 
 def _chunk_index(run: ScoringRun, candidate_ids: list[int], chunk_index: int | None) -> int | None:

@@ -41,6 +41,9 @@ from kernel.tasks import enqueue_on_commit, lost_if_sent_before
 
 logger = logging.getLogger(__name__)
 
+# The generation task, sent by the name it is registered and routed under (annotation/tasks.py imports this
+# module, so this module names the task rather than import it: kernel/tasks.py).
+GENERATE_CANDIDATE = "annotation.tasks.generate_candidate"
 # Attempts per candidate, each one model call (the task owns the retries: annotation/tasks.py). A
 # worker lost mid-call costs an attempt too, so a candidate that kills its worker ends failed.
 MAX_ATTEMPTS = 4
@@ -338,11 +341,8 @@ def candidate_send(*, candidate_id: int) -> None:
     """Send the candidate's generation once the transaction commits. A send the broker refuses (it is
     down or restarting) leaves the candidate queued with no send time (`queued_at` empty): its message is
     known to be lost, and the next sweep sends it again (`candidates_sweep`)."""
-    # At call time: annotation.tasks imports this module.
-    from annotation.tasks import generate_candidate
-
     enqueue_on_commit(
-        generate_candidate, candidate_id, on_send_failed=lambda: candidate_mark_unsent(candidate_id=candidate_id)
+        GENERATE_CANDIDATE, candidate_id, on_send_failed=lambda: candidate_mark_unsent(candidate_id=candidate_id)
     )
 
 
