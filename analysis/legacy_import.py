@@ -34,6 +34,7 @@ from analysis.legacy import (
     pseudonym,
 )
 from analysis.stats.systems import system_id
+from annotation.backends.openalex import OpenAlexRetrieval
 from annotation.models import (
     Bracket,
     Candidate,
@@ -47,6 +48,7 @@ from annotation.models import (
     StudySystem,
 )
 from annotation.services.study import study_create
+from corpus.models import CorpusDocument
 from kernel.backends import BackendError, Document
 
 NEITHER = "N"
@@ -304,18 +306,13 @@ def legacy_text_warnings(*, study: Study) -> list[str]:
 
 
 def _fetch_openalex(ids: list[str], retrieval: Any | None) -> dict[str, Document]:
-    if retrieval is None:
-        # The real client: Django's cache, polite pool, retries (annotation.backends.openalex).
-        from annotation.backends.openalex import OpenAlexRetrieval
-
+    if retrieval is None:  # the real client: Django's cache, polite pool, retries
         retrieval = OpenAlexRetrieval()
     found: dict[str, Document] = retrieval.works(ids)
     return found
 
 
 def _fetch_corpus(ids: list[str]) -> dict[str, Document]:
-    from corpus.models import CorpusDocument
-
     keys = {i: i for i in ids} | {f"https://openalex.org/{i}": i for i in ids}
     found: dict[str, Document] = {}
     for doc in CorpusDocument.objects.filter(external_id__in=list(keys)):

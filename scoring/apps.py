@@ -1,6 +1,8 @@
 from django.apps import AppConfig
 from django.conf import settings
 
+from scoring.core.embeddings import configure
+
 
 class ScoringConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
@@ -11,6 +13,4 @@ class ScoringConfig(AppConfig):
         # Every path that runs the embedding metrics or BERTScore in this process (a scoring chunk, a
         # stress-test job, `manage.py score_texts` and `stress_test`) takes METRICS_DEVICE and
         # METRICS_BATCH_SIZE from here; the module imports no torch until a model is loaded.
-        from scoring.core.embeddings import configure
-
         configure(device=settings.METRICS_DEVICE, batch_size=settings.METRICS_BATCH_SIZE)

@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from annotation.backends.openai_chat import configure_model_servers
 from annotation.models import Candidate, Judgment, Participation, Study
 from annotation.models_audit import AuditEvent, AuditOrigin
 from annotation.services.audit import audit_record
@@ -22,7 +23,15 @@ from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
 from kernel.tasks import broker_started_at, enqueue_on_commit
 from kernel.yielding import research_pause
-from scoring.core.judges import PROMPT_VERSIONS, JudgeIdentity, judge_config_from_env, metric_prompt_version
+from modelserver import ChatConfig, map_concurrently
+from scoring.core.judges import (
+    PROMPT_VERSIONS,
+    JudgeError,
+    JudgeIdentity,
+    JudgeRunner,
+    judge_config_from_env,
+    metric_prompt_version,
+)
 from scoring.inputs import REFERENCE_CHOICES, SOURCE_CHOICES, candidate_rows, persona_text
 from scoring.models import CandidateScore, PairwiseVote, ScoringRun
 
@@ -47,8 +56,8 @@ def _lease() -> timedelta:
 
 
 def _specs(metrics: list[str]) -> dict[str, Any]:
-    # The metric suite (rouge-score, nltk, scipy) loads on first use, not in every web process.
-    from scoring.core.api import metric_specs
+    # The metric suite loads on first use, not in every web process.
+    from scoring.core.api import metric_specs  # rouge-score, nltk, scikit-learn
 
     try:
         return {spec.name: spec for spec in metric_specs(metrics)}
@@ -85,10 +94,6 @@ def _judge_option(judge: Mapping[str, Any] | None) -> dict[str, str] | None:
 
 
 def _judge_runner(options: Mapping[str, Any]) -> Any:
-    from annotation.backends.openai_chat import configure_model_servers
-    from modelserver import ChatConfig
-    from scoring.core.judges import JudgeRunner
-
     configure_model_servers()  # the deployment's model-server limit and LLM cache (docs/backends.md)
 
     judge = options.get("judge")
@@ -145,7 +150,7 @@ def scoring_run_start(
         raise ApplicationError("Choose at least one metric.", field="metrics")
     if metrics == ["offline"]:
         # As `python -m scoring.cli --metrics offline`: every metric that runs here with no network.
-        from scoring.core.api import offline_metrics
+        from scoring.core.api import offline_metrics  # the metric suite: rouge-score, nltk, scikit-learn
 
         metrics = list(offline_metrics())
     if reference not in REFERENCE_CHOICES:
@@ -238,7 +243,7 @@ def scoring_run_lease_renew(*, run_id: int) -> None:
 def scoring_run_chunk(*, run_id: int, candidate_ids: list[int], chunk_index: int | None = None) -> int:
     """Score one chunk and store the results; re-running a chunk overwrites the same rows, and a chunk
     delivered twice is counted once (the run records which chunks are done)."""
-    from scoring.core.api import score_rows  # the metric suite, as in _specs
+    from scoring.core.api import score_rows  # the metric suite: rouge-score, nltk, scikit-learn
 
     run = ScoringRun.objects.get(pk=run_id)
     index = _chunk_index(run, candidate_ids, chunk_index)
@@ -375,9 +380,6 @@ _SIDE = {"A": "left", "B": "right", "Neither": "neither"}
 
 def _judge_matches(run: ScoringRun, match_ids: list[int]) -> Any:
     """Ask the pairwise judge about a chunk of answered matches in both orders (outside a transaction)."""
-    from modelserver import map_concurrently
-    from scoring.core.judges import JudgeError
-
     judge = run.options["judge"]
     runner = _judge_runner(run.options)
     judgments = list(

@@ -15,6 +15,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from annotation.backends.citations import check_citations
 from annotation.backends.registry import get_generation_backend
 from annotation.models import (
     Candidate,
@@ -302,10 +303,6 @@ def candidate_retry_later(*, candidate_id: int, reason: str) -> bool:
 
 
 def citation_flags(*, text: str, n_documents: int) -> dict[str, Any]:
-    try:
-        from annotation.backends.citations import check_citations
-    except ImportError:  # pragma: no cover - the helper module ships with the real backends
-        return {}
     result = check_citations(text, n_documents)
     return result.to_dict() if hasattr(result, "to_dict") else dict(vars(result))
 

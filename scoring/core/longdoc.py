@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kernel.text import split_sentences, tokenize
+from scoring.core.embeddings import EmbeddingsUnavailable, embeddings_available, load_model
 
 __all__ = [
     "LongDocResult",
@@ -77,8 +78,6 @@ class MiniLMEmbedder:
     """Sentence embeddings from the sentence-transformers model (default all-MiniLM-L6-v2)."""
 
     def __init__(self, model_name: str | None = None) -> None:
-        from scoring.core.embeddings import load_model
-
         self._model = load_model(model_name)
         self.name = self._model.name
 
@@ -88,8 +87,6 @@ class MiniLMEmbedder:
 
 def default_embedder() -> SentenceEmbedder:
     """MiniLM when the embeddings extra and its model load, else TF-IDF."""
-    from scoring.core.embeddings import EmbeddingsUnavailable, embeddings_available
-
     if embeddings_available():
         try:
             return MiniLMEmbedder()
