@@ -587,6 +587,13 @@ RESEARCH_YIELD_URL = _redis_url_or(
     meaning="research does not yield",
 )
 MODEL_SERVER_LEASE_S = env.float("MODEL_SERVER_LEASE_S", default=30.0)
+# Lanes on one model server (docs/backends.md, "Lanes"): judges and stress-test rewrites hold at most this share
+# of a server's LLM_CONCURRENCY slots (rounded down, at least 1) and none while an annotator's summary waits.
+MODEL_SERVER_RESEARCH_SHARE = env.float("MODEL_SERVER_RESEARCH_SHARE", default=0.5)
+if not 0 < MODEL_SERVER_RESEARCH_SHARE <= 1:
+    raise ImproperlyConfigured(
+        f"MODEL_SERVER_RESEARCH_SHARE must be more than 0 and at most 1, not {MODEL_SERVER_RESEARCH_SHARE!r}"
+    )
 LLM_CACHE = env.str("LLM_CACHE", default="dir")
 if LLM_CACHE not in {"dir", "cache", "off"}:
     raise ImproperlyConfigured(f"LLM_CACHE must be dir, cache or off, not {LLM_CACHE!r}")
