@@ -10,13 +10,6 @@ import importlib.util
 import grimp
 
 ROOMS = ("config", "analysis", "scoring", "studies", "annotation", "generation", "corpus", "modelserver", "kernel")
-# The one cycle being broken in a branch of its own (issue 29: the stress types in a module of their own):
-# the runner's types, imported back for type checking only. The same two imports pyproject.toml's contract
-# ignores; an entry whose import is gone is dropped here, and should be there.
-PENDING = {
-    ("scoring.stress.longdoc", "scoring.stress.runner"),
-    ("scoring.stress.report", "scoring.stress.runner"),
-}
 
 
 def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -33,11 +26,7 @@ def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
 
 def project_graph() -> grimp.ImportGraph:
     rooms = [room for room in ROOMS if importlib.util.find_spec(room) is not None]
-    graph = grimp.build_graph(*rooms, cache_dir=None)
-    for importer, imported in PENDING:
-        if graph.direct_import_exists(importer=importer, imported=imported):
-            graph.remove_import(importer=importer, imported=imported)
-    return graph
+    return grimp.build_graph(*rooms, cache_dir=None)
 
 
 def test_no_module_imports_itself_through_others() -> None:
