@@ -24,7 +24,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from annotation import practice
 from annotation.backends.offline_retrieval import DEFAULT_CORPUS_PATH, load_corpus_index
 from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, PracticeForm, QueryForm, ScreeningForm
-from annotation.models import Participation, Query, RetrievedDocument, Study
+from annotation.models import Participation, Query, Study
 from annotation.models_audit import AuditOrigin
 from annotation.selectors.generation import generation_progress
 from annotation.selectors.membership import StudyAction, study_allows
@@ -32,6 +32,7 @@ from annotation.selectors.participation import participation_by_invitation, part
 from annotation.selectors.query import (
     queries_ranked_count,
     query_current,
+    query_document_values,
     query_for,
     query_number,
     query_wait_state,
@@ -67,7 +68,6 @@ from annotation.services.tournament import NOTHING_TO_ANSWER, bracket_settle, ju
 from corpus.models import CorpusDocument
 from corpus.selectors import corpus_coverage, coverage_from_labels
 from kernel.exceptions import ApplicationError
-from kernel.rows import rows_by
 
 
 def _error_page(
@@ -699,9 +699,7 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
             # What the sources list shows (not the authors, venue or score), read in one written statement.
             "documents": [
                 dict(zip(PAGE_DOCUMENT_FIELDS, row, strict=True))
-                for row in rows_by(
-                    RetrievedDocument, PAGE_DOCUMENT_FIELDS, column="query_id", value=query.pk, order_by="rank"
-                )
+                for row in query_document_values(query=query, names=PAGE_DOCUMENT_FIELDS)
             ],
             "comparison_number": answered + 1,
             "comparison_total": total,
