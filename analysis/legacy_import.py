@@ -43,11 +43,10 @@ from annotation.models import (
     PersonaProfile,
     Query,
     RetrievedDocument,
-    Study,
-    StudySystem,
 )
-from annotation.services.study import study_create
 from kernel.backends import BackendError, Document
+from studies.models import Study, StudySystem
+from studies.services.study import study_create
 
 NEITHER = "N"
 LEGACY_CODE_PREFIX = "L-"

@@ -20,9 +20,7 @@ from django.utils import timezone
 from analysis.models import ResearchJob
 from analysis.selectors import analysis_frame, exclusion_reasons, summary_frame
 from analysis.stats.config import DEFAULT_RESAMPLES, DEFAULT_SEED, AnalysisConfig  # one default for every way in
-from annotation.models import Candidate, Participation, Study
-from annotation.models_audit import AuditEvent, AuditOrigin
-from annotation.services.audit import audit_record
+from annotation.models import Candidate, Participation
 from kernel import leases
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
@@ -30,6 +28,9 @@ from kernel.storable import json_problem
 from kernel.tasks import enqueue_on_commit, lost_if_sent_before
 from kernel.yielding import research_pause
 from scoring.inputs import candidate_rows
+from studies.models import Study
+from studies.models_audit import AuditEvent, AuditOrigin
+from studies.services.audit import audit_record
 
 logger = logging.getLogger(__name__)
 

@@ -23,10 +23,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from annotation import practice
 from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, PracticeForm, QueryForm, ScreeningForm
-from annotation.models import Participation, Query, RetrievedDocument, Study
-from annotation.models_audit import AuditOrigin
+from annotation.models import Participation, Query, RetrievedDocument
 from annotation.selectors.generation import generation_progress
-from annotation.selectors.membership import StudyAction, study_allows
 from annotation.selectors.participation import participation_by_invitation, participation_for
 from annotation.selectors.query import (
     queries_ranked_count,
@@ -65,6 +63,9 @@ from annotation.services.query import query_discard, query_mark_wait_shown, quer
 from annotation.services.tournament import NOTHING_TO_ANSWER, bracket_settle, judgment_record_on_page, match_mark_shown
 from kernel.exceptions import ApplicationError
 from kernel.rows import rows_by
+from studies.models import Study
+from studies.models_audit import AuditOrigin
+from studies.selectors.membership import StudyAction, study_allows
 
 
 def _error_page(

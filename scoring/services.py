@@ -14,9 +14,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from annotation.models import Candidate, Judgment, Participation, Study
-from annotation.models_audit import AuditEvent, AuditOrigin
-from annotation.services.audit import audit_record
+from annotation.models import Candidate, Judgment, Participation
 from annotation.services.generation import broker_restarted
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
@@ -25,6 +23,9 @@ from kernel.yielding import research_pause
 from scoring.core.judges import PROMPT_VERSIONS, JudgeIdentity, judge_config_from_env, metric_prompt_version
 from scoring.inputs import REFERENCE_CHOICES, SOURCE_CHOICES, candidate_rows, persona_text
 from scoring.models import CandidateScore, PairwiseVote, ScoringRun
+from studies.models import Study
+from studies.models_audit import AuditEvent, AuditOrigin
+from studies.services.audit import audit_record
 
 logger = logging.getLogger(__name__)
 CHUNK_SIZE = 50

@@ -21,7 +21,7 @@ def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -
             return DemoCorpusRetrieval()
         from django.conf import settings
 
-        # As the study's check read it (annotation/services/study.py): a relative path is under CORPUS_ROOT,
+        # As the study's check read it (studies/services/study.py): a relative path is under CORPUS_ROOT,
         # wherever the worker runs; an absolute one stays itself.
         return DemoCorpusRetrieval(path=Path(settings.CORPUS_ROOT) / str(options["corpus_path"]))
     if name == "corpus":

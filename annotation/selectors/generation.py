@@ -9,8 +9,8 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
 
 from annotation.models import Candidate, Query
-from annotation.selectors.membership import StudyAction, scoped_to_studies
 from kernel.rows import rows_by
+from studies.selectors.membership import StudyAction, scoped_to_studies
 
 PROGRESS_LABELS: dict[str, str | Promise] = {
     Candidate.Status.QUEUED: gettext_lazy("waiting"),

@@ -8,7 +8,7 @@ from typing import Any, cast
 from django.db import connection
 from django.http import Http404
 
-from annotation.models import Participation, Study
+from annotation.models import Participation
 from kernel.rows import (
     RowShape,
     column,
@@ -19,6 +19,7 @@ from kernel.rows import (
     select_list,
 )
 from kernel.storable import DB_BIGINT_MAX
+from studies.models import Study
 
 
 def participation_for(*, annotator: Any, study_slug: str) -> Participation:

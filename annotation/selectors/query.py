@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from annotation.models import Participation, PromptTemplate, Query, RetrievedDocument, Study
+from annotation.models import Participation, Query, RetrievedDocument
 from kernel.backends import Document
 from kernel.rows import (
     RowShape,
@@ -28,6 +28,7 @@ from kernel.rows import (
     select_list,
 )
 from kernel.storable import DB_BIGINT_MAX
+from studies.models import PromptTemplate, Study
 
 
 def query_for(*, participation: Participation, index: int) -> Query:

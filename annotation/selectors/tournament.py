@@ -9,9 +9,10 @@ from typing import Any, cast
 
 from django.db import connection
 
-from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study
+from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query
 from kernel.rows import RowShape, instances_from_row, model_columns, select_list
 from kernel.storable import DB_BIGINT_MAX
+from studies.models import Study
 
 # Only the summary text is shown; the prompt and raw responses stay in the database.
 HEAVY_CANDIDATE_FIELDS = tuple(

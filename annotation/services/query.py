@@ -20,10 +20,8 @@ from django.utils.translation import gettext_noop
 
 from annotation.backends.registry import get_retrieval_backend
 from annotation.models import Candidate, Judgment, Participation, Query, RetrievedDocument
-from annotation.models_audit import AuditEvent, AuditOrigin
 from annotation.selectors.participation import participation_locked
 from annotation.selectors.query import query_with_study
-from annotation.services.audit import audit_record
 from annotation.services.generation import (
     candidate_requeue,
     candidate_send,
@@ -39,13 +37,15 @@ from annotation.services.participation import (
     screening_first,
 )
 from annotation.services.persona import persona_current
-from annotation.services.study import study_prompt_template, study_require_open
 from kernel.backends import BackendError
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
 from kernel.stamps import stamp_first
 from kernel.tasks import enqueue_on_commit, lost_if_sent_before
 from kernel.text import sources_miss_question
+from studies.models_audit import AuditEvent, AuditOrigin
+from studies.services.audit import audit_record
+from studies.services.study import study_prompt_template, study_require_open
 
 
 def retrieval_deadline() -> timedelta:

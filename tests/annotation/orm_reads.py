@@ -8,8 +8,9 @@ from typing import Any
 
 from django.db import models
 
-from annotation.models import Candidate, Match, Participation, Query, Study
+from annotation.models import Candidate, Match, Participation, Query
 from annotation.services.tournament import CHOICE_STUDY_FIELDS
+from studies.models import Study
 
 
 def fields_except(prefix: str, model: type[models.Model], keep: tuple[str, ...]) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from annotation.api.serializers import match_body
-from annotation.models import Match, Participation, Study
+from annotation.models import Match, Participation
 from annotation.selectors.tournament import (
     PAGE_COLUMNS,
     SHOWN_COLUMNS,
@@ -23,6 +23,7 @@ from annotation.services.participation import participation_require_active
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
 from kernel.exceptions import ApplicationError
+from studies.models import Study
 from tests.annotation.factories import StudyFactory, join
 from tests.annotation.orm_reads import current_match_api, current_match_page
 

@@ -10,9 +10,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from annotation.models import Candidate, Query, Study
+from annotation.models import Candidate, Query
 from annotation.services.generation import _candidate_for_generation
 from annotation.services.query import query_retrieve, query_submit
+from studies.models import Study
 from tests.annotation.factories import StudyFactory, join
 
 pytestmark = pytest.mark.django_db
@@ -83,8 +84,9 @@ def test_the_background_tasks_question_read_is_the_orms(django_capture_on_commit
     from django.db import transaction
     from django.db.models import Exists, OuterRef
 
-    from annotation.models import PromptTemplate, RetrievedDocument
+    from annotation.models import RetrievedDocument
     from annotation.selectors.query import query_with_study
+    from studies.models import PromptTemplate
 
     def columns(instance: Any) -> dict[str, Any]:
         return {f.attname: getattr(instance, f.attname) for f in type(instance)._meta.concrete_fields}

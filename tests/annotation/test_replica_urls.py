@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from annotation.backends.openai_chat import OpenAIChatGeneration
-from annotation.models import Study
+from studies.models import Study
 
 pytestmark = pytest.mark.django_db
 
