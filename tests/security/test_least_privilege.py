@@ -298,6 +298,8 @@ def test_the_study_member_command_makes_a_researcher(world):
     assert StudyMembership.objects.get(study__slug="matrix", user=alice).role == "researcher"
     alice = get_user_model().objects.get(pk=alice.pk)  # fresh permission cache
     assert alice.has_perm("studies.view_study") and not alice.has_perm("studies.change_study")
+    # Both apps' view permissions: the study's design is studies', the annotators' work annotation's.
+    assert alice.has_perm("studies.view_studyauditlog") and alice.has_perm("annotation.view_participation")
     assert _client(alice).get("/research/studies/matrix/").status_code == 200
     with pytest.raises(CommandError, match="No study with the slug 'nope'"):
         call_command("study_member", study="nope", user="alice", role="viewer")
