@@ -271,9 +271,10 @@ class MatchViewSet(viewsets.GenericViewSet):
 # both. A study the caller is no member of is 404 (lists leave it out); a role too low for the action, 403.
 
 
+# Under the study's admin paths, /admin/studies/<slug>/...: studies/api/views.py serves the study's design there.
 class StudyParticipationsAdminViewSet(StudyScopedViewSet):
-    """A study's participations for its researchers, under the study's admin paths (studies/api/views.py has the
-    rest): progress, manual exclusions, and the open link with the participants it counts."""
+    """A study's participations, for its researchers: progress per participation, manual exclusions, and the open
+    link with the participants it counts."""
 
     required_permissions = {
         "progress": ["studies.view_study", "annotation.view_participation"],
