@@ -370,6 +370,7 @@ def run_stress(
     if llm_tests and judge_config is not None:
         cache = Path(cache_dir) if cache_dir is not None else Path(out_dir) / "llm-cache" if out_dir else None
         seeded = judge_config if judge_config.seed is not None else replace(judge_config, seed=seed)
+        seeded = replace(seeded, lane="research")  # rewrites give way to annotators (modelserver.limits)
         client = ChatClient(seeded, cache_dir=cache)
     try:
         for test in test_names:
