@@ -25,6 +25,11 @@ def backwards(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
+    UPGRADE_NOTE = (
+        "contract: the previous release asks for annotation.* permissions, so once the content types are relabelled "
+        "it refuses its staff researchers' admin pages and admin API (403) until it is stopped; annotators and "
+        "superusers are not affected (docs/permissions.md)"
+    )
     dependencies = [
         ("studies", "0001_initial"),
         ("contenttypes", "0002_remove_content_type_name"),
