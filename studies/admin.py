@@ -22,7 +22,7 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from annotation.backends.registry import operational_setting_keys
+from generation.registry import operational_setting_keys
 from kernel.exceptions import ApplicationError
 
 # The audit log's admin lives in its own module; imported here so that the admin's autodiscovery registers it.

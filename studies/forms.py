@@ -11,7 +11,7 @@ from django import forms
 from django.core import signing
 from django.forms.models import BaseInlineFormSet
 
-from annotation.backends.registry import GENERATION_BACKENDS, RETRIEVAL_BACKENDS
+from generation.registry import GENERATION_BACKENDS, RETRIEVAL_BACKENDS
 from kernel.exceptions import ApplicationError
 from kernel.storable import DB_INT_MAX
 from studies.models import Invitation, PromptTemplate, Study, StudyMembership, StudySystem
@@ -83,7 +83,7 @@ SYSTEM_INLINE_FIELDS: list[str] = [
 ]
 
 
-# What each generation backend is, beside its name (annotation.backends.registry); a name the registry does not
+# What each generation backend is, beside its name (generation.registry); a name the registry does not
 # know is not offered, and the service refuses it by name.
 GENERATION_BACKEND_LABELS = {
     "extractive": "extractive: sentences picked from the abstracts, offline",

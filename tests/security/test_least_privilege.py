@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from annotation.backends.registry import get_retrieval_backend
+from generation.registry import get_retrieval_backend
 from studies.models import Study, StudyMembership, StudySystem
 from tests.annotation.factories import StudyFactory
 from tests.security.conftest import EXPORT_CSV
