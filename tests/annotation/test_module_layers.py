@@ -9,16 +9,14 @@ import annotation
 
 ROOT = Path(annotation.__file__).parent
 # Bottom up, as annotation/services/__init__.py lists them.
+# (The study's own services, audit, study, invitation and membership, are studies/'s: tests/studies/test_layering.py.)
 SERVICE_LAYERS = [
-    "audit",
-    "study",
     "participation",
     "quality",
     "persona",
     "tournament",
     "generation",
     "query",
-    "membership",
 ]
 
 
