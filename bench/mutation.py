@@ -21,6 +21,8 @@ host); ``--jobs`` sets the workers (default 2).
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import json
 import os
 import shutil
@@ -132,14 +134,26 @@ def run_module(module: Module, jobs: int, work: Path, log: Path) -> dict[str, in
 
 
 def survivor_diffs(module: Module, work: Path, names: list[str]) -> str:
-    folder = work / module.name
-    mutmut = Path(sys.executable).with_name("mutmut")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    """Each mutant's changed lines, read from mutmut's mutated copy (faster than ``mutmut show`` per mutant)."""
+    mutated = (work / module.name / "mutants" / module.source).read_text()
+    tree = ast.parse(mutated)
+    functions: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in node.name:
+            functions[node.name] = ast.get_source_segment(mutated, node) or ""
     shown = []
     for name in names:
-        done = subprocess.run([str(mutmut), "show", name], cwd=folder, env=env, capture_output=True, text=True)
-        shown.append(done.stdout.strip())
-    return "\n\n".join(shown)
+        function = name.rsplit(".", 1)[-1]
+        stem = function.rsplit("__mutmut_", 1)[0]
+        original = functions.get(f"{stem}__mutmut_orig", "").splitlines()
+        changed = functions.get(function, "").splitlines()
+        lines = [
+            line
+            for line in difflib.unified_diff(original[1:], changed[1:], lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("---", "+++"))
+        ]
+        shown.append(f"# {name}\n" + "\n".join(lines))
+    return "\n".join(shown)
 
 
 def main() -> None:
