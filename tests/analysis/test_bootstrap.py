@@ -259,3 +259,22 @@ def test_resample_sums_are_the_drawn_annotators_totals():
     per = np.array([[1.0, 10.0], [2.0, 20.0], [4.0, 40.0]])
     expected = np.array([[per[draw, k].sum() for k in range(2)] for draw in r.indices()])
     np.testing.assert_array_equal(r.resample_sums(per), expected)
+
+
+def test_two_annotators_are_enough_for_an_interval_and_a_p_value():
+    num, den = np.array([[3.0], [1.0]]), np.array([[4.0], [4.0]])
+    weights = np.array([[1, 1], [2, 0], [0, 2]], dtype=float)
+    r = ClusterResampler(n_clusters=2, n_resamples=3, seed=0, weights=weights)
+    out = bootstrap_ratios(num, den, resampler=r, null=np.array([0.5]), confidence_level=0.5)
+    # Replicates 0.5, 0.75, 0.25 around the estimate 0.5, which is the null: p = (1 + 3) / (1 + 3).
+    assert (out.ci_low[0], out.ci_high[0]) == (pytest.approx(0.375), pytest.approx(0.625))
+    assert out.p_value[0] == 1.0
+
+
+def test_a_ratio_of_fractional_sums_is_not_rounded():
+    # Weighted counts: 0.25 of 0.5 is one half, in the estimate and in every replicate.
+    num, den = np.array([[0.125], [0.125]]), np.array([[0.25], [0.25]])
+    r = ClusterResampler.draw(2, n_resamples=10, seed=1)
+    out = bootstrap_ratios(num, den, resampler=r, null=np.array([0.5]), confidence_level=0.95)
+    assert out.estimate.tolist() == [0.5]
+    assert (out.ci_low[0], out.ci_high[0]) == (0.5, 0.5)
