@@ -12,7 +12,7 @@ stays within about three minutes on a 2-core machine.
 LCS: summaries of 300 tokens against sources of 5,000 tokens (SQuALITY stories and
 their human answers; --lcs-pairs, default 12), the same token lists (tokenisation timed on no side)
 through rouge_score.rouge_scorer._lcs_table, scoring.core.lcs.lcs_length (rapidfuzz's LCSseq on byte
-codes, the whole work per pair), LcsSource with its source coded once (what score_rows does for a source
+codes at this size, bench/lcs.py for the others; the whole work per pair), LcsSource with its source coded once (what score_rows does for a source
 several summaries share; the coding is timed and printed beside it), the pure-Python fallback
 lcs_length_bits, and the alternatives evaluated for lcs_length (the former code-point mapping, rapidfuzz
 on the token lists, np.unique codes), in --lcs-rounds interleaved rounds (default 3); min and median over
@@ -212,7 +212,7 @@ def bench_lcs(n_pairs: int, rounds: int, fast_repeats: int) -> dict[str, Any]:
                 raise SystemExit("LcsSource.prepare() failed")
         return seconds
 
-    ours = "lcs_length (rapidfuzz on codes)" if HAVE_RAPIDFUZZ else "lcs_length (no rapidfuzz)"
+    ours = "lcs_length (codes at this size)" if HAVE_RAPIDFUZZ else "lcs_length (no rapidfuzz)"
     impls: dict[str, tuple[Any, int]] = {
         ROUGE: (lambda a, b: _lcs_table(b, a)[-1][-1], 1),
         ours: (lcs_length, fast_repeats),

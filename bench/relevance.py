@@ -8,6 +8,11 @@ summariser's own stemmed terms; a second pair of columns compares stems). The ta
 the summariser's relevance filter off ("before") and on ("after"), and the persona effect (share
 of questions whose personalised selection differs from the generic one) both ways.
 
+The second table is the "no matching sources" warning (kernel.text.sources_miss_question): the share of
+questions flagged, on topic (false warnings) and off (caught), short and long (each question inside 700 to
+1,000 characters of framing, and issue 33's 1,031-character question on summarisation metrics), by the previous
+rule, the rule without corpus statistics and the rule with them.
+
 Corpora: SciTLDR-A (each paper's first TLDR as the question, the SciTLDR abstracts as the corpus)
 when ../shared/data/scitldr is there (or --scitldr DIR), and the bundled demo corpus with one
 question per topic. Quick by default (200 SciTLDR questions from the dev split); --full uses every
@@ -31,8 +36,17 @@ sys.path.insert(0, str(ROOT))
 
 from annotation.backends.offline_retrieval import DemoCorpusRetrieval  # noqa: E402
 from annotation.backends.offline_summariser import STRATEGIES, ExtractiveSummariser, split_cited  # noqa: E402
-from kernel.backends import GenerationRequest  # noqa: E402
-from kernel.text import COVERAGE_MIN, content_words, sources_miss_question, stem  # noqa: E402
+from kernel.backends import Document, GenerationRequest  # noqa: E402
+from kernel.text import (  # noqa: E402
+    COVERAGE_MIN,
+    MANY_SENTENCES_COVERAGE_MIN,
+    SOURCES_JUDGED,
+    WEIGHTED_COVERAGE_MIN,
+    content_words,
+    question_coverage,
+    sources_miss_question,
+    stem,
+)
 
 DEFAULT_SCITLDR = ROOT.parent / "shared" / "data" / "scitldr"
 DEMO_QUESTIONS = (
@@ -109,6 +123,19 @@ SUMMARISATION_METRICS = (
     " the differences between systems are meaningful? I would also like to know whether reference-free metrics"
     " can replace reference summaries and which pitfalls to avoid when reporting metric results."
 )
+# Questions on neither corpus's subjects, asked of both (with the off-topic ones above).
+ELSEWHERE = (
+    "What is the best way to season a cast iron pan?",
+    "Who won the football world cup in 1966?",
+    "How do I prune apple trees in winter?",
+    "What were the causes of the French revolution?",
+    "How should a small bakery price its bread?",
+    "Which dog breeds are good with young children?",
+    "How do tenants contest an eviction notice?",
+    "What is the history of jazz in New Orleans?",
+    "How can I train for my first marathon?",
+    "Which houseplants survive in low light?",
+)
 DEMO_TOPICS = DEMO_QUESTIONS[:10]  # one per topic of the demo corpus; the last two are on none of them
 NURSE = {
     "role": "practising nurse",
@@ -162,10 +189,27 @@ def measure(retrieval: DemoCorpusRetrieval, questions: Sequence[str]) -> dict[st
     return out
 
 
-def flagged(retrieval: DemoCorpusRetrieval, questions: Sequence[str]) -> float:
-    """Share of questions the platform flags as not covered by their sources (kernel.text.sources_miss_question,
-    on the top 10 as a study retrieves them by default)."""
-    return sum(sources_miss_question(q, retrieval.search(q, k=10)) for q in questions) / len(questions)
+def previous_rule(question: str, documents: Sequence[Document]) -> bool:
+    """The warning before corpus statistics (2026-12-02): every score 0, or the best-ranked abstract holds
+    under COVERAGE_MIN of the question's content words, whatever the question's length."""
+    if all(doc.score == 0 for doc in documents):
+        return True
+    coverage = question_coverage(question, f"{documents[0].title} {documents[0].abstract}")
+    return coverage is not None and coverage < COVERAGE_MIN
+
+
+def flagged(retrieval: DemoCorpusRetrieval, questions: Sequence[str]) -> dict[str, float]:
+    """Share of questions the platform flags as not covered by their sources, on the top 10 as a study retrieves
+    them by default: the previous rule, kernel.text.sources_miss_question without the corpus's term statistics
+    (OpenAlex) and with them (the demo corpus, the corpus search's index)."""
+    stats = retrieval.index.bm25.term_stats()
+    counts = {"previous": 0, "no stats": 0, "with stats": 0}
+    for question in questions:
+        documents = retrieval.search(question, k=10)
+        counts["previous"] += previous_rule(question, documents)
+        counts["no stats"] += sources_miss_question(question, documents)
+        counts["with stats"] += sources_miss_question(question, documents, corpus=stats)
+    return {rule: count / len(questions) for rule, count in counts.items()}
 
 
 def scitldr_questions(files: Iterable[Path], limit: int | None) -> tuple[Path, list[str]]:
@@ -195,14 +239,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[tuple[str, dict[str, dict[str, float]]]] = []
     demo = DemoCorpusRetrieval()
     rows.append((f"demo corpus ({len(DEMO_QUESTIONS)} questions)", measure(demo, DEMO_QUESTIONS)))
+    demo_off = (*DEMO_QUESTIONS[10:], *ELSEWHERE)
+    # (label, on topic?, share flagged per rule)
     coverage = [
-        (f"demo corpus, a question per topic ({len(DEMO_TOPICS)})", flagged(demo, DEMO_TOPICS)),
-        (f"demo corpus, off its topics ({len(DEMO_QUESTIONS) - len(DEMO_TOPICS)})", flagged(demo, DEMO_QUESTIONS[10:])),
+        (f"demo corpus, a question per topic ({len(DEMO_TOPICS)})", True, flagged(demo, DEMO_TOPICS)),
         (
-            f"demo corpus, long, a question per topic ({len(DEMO_TOPICS) + 1})",
+            f"demo corpus, long, a question per topic + issue 33's ({len(DEMO_TOPICS) + 1})",
+            True,
             flagged(demo, [*long_questions(DEMO_TOPICS), SUMMARISATION_METRICS]),
         ),
-        ("demo corpus, long, off its topics (2)", flagged(demo, long_questions(DEMO_QUESTIONS[10:]))),
+        ("demo corpus, issue 33's 1,031-character question (1)", True, flagged(demo, [SUMMARISATION_METRICS])),
+        (f"demo corpus, off its topics ({len(demo_off)})", False, flagged(demo, demo_off)),
+        (f"demo corpus, long, off its topics ({len(demo_off)})", False, flagged(demo, long_questions(demo_off))),
     ]
     splits = [args.scitldr / "SciTLDR-A_dev.jsonl"] + ([args.scitldr / "SciTLDR-A_test.jsonl"] if args.full else [])
     if all(p.is_file() for p in splits):
@@ -210,14 +258,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             scitldr = DemoCorpusRetrieval(corpus)
             rows.append((f"SciTLDR-A, TLDRs as questions ({len(questions)})", measure(scitldr, questions)))
-            coverage.append((f"SciTLDR-A, TLDRs as questions ({len(questions)})", flagged(scitldr, questions)))
-            coverage.append((f"SciTLDR-A, questions off machine learning ({len(OFF_ML)})", flagged(scitldr, OFF_ML)))
-            coverage.append(
-                (f"SciTLDR-A, long, TLDRs as questions ({len(questions)})", flagged(scitldr, long_questions(questions)))
-            )
-            coverage.append(
-                (f"SciTLDR-A, long, off machine learning ({len(OFF_ML)})", flagged(scitldr, long_questions(OFF_ML)))
-            )
+            off_ml = (*OFF_ML, *ELSEWHERE)
+            coverage += [
+                (f"SciTLDR-A, TLDRs as questions ({len(questions)})", True, flagged(scitldr, questions)),
+                (
+                    f"SciTLDR-A, long, TLDRs as questions ({len(questions)})",
+                    True,
+                    flagged(scitldr, long_questions(questions)),
+                ),
+                (f"SciTLDR-A, off machine learning ({len(off_ml)})", False, flagged(scitldr, off_ml)),
+                (
+                    f"SciTLDR-A, long, off machine learning ({len(off_ml)})",
+                    False,
+                    flagged(scitldr, long_questions(off_ml)),
+                ),
+            ]
         finally:
             corpus.unlink()
     else:
@@ -239,12 +294,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("(stemmed): the same with words compared by stem, so that 'nurses' and 'nurse' count as one word.")
     print("persona effect: share of question x strategy where the nurse's selection differs from the generic one.")
     print()
-    print(f"{'questions':<52} {'flagged as not covered':>22}")
-    for name, share in coverage:
-        print(f"{name:<52} {share:>22.1%}")
+    print("Share of questions flagged as not covered by their sources (on topic: false warnings; off: caught):")
+    print(f"{'questions':<62} {'':>5} {'previous':>9} {'no stats':>9} {'with stats':>11}")
+    for name, on_topic, share in coverage:
+        print(
+            f"{name:<62} {'on' if on_topic else 'off':>5} {share['previous']:>9.1%} {share['no stats']:>9.1%}"
+            f" {share['with stats']:>11.1%}"
+        )
     print(
-        f"flagged: every source scores 0, or the best-ranked abstract holds under {COVERAGE_MIN:.0%} of the question's"
-        " content words (the annotator is told before ranking)."
+        f"previous: every source scores 0, or the best-ranked abstract holds under {COVERAGE_MIN:.0%} of the question's"
+        " content words. no stats: the same for a question of one sentence, a longer one not judged (OpenAlex)."
+        f" with stats: words weighted by their idf in the corpus; a question of one sentence has under"
+        f" {WEIGHTED_COVERAGE_MIN:.0%} of them in the best-ranked abstract, a longer one under"
+        f" {MANY_SENTENCES_COVERAGE_MIN:.1%} in its best sentence in the top {SOURCES_JUDGED} abstracts."
     )
     return 0
 

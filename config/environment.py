@@ -13,6 +13,9 @@ from __future__ import annotations
 import builtins
 import json as jsonlib
 import math
+import os
+import shlex
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -108,3 +111,33 @@ def _kind(url: str) -> str:
     """What a refused URL is, without the URL itself: it may hold a password."""
     scheme = urlsplit(url).scheme if "://" in url else ""
     return f"a URL of kind {scheme + '://'!r}" if scheme else "a value without a scheme (the part before ://)"
+
+
+def env_file_path(base_dir: Path) -> Path:
+    """The `.env` the settings read: ENV_FILE, else `.env` in the project's folder."""
+    return Path(os.environ.get("ENV_FILE") or base_dir / ".env")
+
+
+def read_env_file(base_dir: Path) -> Path | None:
+    """Put the `.env` file's variables into this process's environment, each only where the environment does not
+    set it already (a variable set by the operator, compose or systemd wins). The one reader of `.env`: the
+    settings call it, and so do the entry points that start before Django (platform/gunicorn.conf.py; the
+    worker and beat scripts through `python -m config.environment`), so every process of a host runs on the same
+    values (issue 31: a worker with CELERY_QUEUES only in .env consumed every queue)."""
+    path = env_file_path(base_dir)
+    if not path.is_file():
+        return None
+    Env.read_env(str(path))
+    return path
+
+
+def _shell_exports(base_dir: Path) -> str:
+    """`export NAME='value'` for each variable `.env` adds to the environment, for a shell script to eval."""
+    before = dict(os.environ)
+    read_env_file(base_dir)
+    lines = [f"export {name}={shlex.quote(value)}" for name, value in os.environ.items() if name not in before]
+    return "\n".join(sorted(lines))
+
+
+if __name__ == "__main__":  # python -m config.environment: the shell entry points' reading of .env
+    print(_shell_exports(Path(__file__).resolve().parent.parent))

@@ -14,13 +14,16 @@ more than half of the documents, and the constant keeps the scores those of the 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Iterable, Sequence
 
 import bm25s
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["BM25Index"]
+from kernel.text import CorpusTermStats
+
+__all__ = ["BM25Index", "bm25s_term_stats"]
 
 # bm25s sets its logger to DEBUG on import, which would log a line per index built (the corpus
 # fallback builds one per question) wherever the root logger prints debug messages.
@@ -48,6 +51,12 @@ class BM25Index:
         """Every token that occurs in at least one document."""
         return self._vocabulary
 
+    def term_stats(self) -> CorpusTermStats:
+        """The document frequency of every indexed term (kernel.text.sources_miss_question weighs by them)."""
+        if self._index is None:
+            return CorpusTermStats(n_documents=self.n_documents, document_frequency=lambda term: 0)
+        return bm25s_term_stats(self._index, self.n_documents)
+
     def scores(self, query: Iterable[str]) -> npt.NDArray[np.float64]:
         """One BM25 score per document, in document order; 0.0 where no query term occurs."""
         terms = [t for t in dict.fromkeys(query) if t in self._vocabulary]
@@ -70,3 +79,27 @@ class BM25Index:
         # Stable sort on the negated score keeps equal scores in document order.
         order = candidates[np.argsort(-scores[candidates], kind="stable")][:k]
         return [(int(i), float(scores[i])) for i in order]
+
+
+_TERM_STATS: weakref.WeakKeyDictionary[bm25s.BM25, CorpusTermStats] = weakref.WeakKeyDictionary()
+
+
+def bm25s_term_stats(model: bm25s.BM25, n_documents: int) -> CorpusTermStats:
+    """Document frequencies read off a bm25s index, once per index: its score matrix keeps, per term, one
+    entry for each document holding it (the lucene idf is positive), so a term's count of entries is its
+    frequency."""
+    stats = _TERM_STATS.get(model)
+    if stats is None or stats.n_documents != n_documents:
+        stats = _TERM_STATS[model] = _read_term_stats(model, n_documents)
+    return stats
+
+
+def _read_term_stats(model: bm25s.BM25, n_documents: int) -> CorpusTermStats:
+    counts = np.diff(np.asarray(model.scores["indptr"]))
+    vocabulary = model.vocab_dict
+
+    def document_frequency(term: str) -> int:
+        where = vocabulary.get(term)
+        return 0 if where is None else int(counts[where])
+
+    return CorpusTermStats(n_documents=n_documents, document_frequency=document_frequency)

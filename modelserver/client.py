@@ -197,6 +197,9 @@ class ChatClient:
         self._cache = cache if cache is not None else cache_for(self.cache_dir)
         self._limiter = limiter if limiter is not None else default_limiter()
         self._down_until: dict[int, float] = {}
+        # How long a time-out marks its server slow for every client sharing the limiter: one time-out, so that
+        # the generation task's next attempt (within 5 s: annotation.tasks.backoff) finds the mark.
+        self.slow_mark_s = config.timeout
 
     def close(self) -> None:
         for client in self._clients:
@@ -234,7 +237,9 @@ class ChatClient:
                 if not exc.transient:
                     raise
                 last = exc
-                if attempt + 1 >= attempts:
+                if attempt + 1 >= attempts or (exc.timed_out and self.config.lane == "annotator"):
+                    # A summary someone waits for gets one attempt at a time-out: the caller (the generation
+                    # task) decides what next, and its next attempt learns the server is slow at once.
                     break
                 delay = self._backoff(attempt, exc.retry_after)
                 logger.warning(
@@ -255,11 +260,13 @@ class ChatClient:
         assert last is not None
         # "asked N times", not "gave up after N attempts": a generation's own attempts wrap this reason in
         # "Gave up after 4 attempts; the last: ...", and one request said nothing worth a suffix.
+        asked = attempt + 1
         raise LLMError(
-            f"{last.reason} (asked {attempts} times)" if attempts > 1 else last.reason,
+            f"{last.reason} (asked {asked} times)" if asked > 1 else last.reason,
             transient=True,
             status=last.status,
             retry_after=last.retry_after,  # for a caller that retries later (the generation task)
+            timed_out=last.timed_out,
         )
 
     # -- one HTTP call ------------------------------------------------------------------
@@ -272,14 +279,30 @@ class ChatClient:
             live = [i for i in range(len(self._replicas)) if i not in tried and self._down_until.get(i, 0) <= now]
             if not live:
                 live = [i for i in range(len(self._replicas)) if i not in tried]
+            answering = [i for i in live if self._limiter.slow_for(self._replicas[i]) <= 0]
+            if not answering:
+                raise self._slow_error(live)
             try:
-                return self._call_replica(messages, live)
+                return self._call_replica(messages, answering)
             except _ReplicaDown as down:
                 tried.add(down.index)
                 self._down_until[down.index] = time.monotonic() + self.REPLICA_COOLDOWN_S
                 if len(tried) >= len(self._replicas):
                     raise down.error from down.error.__cause__
                 logger.warning("%s; trying another replica", down.error.reason)
+
+    def _slow_error(self, replicas: list[int]) -> LLMError:
+        """Every replica left timed out a moment ago (`Limiter.mark_slow`). An annotator's summary fails now,
+        with its way out (an administrator's or the annotator's retry), instead of waiting out another time-out
+        on a server that hangs; research calls are told when to try again."""
+        where = ", ".join(self._replicas[i].rstrip("/") for i in replicas)
+        left = max(self._limiter.slow_for(self._replicas[i]) for i in replicas)
+        reason = (
+            f"{where} did not answer within {self.config.timeout:g}s a moment ago; not asked again for "
+            f"{left:.0f}s (retry once it answers)"
+        )
+        research = self.config.lane == "research"
+        return LLMError(reason, transient=research, retry_after=left if research else None, timed_out=True)
 
     def _call_replica(self, messages: list[dict[str, str]], candidates: list[int]) -> ChatResult:
         cfg = self.config
@@ -291,7 +314,7 @@ class ChatClient:
         started = time.perf_counter()
         index = candidates[0]
         try:
-            with self._limiter.acquire(urls, cfg.concurrency, timeout=cfg.timeout) as picked:
+            with self._limiter.acquire(urls, cfg.concurrency, timeout=cfg.timeout, lane=cfg.lane) as picked:
                 index = candidates[picked]
                 where = self._replicas[index].rstrip("/")
                 started = time.perf_counter()
@@ -311,7 +334,10 @@ class ChatClient:
         except LimitTimeout as exc:
             raise LLMError(f"{exc} (the model-server limit is {cfg.concurrency} per replica)", transient=True) from exc
         except openai.APITimeoutError as exc:
-            raise LLMError(f"timed out after {cfg.timeout:g}s waiting for {where}", transient=True) from exc
+            self._limiter.mark_slow(where, self.slow_mark_s)
+            raise LLMError(
+                f"timed out after {cfg.timeout:g}s waiting for {where}", transient=True, timed_out=True
+            ) from exc
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
             error = LLMError(f"connection to {where} failed ({type(cause).__name__}: {cause})", transient=True)

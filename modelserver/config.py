@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ChatConfig", "ChatResult", "LLMError"]
+__all__ = ["LANES", "ChatConfig", "ChatResult", "LLMError"]
+
+LANES = ("annotator", "research")
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,14 @@ class ChatConfig:
     """First backoff delay in seconds; doubles on each retry, with jitter, capped at 20 s."""
     base_urls: tuple[str, ...] = ()
     """Replicas of the model (base_url is then the first); each gets up to `concurrency` calls at once."""
+    lane: str = "annotator"
+    """Whose call this is: "annotator" (a summary someone is waiting for) or "research" (judges, stress-test
+    rewrites). Research calls take at most a share of a server's slots and none while an annotator's call waits
+    for one (`limits`); not part of the cache key: the lane changes when a call runs, not its answer."""
+
+    def __post_init__(self) -> None:
+        if self.lane not in LANES:
+            raise ValueError(f"unknown model-server lane {self.lane!r}: one of {', '.join(LANES)}")
 
     @property
     def replicas(self) -> tuple[str, ...]:
@@ -59,9 +69,12 @@ class LLMError(Exception):
         transient: bool,
         status: int | None = None,
         retry_after: float | None = None,
+        timed_out: bool = False,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.transient = transient
         self.status = status
         self.retry_after = retry_after
+        self.timed_out = timed_out
+        """The server did not answer within the time-out (`ChatClient` then marks it slow)."""

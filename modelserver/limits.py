@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol, TypeVar
 
 __all__ = [
+    "DEFAULT_RESEARCH_SHARE",
     "LimitTimeout",
     "Limiter",
     "LocalLimiter",
@@ -21,6 +22,7 @@ __all__ = [
     "configure_limiter",
     "default_limiter",
     "map_concurrently",
+    "research_limit",
 ]
 
 logger = logging.getLogger(__name__)
@@ -61,9 +63,40 @@ def map_concurrently(
 
 
 class Limiter(Protocol):
-    """Hands out one slot on one of a model's replicas; `acquire` yields the index of the replica taken."""
+    """Hands out one slot on one of a model's replicas; `acquire` yields the index of the replica taken.
 
-    def acquire(self, base_urls: Sequence[str], limit: int, *, timeout: float) -> AbstractContextManager[int]: ...
+    Two lanes share a server's slots. An "annotator" call (a summary someone waits for) may take any free slot.
+    A "research" call (a judge, a stress-test rewrite) takes at most `research_limit(limit)` of a replica's
+    slots, and none while an annotator's call is waiting for one of its replicas: research gives way, so a
+    scoring run at full speed leaves annotators at least `limit - research_limit(limit)` slots and the next
+    free one."""
+
+    def acquire(
+        self, base_urls: Sequence[str], limit: int, *, timeout: float, lane: str = "annotator"
+    ) -> AbstractContextManager[int]: ...
+
+    def mark_slow(self, base_url: str, seconds: float) -> None:
+        """Note that a call to the server timed out: for `seconds`, callers can learn so (`slow_for`) and fail
+        at once instead of each waiting out its own time-out on a server that hangs."""
+
+    def slow_for(self, base_url: str) -> float:
+        """Seconds left of the server's slow mark; 0 when it has none."""
+
+
+# The share of a server's slots research calls may hold at once (MODEL_SERVER_RESEARCH_SHARE).
+DEFAULT_RESEARCH_SHARE = 0.5
+
+
+def research_limit(limit: int, share: float) -> int:
+    """Research calls' slots per replica: the share of `limit`, rounded down, at least 1 (a study scored on a
+    server of one slot still progresses while no annotator waits)."""
+    return max(1, int(max(1, limit) * share))
+
+
+def _check_lane(lane: str) -> bool:
+    if lane not in ("annotator", "research"):
+        raise ValueError(f"unknown model-server lane {lane!r}: 'annotator' or 'research'")
+    return lane == "research"
 
 
 class LimitTimeout(Exception):
@@ -75,65 +108,141 @@ def _server_key(base_url: str) -> str:
 
 
 class LocalLimiter:
-    """Per-process limit per server, least-in-flight across replicas (the embedded default)."""
+    """Per-process limit per server, least-in-flight across replicas (the embedded default), with the lanes
+    of `Limiter`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, research_share: float = DEFAULT_RESEARCH_SHARE) -> None:
+        self.research_share = research_share
         self._in_flight: dict[str, int] = {}
+        self._research: dict[str, int] = {}
+        self._waiting: dict[str, int] = {}  # annotator calls waiting for a slot, per replica
+        self._slow_until: dict[str, float] = {}
         self._cond = threading.Condition()
+
+    def mark_slow(self, base_url: str, seconds: float) -> None:
+        with self._cond:
+            self._slow_until[_server_key(base_url)] = time.monotonic() + seconds
+
+    def slow_for(self, base_url: str) -> float:
+        with self._cond:
+            return max(0.0, self._slow_until.get(_server_key(base_url), 0.0) - time.monotonic())
 
     def in_flight(self, base_url: str) -> int:
         with self._cond:
             return self._in_flight.get(_server_key(base_url), 0)
 
     @contextmanager
-    def acquire(self, base_urls: Sequence[str], limit: int, *, timeout: float) -> Iterator[int]:
+    def acquire(
+        self, base_urls: Sequence[str], limit: int, *, timeout: float, lane: str = "annotator"
+    ) -> Iterator[int]:
+        research = _check_lane(lane)
         keys = [_server_key(u) for u in base_urls]
+        cap = research_limit(limit, self.research_share)
         deadline = time.monotonic() + timeout
+        waiting = False
         with self._cond:
-            while True:
-                counts = [self._in_flight.get(k, 0) for k in keys]
-                best = min(range(len(keys)), key=lambda i: counts[i])
-                if counts[best] < max(1, limit):
-                    self._in_flight[keys[best]] = counts[best] + 1
-                    break
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise LimitTimeout(f"no free slot on {', '.join(keys)} within {timeout:g}s")
-                self._cond.wait(left)
+            try:
+                while True:
+                    yielding = research and any(self._waiting.get(k, 0) for k in keys)
+                    counts = [self._in_flight.get(k, 0) for k in keys]
+                    open_ = [
+                        i
+                        for i in range(len(keys))
+                        if counts[i] < max(1, limit) and not (research and self._research.get(keys[i], 0) >= cap)
+                    ]
+                    if open_ and not yielding:
+                        best = min(open_, key=lambda i: counts[i])
+                        self._in_flight[keys[best]] = counts[best] + 1
+                        if research:
+                            self._research[keys[best]] = self._research.get(keys[best], 0) + 1
+                        break
+                    if not research and not waiting:
+                        waiting = True
+                        for k in keys:
+                            self._waiting[k] = self._waiting.get(k, 0) + 1
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise LimitTimeout(f"no free slot on {', '.join(keys)} within {timeout:g}s")
+                    self._cond.wait(left)
+            finally:
+                if waiting:
+                    for k in keys:
+                        self._waiting[k] -= 1
+                    self._cond.notify_all()
         try:
             yield best
         finally:
             with self._cond:
                 self._in_flight[keys[best]] -= 1
+                if research:
+                    self._research[keys[best]] -= 1
                 self._cond.notify_all()
 
 
-# KEYS: one sorted set per replica (member: lease token, score: expiry in ms).
-# ARGV: limit, lease in ms, token. Drops expired leases, then takes a slot on the replica with the fewest
-# holders if it is below the limit. Returns the 0-based replica index, or -1 when every replica is full.
+# KEYS: for each of the n replicas its lease set (member: lease token, score: expiry in ms), then each one's set of
+# research leases, then each one's set of waiting annotator calls (member: token, score: when the mark lapses).
+# ARGV: limit, lease in ms, token, lane, research limit, n, waiting mark in ms. Drops what expired, then takes a
+# slot on the replica with the fewest holders below the limit (research: below its own limit too, and only if no
+# annotator call waits for any of these replicas). Returns the 0-based replica index; -1 when every replica is
+# full (an annotator call then marks itself waiting on each replica); -2 when research gives way.
 _ACQUIRE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local limit = tonumber(ARGV[1])
-local best, best_n = -1, limit
-for i, key in ipairs(KEYS) do
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-  local n = redis.call('ZCARD', key)
-  if n < best_n then best, best_n = i, n end
+local lease = tonumber(ARGV[2])
+local research = ARGV[4] == 'research'
+local rlimit = tonumber(ARGV[5])
+local n = tonumber(ARGV[6])
+local mark = tonumber(ARGV[7])
+for i = 1, n do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', KEYS[n + i], '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', KEYS[2 * n + i], '-inf', now)
 end
-if best < 0 then return -1 end
-redis.call('ZADD', KEYS[best], now + tonumber(ARGV[2]), ARGV[3])
-redis.call('PEXPIRE', KEYS[best], tonumber(ARGV[2]) * 2)
+if research then
+  for i = 1, n do
+    if redis.call('ZCARD', KEYS[2 * n + i]) > 0 then return -2 end
+  end
+end
+local best, best_n = -1, limit
+for i = 1, n do
+  local count = redis.call('ZCARD', KEYS[i])
+  if count < best_n and (not research or redis.call('ZCARD', KEYS[n + i]) < rlimit) then
+    best, best_n = i, count
+  end
+end
+if best < 0 then
+  if not research then
+    for i = 1, n do
+      redis.call('ZADD', KEYS[2 * n + i], now + mark, ARGV[3])
+      redis.call('PEXPIRE', KEYS[2 * n + i], mark * 2)
+    end
+  end
+  return -1
+end
+redis.call('ZADD', KEYS[best], now + lease, ARGV[3])
+redis.call('PEXPIRE', KEYS[best], lease * 2)
+if research then
+  redis.call('ZADD', KEYS[n + best], now + lease, ARGV[3])
+  redis.call('PEXPIRE', KEYS[n + best], lease * 2)
+else
+  for i = 1, n do redis.call('ZREM', KEYS[2 * n + i], ARGV[3]) end
+end
 return best - 1
 """
 
-# KEYS: the replica's set. ARGV: lease in ms, token. Pushes the lease's expiry on if it is still held.
+# KEYS: the replica's set, its research set. ARGV: lease in ms, token. Pushes the lease's expiry on (in both sets
+# for a research lease) if it is still held.
 _RENEW = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if redis.call('ZSCORE', KEYS[1], ARGV[2]) then
   redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), ARGV[2])
   redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]) * 2)
+  if redis.call('ZSCORE', KEYS[2], ARGV[2]) then
+    redis.call('ZADD', KEYS[2], 'XX', now + tonumber(ARGV[1]), ARGV[2])
+    redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[1]) * 2)
+  end
   return 1
 end
 return 0
@@ -152,18 +261,29 @@ class RedisLeaseLimiter:
     # While Redis cannot be reached, the wait between tries grows to this.
     UNREACHABLE_BACKOFF_MAX_S = 2.0
 
+    # How long an annotator call's "waiting" mark outlives its last try: research stays back this long after a
+    # waiting call gave up or its process died.
+    WAITING_MARK_S = 2.0
+
     def __init__(
-        self, redis_url: str, *, lease_s: float = 30.0, prefix: str = "satisfy:modelserver", poll_s: float = 0.02
+        self,
+        redis_url: str,
+        *,
+        lease_s: float = 30.0,
+        prefix: str = "satisfy:modelserver",
+        poll_s: float = 0.02,
+        research_share: float = DEFAULT_RESEARCH_SHARE,
     ) -> None:
         import redis  # the redis client is only needed when a limit is shared
 
+        self.research_share = research_share
         self._redis = redis.Redis.from_url(redis_url)
         self.lease_ms = max(100, int(lease_s * 1000))
         self.prefix = prefix
         self.poll_s = poll_s
         self._acquire = self._redis.register_script(_ACQUIRE)
         self._renew = self._redis.register_script(_RENEW)
-        self._held: dict[str, str] = {}  # token -> key
+        self._held: dict[str, tuple[str, str]] = {}  # token -> (lease key, research key)
         self._held_lock = threading.Lock()
         self._renewer: threading.Thread | None = None
         # Redis restarting or out of reach (a restart empties the semaphore: its holders just lose their slots).
@@ -181,36 +301,84 @@ class RedisLeaseLimiter:
         now_ms = now_s * 1000 + now_us // 1000
         return int(self._redis.zcount(self.key(base_url), f"({now_ms}", "+inf"))
 
+    def mark_slow(self, base_url: str, seconds: float) -> None:
+        try:
+            self._redis.set(f"{self.key(base_url)}:slow", "1", px=max(1, int(seconds * 1000)))
+        except self._connection_errors as error:  # then each caller waits out its own time-out, as before
+            logger.warning("could not mark %s slow in the limiter: %s", base_url, error)
+
+    def slow_for(self, base_url: str) -> float:
+        try:
+            left = int(self._redis.pttl(f"{self.key(base_url)}:slow"))
+        except self._connection_errors:
+            return 0.0
+        return left / 1000 if left > 0 else 0.0
+
+    def research_key(self, base_url: str) -> str:
+        return f"{self.key(base_url)}:research"
+
+    def waiting_key(self, base_url: str) -> str:
+        return f"{self.key(base_url)}:waiting"
+
+    def waiting(self, base_url: str) -> int:
+        """Annotator calls marked as waiting for a slot on one server."""
+        now_s, now_us = self._redis.time()
+        now_ms = now_s * 1000 + now_us // 1000
+        return int(self._redis.zcount(self.waiting_key(base_url), f"({now_ms}", "+inf"))
+
     @contextmanager
-    def acquire(self, base_urls: Sequence[str], limit: int, *, timeout: float) -> Iterator[int]:
+    def acquire(
+        self, base_urls: Sequence[str], limit: int, *, timeout: float, lane: str = "annotator"
+    ) -> Iterator[int]:
         """A Redis that cannot be reached (restarting, failing over) is waited for like a full server: tried
         again with backoff until `timeout`, then LimitTimeout, which callers retry. Its release never
         raises: a slot not given back expires by itself `lease_s` later."""
-        keys = [self.key(u) for u in base_urls]
-        token = uuid.uuid4().hex
+        research = _check_lane(lane)
+        leases = [self.key(u) for u in base_urls]
+        keys = leases + [self.research_key(u) for u in base_urls] + [self.waiting_key(u) for u in base_urls]
+        args: list[str | int] = [
+            max(1, limit),
+            self.lease_ms,
+            uuid.uuid4().hex,
+            lane,
+            research_limit(limit, self.research_share),
+            len(base_urls),
+            int(self.WAITING_MARK_S * 1000),
+        ]
+        token = str(args[2])
         deadline = time.monotonic() + timeout
         unreachable: Exception | None = None
         pause = self.poll_s
-        while True:
-            try:
-                index = int(self._acquire(keys=keys, args=[max(1, limit), self.lease_ms, token]))
-                unreachable, pause = None, self.poll_s
-            except self._connection_errors as error:
-                index, unreachable = -1, error
-                pause = min(max(pause * 2, 0.1), self.UNREACHABLE_BACKOFF_MAX_S)
-            if index >= 0:
-                break
-            if time.monotonic() >= deadline:
-                servers = ", ".join(map(_server_key, base_urls))
-                if unreachable is not None:
-                    raise LimitTimeout(
-                        f"the model-server limiter (Redis) could not be reached within {timeout:g}s "
-                        f"({type(unreachable).__name__}: {unreachable})"
-                    ) from unreachable
-                raise LimitTimeout(f"no free slot on {servers} within {timeout:g}s")
-            time.sleep(min(pause * (0.5 + random.random()), max(0.0, deadline - time.monotonic())))
+        gave_way = False
+        try:
+            while True:
+                try:
+                    index = int(self._acquire(keys=keys, args=args))
+                    unreachable, pause = None, self.poll_s
+                except self._connection_errors as error:
+                    index, unreachable = -1, error
+                    pause = min(max(pause * 2, 0.1), self.UNREACHABLE_BACKOFF_MAX_S)
+                if index >= 0:
+                    break
+                gave_way = gave_way or index == -2
+                if time.monotonic() >= deadline:
+                    servers = ", ".join(map(_server_key, base_urls))
+                    if unreachable is not None:
+                        raise LimitTimeout(
+                            f"the model-server limiter (Redis) could not be reached within {timeout:g}s "
+                            f"({type(unreachable).__name__}: {unreachable})"
+                        ) from unreachable
+                    if gave_way:
+                        raise LimitTimeout(f"no free slot on {servers} within {timeout:g}s (gave way to annotators)")
+                    raise LimitTimeout(f"no free slot on {servers} within {timeout:g}s")
+                time.sleep(min(pause * (0.5 + random.random()), max(0.0, deadline - time.monotonic())))
+        except BaseException:
+            if not research:  # no longer waiting: research may go on at once rather than after the mark lapses
+                self._forget_waiting(keys[2 * len(base_urls) :], token)
+            raise
+        held = (leases[index], keys[len(base_urls) + index] if research else "")
         with self._held_lock:
-            self._held[token] = keys[index]
+            self._held[token] = held
             self._start_renewer()
         try:
             yield index
@@ -218,9 +386,18 @@ class RedisLeaseLimiter:
             with self._held_lock:
                 self._held.pop(token, None)
             try:
-                self._redis.zrem(keys[index], token)
+                self._redis.zrem(held[0], token)
+                if research:
+                    self._redis.zrem(held[1], token)
             except self._connection_errors as error:  # the work is done; the slot lapses on its own
-                logger.warning("could not give back a model-server lease on %s: %s", keys[index], error)
+                logger.warning("could not give back a model-server lease on %s: %s", held[0], error)
+
+    def _forget_waiting(self, keys: Sequence[str], token: str) -> None:
+        try:
+            for key in keys:
+                self._redis.zrem(key, token)
+        except self._connection_errors:  # the mark lapses on its own
+            pass
 
     def _start_renewer(self) -> None:
         if self._renewer is None or not self._renewer.is_alive():
@@ -232,9 +409,9 @@ class RedisLeaseLimiter:
             time.sleep(self.lease_ms / 3000)
             with self._held_lock:
                 held = list(self._held.items())
-            for token, key in held:
+            for token, (key, research_key) in held:
                 try:
-                    self._renew(keys=[key], args=[self.lease_ms, token])
+                    self._renew(keys=[key, research_key or f"{key}:research"], args=[self.lease_ms, token])
                 except Exception as exc:  # a Redis blip must not kill the renewer; the lease may lapse
                     logger.warning("could not renew model-server lease on %s: %s", key, exc)
 
@@ -245,11 +422,17 @@ _configured = False
 _default_lock = threading.Lock()
 
 
-def configure_limiter(redis_url: str | None, *, lease_s: float = 30.0) -> Limiter:
-    """Set this process's limiter: shared through Redis when `redis_url` is given, else per process."""
+def configure_limiter(
+    redis_url: str | None, *, lease_s: float = 30.0, research_share: float = DEFAULT_RESEARCH_SHARE
+) -> Limiter:
+    """Set this process's limiter: shared through Redis when `redis_url` is given, else per process.
+    `research_share`: the share of each server's slots judges and stress-test rewrites may hold (`Limiter`)."""
     global _default, _configured
+    if not 0 < research_share <= 1:
+        raise ValueError(f"the research share of a model server's slots must be in (0, 1], not {research_share!r}")
     with _default_lock:
-        _default = RedisLeaseLimiter(redis_url, lease_s=lease_s) if redis_url else _local
+        _local.research_share = research_share
+        _default = RedisLeaseLimiter(redis_url, lease_s=lease_s, research_share=research_share) if redis_url else _local
         _configured = True
         return _default
 

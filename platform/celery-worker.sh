@@ -4,6 +4,10 @@
 # a deployment runs one worker per queue (docker-compose.yml: CELERY_QUEUES=annotator, =research).
 # The periodic sweepers run from one beat process per deployment (platform/celery-beat.sh), never here.
 set -e
+# The same settings as every other process of the host: the variables of .env (ENV_FILE) that the environment
+# does not set, read by the settings' own reader (config/environment.py), before anything below reads one.
+cd "$(dirname "$0")/.."
+eval "$("${PYTHON:-python}" -m config.environment)"
 # Without spaces: Celery takes "research, default" as the queues "research" and " default" (a new, empty one).
 queues=$(printf %s "${CELERY_QUEUES:-}" | tr -d '[:space:]')
 if [ -n "$queues" ]; then

@@ -2,6 +2,18 @@
 
 import multiprocessing
 import os
+import sys
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parent.parent
+if str(_REPO) not in sys.path:
+    sys.path.insert(0, str(_REPO))
+
+from config.environment import read_env_file  # noqa: E402 - the project's folder on the path first
+
+# The same settings as every other process of the host: .env (ENV_FILE) under the environment, read before the
+# GUNICORN_* values below (issue 31: outside a container they ignored .env, which Django read).
+read_env_file(_REPO)
 
 
 def _whole(name: str, default: int) -> int:

@@ -142,6 +142,7 @@ def configure_model_servers() -> None:
     configure_limiter(
         getattr(settings, "MODEL_SERVER_LIMIT_URL", "") or None,
         lease_s=float(getattr(settings, "MODEL_SERVER_LEASE_S", 30.0)),
+        research_share=settings.MODEL_SERVER_RESEARCH_SHARE,
     )
     configure_max_response_bytes(int(getattr(settings, "MODEL_SERVER_MAX_RESPONSE_BYTES", DEFAULT_MAX_RESPONSE_BYTES)))
     mode = str(getattr(settings, "LLM_CACHE", "dir"))

@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
+from annotation.backends.offline_retrieval import DemoCorpusRetrieval
 from annotation.backends.registry import get_retrieval_backend
 from annotation.models import Candidate, Judgment, Participation, Query, RetrievedDocument
 from annotation.models_audit import AuditEvent, AuditOrigin
@@ -40,12 +41,15 @@ from annotation.services.participation import (
 )
 from annotation.services.persona import persona_current
 from annotation.services.study import study_prompt_template, study_require_open
+from corpus import index as corpus_index
+from corpus.search import CorpusBM25Retrieval, CorpusRetrieval
 from kernel.backends import BackendError
+from kernel.bm25 import bm25s_term_stats
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
 from kernel.stamps import stamp_first
 from kernel.tasks import enqueue_on_commit, lost_if_sent_before
-from kernel.text import sources_miss_question
+from kernel.text import CorpusTermStats, sources_miss_question
 
 
 def retrieval_deadline() -> timedelta:
@@ -238,6 +242,23 @@ def query_resend(*, query: Query) -> Query:
     return query
 
 
+def _corpus_term_stats(backend: object) -> CorpusTermStats | None:
+    """The document frequencies of the corpus ``backend`` searched, which the "no matching sources" warning
+    weighs the question's words by: from the demo corpus's BM25 index, or from the corpus search's on-disk
+    BM25 index (under full-text search too, when one is built); None for OpenAlex. Both indexes are loaded
+    once per process, and the frequencies read off them once per index."""
+    if isinstance(backend, DemoCorpusRetrieval):
+        return backend.index.bm25.term_stats()
+    if isinstance(backend, CorpusRetrieval | CorpusBM25Retrieval):
+        try:
+            loaded = corpus_index.load_current()
+        except corpus_index.CorpusIndexError:
+            return None
+        if loaded is not None and loaded.bm25 is not None:
+            return bm25s_term_stats(loaded.bm25, len(loaded.doc_ids))
+    return None
+
+
 def query_retrieve(*, query_id: int, redelivered: bool = False) -> Query:
     """Retrieve and freeze the sources, then queue one candidate per system. Safe to run twice, and never
     twice at once: the search runs under the question's lease (`query_claim`), and a second message for a
@@ -266,7 +287,7 @@ def query_retrieve(*, query_id: int, redelivered: bool = False) -> Query:
             documents = backend.search(query.text, k=study.retrieval_k, filters=filters)
         if not documents:
             return query_mark_failed(query_id=query.pk, reason="No sources were found for this question.")
-        if sources_miss_question(query.text, documents):
+        if sources_miss_question(query.text, documents, corpus=_corpus_term_stats(backend)):
             # The sources do not answer it (docs/backends.md): the annotator is told before ranking their summaries.
             Query.objects.filter(pk=query.pk).update(retrieval_note=NO_MATCH_NOTE)
         RetrievedDocument.objects.bulk_create(

@@ -15,15 +15,13 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
-from config.environment import Env
+from config.environment import Env, read_env_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = BASE_DIR / "var"
 
 env = Env()  # django-environ, strict about booleans, numbers, JSON, URLs and list items (config/environment.py)
-env_file = env.str("ENV_FILE", default=str(BASE_DIR / ".env"))
-if Path(env_file).is_file():
-    env.read_env(env_file)
+read_env_file(BASE_DIR)  # .env (ENV_FILE), under what the environment sets; the same for every entry point
 
 # local.py and production.py decide DEBUG and SECRET_KEY and the security settings that follow from DEBUG.
 DEBUG = False
@@ -587,6 +585,13 @@ RESEARCH_YIELD_URL = _redis_url_or(
     meaning="research does not yield",
 )
 MODEL_SERVER_LEASE_S = env.float("MODEL_SERVER_LEASE_S", default=30.0)
+# Lanes on one model server (docs/backends.md, "Lanes"): judges and stress-test rewrites hold at most this share
+# of a server's LLM_CONCURRENCY slots (rounded down, at least 1) and none while an annotator's summary waits.
+MODEL_SERVER_RESEARCH_SHARE = env.float("MODEL_SERVER_RESEARCH_SHARE", default=0.5)
+if not 0 < MODEL_SERVER_RESEARCH_SHARE <= 1:
+    raise ImproperlyConfigured(
+        f"MODEL_SERVER_RESEARCH_SHARE must be more than 0 and at most 1, not {MODEL_SERVER_RESEARCH_SHARE!r}"
+    )
 LLM_CACHE = env.str("LLM_CACHE", default="dir")
 if LLM_CACHE not in {"dir", "cache", "off"}:
     raise ImproperlyConfigured(f"LLM_CACHE must be dir, cache or off, not {LLM_CACHE!r}")
@@ -610,6 +615,10 @@ if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", METRICS_DEVICE):
 METRICS_BATCH_SIZE = env.int("METRICS_BATCH_SIZE", default=32)
 if METRICS_BATCH_SIZE < 1:
     raise ImproperlyConfigured(f"METRICS_BATCH_SIZE must be at least 1, not {METRICS_BATCH_SIZE}")
+# The folder holding the factuality metrics' weights (BARTScore, MiniCheck, SummaC, AlignScore, UniEval), one
+# subfolder per model (docs/metrics.md, "Factuality metrics"); empty: only the offline Hugging Face cache is
+# searched. Nothing is ever downloaded at run time.
+METRICS_WEIGHTS_DIR = env.str("METRICS_WEIGHTS_DIR", default="").strip()
 OPENALEX_BASE_URL = env.str("OPENALEX_BASE_URL", default="https://api.openalex.org")
 OPENALEX_MAILTO = env.str("OPENALEX_MAILTO", default="")
 OPENALEX_API_KEY = env.str("OPENALEX_API_KEY", default="")

@@ -21,7 +21,7 @@ import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -517,10 +517,12 @@ class JudgeRunner:
         use_cache: bool = True,
         client: ChatClient | None = None,
     ) -> None:
-        self.config = config
+        # Judges are research: they give way on the model server while an annotator's summary waits
+        # (modelserver.limits, "lanes").
+        self.config = replace(config, lane="research") if isinstance(config, ChatConfig) else config
         self.use_cache = use_cache
         self.client = client or ChatClient(
-            config, cache_dir=cache_dir if cache_dir is not None else default_cache_dir()
+            self.config, cache_dir=cache_dir if cache_dir is not None else default_cache_dir()
         )
         self._lock = threading.Lock()
         self._usage = JudgeUsage()

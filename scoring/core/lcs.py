@@ -1,24 +1,34 @@
 """Longest common subsequence length.
 
-Two implementations with identical results:
+Three implementations with the same results; ``lcs_length`` picks the fastest for the pair's size:
 
-- ``rapidfuzz.distance.LCSseq`` (C++, bit-parallel over 64-bit words), used when rapidfuzz is installed
-  (it is a pinned dependency). rapidfuzz compares strings code by code, so each pair's tokens are first
-  given codes (``_as_codes``): the shorter sequence's distinct tokens are numbered from 1, and the tokens
-  of the longer sequence that the shorter one lacks are dropped (they can never match, so the LCS is
-  unchanged). Up to 255 distinct tokens (a summary's usual vocabulary) the codes are bytes, which
-  rapidfuzz reads through flat tables and Python builds fastest; beyond that, characters; a shorter side
-  with more distinct tokens than Unicode has code points (impossible for a summary against a source, but
-  cheap to guard) takes the pure-Python path. A ``LcsSource`` codes one long sequence (a source) once for
-  many texts against it: each further text then costs only the mapping of its own tokens.
+- rapidfuzz's ``LCSseq`` (C++, bit-parallel over 64-bit words) on the token lists themselves
+  (``lcs_length_lists``): rapidfuzz keys each item by its hash (a one-character str by its code point), with
+  no Python work per token. ``lcs_length`` takes it for small pairs of str tokens: at most
+  ``LIST_PATH_MAX_CELLS`` cells (shorter x longer side) and a longer side of at most ``LIST_PATH_MAX_LONGER``
+  tokens, where bench/lcs.py measures it 1.1-3x faster than the codes (64 x 664 tokens, a CNN/DailyMail
+  summary against its article: 1.6-1.8x). Beyond that rapidfuzz's hash-keyed tables over the longer side cost
+  more than coding the tokens (300 x 5,000: the lists 1.1-1.2x slower; 20,000-token sources: 2-2.5x).
+  Keying by hash is exact unless two distinct tokens of one pair share a 64-bit key. A str's hash is
+  SipHash under a key drawn at random per process, so that chance is about 1 in 10^12 for a pair with 5,000
+  distinct tokens; other items collide by construction (``hash(0) == hash(2**61 - 1)``), so only lists of
+  str take this path.
+- rapidfuzz's ``LCSseq`` on codes (``lcs_length_rapidfuzz``): each pair's tokens are first given codes
+  (``_as_codes``): the shorter sequence's distinct tokens are numbered from 1, and the tokens of the longer
+  sequence that the shorter one lacks are dropped (they can never match, so the LCS is unchanged). Up to 255
+  distinct tokens (a summary's usual vocabulary) the codes are bytes, which rapidfuzz reads through flat
+  tables and Python builds fastest; beyond that, characters; a shorter side with more distinct tokens than
+  Unicode has code points (impossible for a summary against a source, but cheap to guard) takes the
+  pure-Python path. Exact for any hashable items (equality through a dict), and the path for larger pairs
+  and for items that are not str. A ``LcsSource`` codes one long sequence (a source) once for many texts
+  against it: each further text then costs only the mapping of its own tokens.
 - ``lcs_length_bits``: Hyyrö's formulation of the Allison-Dix algorithm in pure Python, one DP column as a
   bit vector held in a Python int, so each symbol of the shorter sequence costs a handful of big-int
   operations over ceil(m / 30) machine digits instead of m Python steps; O(n * m / w). The fallback when
-  rapidfuzz is missing, and the reference the tests hold the rapidfuzz path to (with ``lcs_length_dp``).
+  rapidfuzz is missing, and the reference the tests hold the rapidfuzz paths to (with ``lcs_length_dp``).
 
-rapidfuzz also accepts lists of tokens directly, but it keys each multi-character token by its Python
-hash: two distinct tokens with equal 64-bit hashes would count as a match, and its hash-map path measured
-slower than the codes here (bench/metrics.py prints both).
+Mapping tokens to ints first would make the list path exact for any items, but the mapping is Python work per
+token and costs more than the codes at every size bench/lcs.py measures.
 """
 
 from __future__ import annotations
@@ -26,13 +36,26 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 
-__all__ = ["HAVE_RAPIDFUZZ", "LcsSource", "lcs_length", "lcs_length_bits", "lcs_length_dp", "lcs_length_rapidfuzz"]
+__all__ = [
+    "HAVE_RAPIDFUZZ",
+    "LcsSource",
+    "lcs_length",
+    "lcs_length_bits",
+    "lcs_length_dp",
+    "lcs_length_lists",
+    "lcs_length_rapidfuzz",
+]
 
 MAX_CODE_POINT = 0x10FFFF
 MAX_BYTE_CODE = 0xFF
 # Texts an LcsSource measures through lcs_length before preparing its source: preparing costs about two
 # lcs_length calls, so a source seen only with its reference and one summary is never prepared.
 PREPARE_AFTER = 2
+# Up to these sizes rapidfuzz on the token lists beats the codes (bench/lcs.py, CPU time of 5 rounds, real
+# and random pairs): below the first the DP is small enough that the per-token mapping in Python dominates;
+# past the second, rapidfuzz's tables over the longer side outgrow the CPU's cache.
+LIST_PATH_MAX_CELLS = 600_000
+LIST_PATH_MAX_LONGER = 10_000
 
 _similarity: Callable[[str | bytes, str | bytes], int] | None
 try:  # pragma: no branch - rapidfuzz is pinned; the fallback is for installs without it
@@ -82,11 +105,32 @@ def lcs_length_rapidfuzz(a: Sequence[Hashable], b: Sequence[Hashable]) -> int:
     return int(_similarity(*coded))
 
 
+def lcs_length_lists(a: Sequence[Hashable], b: Sequence[Hashable]) -> int | None:
+    """``lcs_length`` through rapidfuzz's LCSseq on the token lists themselves, when every token is a str;
+    None when one is not (or without rapidfuzz). Exact unless two distinct tokens share a 64-bit hash (see
+    the module's docstring)."""
+    if _similarity is None:
+        return None
+    try:
+        # str.join is the cheapest all-str check there is: one C pass that raises on anything else.
+        "".join(a)  # type: ignore[arg-type]
+        "".join(b)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    return int(_similarity(a, b))  # type: ignore[arg-type]
+
+
 def lcs_length(a: Sequence[Hashable], b: Sequence[Hashable]) -> int:
-    """Length of the longest common subsequence of ``a`` and ``b`` (any hashable items)."""
-    if _similarity is not None:
-        return lcs_length_rapidfuzz(a, b)
-    return lcs_length_bits(a, b)
+    """Length of the longest common subsequence of ``a`` and ``b`` (any hashable items), by the path that is
+    fastest for their sizes (the module's docstring)."""
+    if _similarity is None:
+        return lcs_length_bits(a, b)
+    shorter, longer = sorted((len(a), len(b)))
+    if longer <= LIST_PATH_MAX_LONGER and shorter * longer <= LIST_PATH_MAX_CELLS:
+        found = lcs_length_lists(a, b)
+        if found is not None:
+            return found
+    return lcs_length_rapidfuzz(a, b)
 
 
 class LcsSource:

@@ -176,3 +176,52 @@ def test_read_only_records_show_no_save_or_delete(django_capture_on_commit_callb
     assert "12 ms" in changelist and "0.0120418" not in changelist
     # The list action that needs the change permission (retry failed generations) is still offered.
     assert 'value="retry"' in changelist
+
+
+# Issue 33: a long question on the demo corpus's own topic (summarisation metrics) was told its sources did not
+# match it, because most of a long question is framing that no abstract holds.
+LONG_ON_TOPIC = (
+    "I evaluate automatic summarisation systems and I am trying to decide which automatic metrics to report"
+    " alongside a human evaluation. ROUGE is still the default in most papers, but I keep reading that it"
+    " correlates poorly with human judgements of summary quality, especially for abstractive summaries written by"
+    " large language models. Newer metrics such as BERTScore, question-answering based factual consistency checks"
+    " and LLM judges claim better agreement with annotators, yet the studies use different datasets, different"
+    " annotation protocols and different correlation statistics, so the numbers are hard to compare. Which"
+    " automatic metrics agree best with human judgements of relevance, consistency, fluency and coherence, how"
+    " reliable are those human judgements themselves, and how many annotators or summaries does one need before"
+    " the differences between systems are meaningful? And can reference-free metrics replace reference summaries entirely?"
+)
+LONG_OFF_TOPIC = (
+    "I am writing the background section of a project proposal and my reviewers asked me to ground every claim in"
+    " recent work. My own reading so far has been patchy, and I am worried that I have missed important results "
+    "or that I am relying on a few studies that later work did not confirm. My question is this: What were the "
+    "causes of the French revolution? I would also like to know what the main limitations of these studies are, "
+    "whether the results hold in different settings, and what questions remain open, so that we do not overstate "
+    "the conclusions. If possible, please point out where the findings conflict, which methods were used to "
+    "measure the outcomes, and whether more recent work has changed the picture compared with the earlier "
+    "studies."
+)
+
+
+def test_a_long_question_on_the_corpus_topic_carries_no_warning(django_capture_on_commit_callbacks):
+    assert 950 < len(LONG_ON_TOPIC) <= 1_000  # the longest question the form takes
+    study = StudyFactory(slug="long-on-topic")
+    participation = join(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = query_submit(participation=participation, text=LONG_ON_TOPIC, client_token="")
+    query.refresh_from_db()
+    assert query.status == Query.Status.READY
+    assert query.retrieval_note == ""
+    page = _annotator_client(participation).get(reverse("annotation:compare", args=[study.slug, query.index]))
+    assert "no sources closely matching" not in page.content.decode()
+
+
+def test_a_long_question_off_the_corpus_topics_is_still_flagged(django_capture_on_commit_callbacks):
+    study = StudyFactory(slug="long-off-topic")
+    participation = join(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        query = query_submit(participation=participation, text=LONG_OFF_TOPIC, client_token="")
+    query.refresh_from_db()
+    assert query.status == Query.Status.READY and query.documents.exists()
+    page = _annotator_client(participation).get(reverse("annotation:compare", args=[study.slug, query.index]))
+    assert "We found no sources closely matching your question" in page.content.decode()

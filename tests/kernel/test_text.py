@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
+
+from kernel.bm25 import BM25Index
 from kernel.text import (
     STOP_WORDS,
+    CorpusTermStats,
     content_words,
     count_words,
     cut_words,
@@ -15,6 +21,7 @@ from kernel.text import (
     split_sentences,
     stem,
     tokenize,
+    weighted_question_coverage,
 )
 
 
@@ -142,3 +149,27 @@ def test_split_cjk_gives_each_han_or_kana_character_on_its_own() -> None:
     assert tokenize("夜班abc会减少。") == ["夜班abc会减少"]  # the default token runs across scripts
     assert split_cjk("夜班abc会减少") == ["夜", "班", "abc", "会", "减", "少"]
     assert split_cjk("patients") == ["patients"]
+
+
+# The "no matching sources" warning's weighted coverage (issue 33): four abstracts, "study" in all of them.
+ABSTRACTS = ["Nurses sleep: a study", "Shift work: a study", "Vaccine study", "Robots study"]
+
+
+def test_document_frequencies_counted_from_texts_and_read_off_the_bm25_index_agree() -> None:
+    counted = CorpusTermStats.from_texts(ABSTRACTS)
+    indexed = BM25Index([index_terms(text) for text in ABSTRACTS]).term_stats()
+    assert counted.n_documents == indexed.n_documents == 4
+    for term, df in {"study": 4, "shift": 1, "nurses": 1, "vaccine": 1, "harm": 0}.items():
+        assert counted.document_frequency(stem(term)) == indexed.document_frequency(stem(term)) == df, term
+
+
+def test_weighted_coverage_weighs_words_by_idf_and_leaves_out_words_in_most_abstracts() -> None:
+    corpus = CorpusTermStats.from_texts(ABSTRACTS)
+    once, never = math.log(1 + 3.5 / 1.5), math.log(1 + 4.5 / 0.5)  # BM25's idf at df 1 and df 0 of N = 4
+    # "study" is in all four abstracts: left out. shift and work found; sleep (in one abstract) and harm (in none) not.
+    share = weighted_question_coverage("Does shift work harm sleep in a study", ["Shift work: a study"], corpus)
+    assert share == pytest.approx(2 * once / (3 * once + never))
+    # A long question is judged by its best sentence: the framing around it, which nothing holds, does not count.
+    framed = "I am writing a report for my manager today. Does shift work harm sleep in a study?"
+    assert weighted_question_coverage(framed, ["Shift work: a study"], corpus) == pytest.approx(share)
+    assert weighted_question_coverage("The study.", ["anything"], corpus) is None  # only a word every abstract has

@@ -59,14 +59,40 @@ def test_transient_fault_then_success(fault: str) -> None:
     assert server.completions == 2
 
 
-def test_timeout_then_success() -> None:
+def test_a_research_call_retries_a_timeout() -> None:
     with openai_standin(script=["timeout"], hang_s=5.0) as server:
         started = time.perf_counter()
-        result = client_for(server.base_url, timeout=0.3).complete(MESSAGES)
+        result = client_for(server.base_url, timeout=0.3, lane="research").complete(MESSAGES)
         elapsed = time.perf_counter() - started
     assert result.finish_reason == "stop"
     assert server.completions == 2
     assert elapsed < 3.0
+
+
+def test_a_hanging_server_costs_an_annotators_summary_one_time_out() -> None:
+    """Issue 30: with a server that hangs, every summary used to wait out the time-out on each of its attempts
+    (8 annotators waited 156-163 s at a 30 s time-out). One attempt times out; the calls that follow while the
+    server is marked slow fail at once, saying why, without reaching it; once the mark lapses it is asked again."""
+    with openai_standin(script=["timeout"], hang_s=5.0) as server:
+        started = time.perf_counter()
+        with pytest.raises(LLMError) as first:
+            client_for(server.base_url, timeout=1.0).complete(MESSAGES)
+        assert 1.0 <= time.perf_counter() - started < 2.5  # one time-out, not max_retries + 1 of them
+        assert first.value.transient and first.value.timed_out
+        assert server.completions == 1
+
+        started = time.perf_counter()
+        with pytest.raises(LLMError) as second:
+            client_for(server.base_url, timeout=1.0).complete(MESSAGES)  # another summary, another client
+        assert time.perf_counter() - started < 0.5
+        assert not second.value.transient  # the generation fails now, with its way out, rather than waiting
+        assert "did not answer within 1s" in second.value.reason
+        assert server.base_url.rstrip("/") in second.value.reason
+        assert server.completions == 1  # the hanging server was not asked again
+
+        time.sleep(1.1)  # the mark lapses; the server (now answering) is asked again
+        result = client_for(server.base_url, timeout=1.0, max_retries=0).complete(MESSAGES)
+    assert result.finish_reason == "stop"
 
 
 def test_retries_are_bounded_and_the_reason_survives() -> None:

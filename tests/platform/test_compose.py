@@ -61,6 +61,30 @@ def test_the_rendered_configuration_with_the_example_environment_follows_the_spe
     assert "celery@$HOSTNAME " in config["services"]["worker-annotator"]["healthcheck"]["test"][1]
 
 
+APP_SERVICES = ("web", "worker-annotator", "worker-research", "beat")
+
+
+def test_env_passes_a_managed_database_and_broker_through_to_every_app_service(tmp_path: Path) -> None:
+    """Issue 31: the compose file's `environment:` block overrode .env, so a managed PostgreSQL and RabbitMQ in
+    .env were rendered as db:5432 and redis://redis:6379/0."""
+    shutil.copy(REPO / "docker-compose.yml", tmp_path / "docker-compose.yml")
+    shutil.copytree(REPO / "platform", tmp_path / "platform")
+    managed = "postgres://app:s3cret@pg.example.org:5432/satisfy"
+    broker = "amqp://app:s3cret@mq.example.org:5672/satisfy"
+    (tmp_path / ".env").write_text(f"DATABASE_URL={managed}\nCELERY_BROKER_URL={broker}\n")
+    services = render(tmp_path)["services"]
+    for name in APP_SERVICES:
+        assert services[name]["environment"]["DATABASE_URL"] == managed, name
+        assert services[name]["environment"]["CELERY_BROKER_URL"] == broker, name
+    # Without them, the bundled services, on the password .env gives the database.
+    (tmp_path / ".env").write_text("POSTGRES_PASSWORD=long-and-random\n")
+    services = render(tmp_path)["services"]
+    assert services["db"]["environment"]["POSTGRES_PASSWORD"] == "long-and-random"
+    for name in APP_SERVICES:
+        assert services[name]["environment"]["DATABASE_URL"] == "postgres://satisfy:long-and-random@db:5432/satisfy"
+        assert services[name]["environment"]["CELERY_BROKER_URL"] == "redis://redis:6379/0"
+
+
 def test_interpolation_as_docker_compose_does_it() -> None:
     env = {"TAG": "16.4", "EMPTY": ""}
     assert interpolate("postgres:${TAG:-15}-bookworm", env) == "postgres:16.4-bookworm"

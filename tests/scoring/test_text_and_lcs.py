@@ -210,3 +210,50 @@ def test_lcs_length_without_rapidfuzz_uses_the_bit_parallel_path(monkeypatch: py
     assert lcs_length("ABCBDAB", "BDCABA") == 4
     with pytest.raises(RuntimeError):
         lcs_length_rapidfuzz("a", "a")
+
+
+# lcs_length picks rapidfuzz on the token lists for small pairs of str tokens and the codes otherwise
+# (bench/lcs.py); both must give the length a plain dynamic programme gives.
+
+
+def _reference_lcs(a: list, b: list) -> int:
+    """The textbook table, written out here so that no path of scoring.core.lcs checks itself."""
+    table = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i, x in enumerate(a, start=1):
+        for j, y in enumerate(b, start=1):
+            table[i][j] = table[i - 1][j - 1] + 1 if x == y else max(table[i - 1][j], table[i][j - 1])
+    return table[-1][-1]
+
+
+def test_both_one_off_paths_match_a_plain_table_on_random_token_lists() -> None:
+    rng = random.Random(29)
+    for _ in range(300):
+        vocabulary = [f"t{i}" for i in range(rng.choice((1, 2, 5, 20, 300, 2000)))] + ["a", "é", "日本"]
+        a = rng.choices(vocabulary, k=rng.randint(0, 80))
+        b = rng.choices(vocabulary, k=rng.randint(0, 400))
+        expected = _reference_lcs(a, b)
+        assert lcs.lcs_length_lists(a, b) == expected, (a, b)
+        assert lcs_length_rapidfuzz(a, b) == lcs_length_rapidfuzz(b, a) == expected, (a, b)
+        assert lcs_length(a, b) == lcs_length(b, a) == expected, (a, b)
+
+
+@pytest.mark.parametrize("cells", [0, 10**9])
+def test_lcs_length_on_either_side_of_the_crossover_matches_a_plain_table(
+    monkeypatch: pytest.MonkeyPatch, rose_examples: list[dict], cells: int
+) -> None:
+    # The bound moved to either end sends every pair down one path, so each path is checked on real pairs
+    # (CNN/DailyMail summaries against their articles: about 60 x 700 tokens).
+    monkeypatch.setattr(lcs, "LIST_PATH_MAX_CELLS", cells)
+    for example in rose_examples[:3]:
+        source = tokenize(example["source"])
+        for summary in list(example["system_outputs"].values())[:3]:
+            tokens = tokenize(summary)
+            expected = _reference_lcs(tokens, source)
+            assert lcs_length(tokens, source) == lcs_length(source, tokens) == expected
+
+
+def test_items_that_are_not_all_str_are_refused_by_the_list_path() -> None:
+    # rapidfuzz would key these by hash, and hash(0) == hash(2**61 - 1): lcs_length takes the codes instead.
+    assert lcs.lcs_length_lists([0, "x"], [2**61 - 1, "x"]) is None
+    assert lcs.lcs_length_lists(["x", b"y"], ["x"]) is None
+    assert lcs_length([0, "x"], [2**61 - 1, "x"]) == 1
