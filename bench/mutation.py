@@ -129,8 +129,8 @@ def run_module(module: Module, jobs: int, work: Path, log: Path) -> dict[str, in
     if done.returncode != 0:
         sys.exit(f"bench/mutation.py: mutmut failed for {module.name} (exit {done.returncode}); see {log}")
     meta = folder / "mutants" / (module.source + ".meta")
-    codes: dict[str, int] = json.loads(meta.read_text())["exit_code_by_key"]
-    return codes
+    found: dict[str, int] = json.loads(meta.read_text())["exit_code_by_key"]
+    return found
 
 
 def survivor_diffs(module: Module, work: Path, names: list[str]) -> str:
@@ -162,17 +162,26 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
     parser.add_argument("--survivors", action="store_true", help="print each surviving mutant's diff")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copies (their path is printed)")
+    parser.add_argument(
+        "--tabulate", type=Path, metavar="FOLDER", help="only print the table of a run kept with --keep, again"
+    )
     args = parser.parse_args()
     chosen = [m for m in MODULES if not args.module or m.name in args.module]
     known = equivalents()
-    work = Path(tempfile.mkdtemp(prefix="mutation-"))
-    rows = []
+    if args.tabulate:
+        chosen = [m for m in chosen if (args.tabulate / m.name / "mutants" / (m.source + ".meta")).exists()]
+    work = args.tabulate or Path(tempfile.mkdtemp(prefix="mutation-"))
+    rows: list[tuple[str, int, int, int, int, int, int, float, float]] = []
     survivors_by_module: dict[str, list[str]] = {}
     stale: list[str] = []
     try:
         for module in chosen:
-            print(f"bench/mutation.py: {module.name} ({module.source}) ...", flush=True)
-            codes = run_module(module, args.jobs, work, work / f"{module.name}.log")
+            if args.tabulate:
+                meta = work / module.name / "mutants" / (module.source + ".meta")
+                codes: dict[str, int] = json.loads(meta.read_text())["exit_code_by_key"]
+            else:
+                print(f"bench/mutation.py: {module.name} ({module.source}) ...", flush=True)
+                codes = run_module(module, args.jobs, work, work / f"{module.name}.log")
             killed = sum(1 for c in codes.values() if c in KILLED)
             timeout = sum(1 for c in codes.values() if c in TIMEOUT)
             survivors = sorted((n for n, c in codes.items() if c in SURVIVED or c in NO_TESTS), key=_natural)
@@ -193,8 +202,7 @@ def main() -> None:
         for name, total, killed, surv, tout, eq, other, raw, net in rows:
             print(f"| {name} | {total} | {killed} | {surv} | {tout} | {eq} | {other} | {raw:.1f} | {net:.1f} |")
         if len(rows) > 1:
-            sums = [sum(r[i] for r in rows) for i in range(1, 7)]
-            total, killed, surv, tout, eq, other = sums
+            total, killed, surv, tout, eq, other = (sum(int(r[i]) for r in rows) for i in range(1, 7))
             raw = 100.0 * (killed + tout) / total
             net = 100.0 * (killed + tout) / (total - eq)
             print(f"| all | {total} | {killed} | {surv} | {tout} | {eq} | {other} | {raw:.1f} | {net:.1f} |")
@@ -211,7 +219,7 @@ def main() -> None:
             print("\nlisted as equivalent but killed (remove from bench/mutation_equivalents.txt):")
             print("  " + "\n  ".join(stale))
     finally:
-        if args.keep:
+        if args.keep or args.tabulate:
             print(f"\ncopies kept in {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
