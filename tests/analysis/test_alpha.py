@@ -27,7 +27,7 @@ NAN = np.nan
 BINARY = [[0, 0, 1, 1], [0, 1, 1, 1]]
 
 
-def package(data, level: str) -> float:
+def package(data, level):
     return float(krippendorff.alpha(reliability_data=np.asarray(data, dtype=float), level_of_measurement=level))
 
 
