@@ -34,6 +34,9 @@ def sentry_init(*, dsn: str, environment: str, traces_sample_rate: float) -> Non
         dsn=dsn,
         environment=environment,
         send_default_pii=False,
+        # A frame's local variables hold bare tokens (a view's `token` argument) that no URL rule recognises,
+        # and annotators' answers: reports carry the stack without them.
+        include_local_variables=False,
         traces_sample_rate=traces_sample_rate,
         integrations=[DjangoIntegration(), CeleryIntegration()],
         before_send=before_send,  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
+from django.core.signals import request_finished
 from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
 
 from kernel.logging import redact
@@ -33,13 +34,19 @@ class RequestIdMiddleware:
         given = request.headers.get(HEADER, "")
         rid = given if _ACCEPTABLE.fullmatch(given) else uuid.uuid4().hex
         request.request_id = rid
-        token = request_id.set(rid)
-        try:
-            response = self.get_response(request)
-        finally:
-            request_id.reset(token)
+        # Kept until the response is closed (request_finished below): Django logs a 4xx/5xx after the
+        # middleware returned, and that line should carry the id too.
+        request_id.set(rid)
+        response = self.get_response(request)
         response[HEADER] = rid
         return response
+
+
+def _request_finished(**kwargs: Any) -> None:
+    request_id.set("")
+
+
+request_finished.connect(_request_finished, dispatch_uid="kernel.request_id")
 
 
 class RequestIdFilter(logging.Filter):
@@ -72,6 +79,7 @@ class JsonFormatter(_JsonFormatter):  # type: ignore[misc]
 
     def process_log_record(self, log_record: dict[str, Any]) -> dict[str, Any]:
         for key, value in list(log_record.items()):
-            if isinstance(value, str):
-                log_record[key] = redact(value)
+            if not isinstance(value, int | float | bool | type(None)):
+                # An `extra` object (Django's request) is written as its text: redacted like the rest.
+                log_record[key] = redact(value if isinstance(value, str) else str(value))
         return log_record
