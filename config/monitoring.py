@@ -184,6 +184,23 @@ def authorised(header: str | None) -> bool:
     return bool(token) and hmac.compare_digest(given.encode(), token.encode())
 
 
+class MetricsMiddleware:
+    """Answers /metrics before ALLOWED_HOSTS and the HTTPS redirect, as /healthz/ is answered (config/health.py):
+    Prometheus scrapes each web process by its internal address, over the private network, with the token."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path == "/metrics":
+            try:
+                return metrics_view(request)
+            except Http404:
+                pass
+        response: HttpResponse = self.get_response(request)
+        return response
+
+
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """/metrics: 404 while METRICS_TOKEN is unset (metrics off), 403 without `Authorization: Bearer <token>`."""
     if not settings.METRICS_TOKEN:

@@ -10,7 +10,6 @@ from drf_spectacular.views import SpectacularAPIView
 from annotation.health import study_health_view
 from config.api_docs import SwaggerView
 from config.health import healthz
-from config.monitoring import metrics_view
 
 
 def favicon(request: HttpRequest) -> HttpResponse:
@@ -35,7 +34,6 @@ urlpatterns = [
     path("api/redoc/", RedirectView.as_view(pattern_name="api-docs"), name="api-redoc"),
     path("research/", include("analysis.urls")),
     path("healthz/", healthz, name="healthz"),
-    path("metrics", metrics_view, name="metrics"),  # Prometheus, with METRICS_TOKEN (config/monitoring.py)
     path("", include("annotation.urls")),
 ]
 

@@ -54,6 +54,7 @@ MIDDLEWARE = [
     # Content-Security-Policy on every response, /healthz/'s too (CONTENT_SECURITY_POLICY below).
     "csp.middleware.CSPMiddleware",
     "config.health.HealthzMiddleware",  # /healthz/ on any host name, before ALLOWED_HOSTS (config/health.py)
+    "config.monitoring.MetricsMiddleware",  # /metrics likewise, with METRICS_TOKEN (config/monitoring.py)
     "django.middleware.security.SecurityMiddleware",
     "kernel.middleware.RejectUnstorableInputMiddleware",  # NUL in a path, query or header: 400, not a 500
     "whitenoise.middleware.WhiteNoiseMiddleware",
