@@ -646,7 +646,7 @@ if LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
     raise ImproperlyConfigured(f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not {LOG_LEVEL!r}")
 # Invitation tokens never reach a log (kernel/logging.py): Django's request and server loggers, and the
 # console handler every other record goes through, replace a token in a URL by [redacted].
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"redact_tokens": {"()": "kernel.logging.RedactTokensFilter"}},
