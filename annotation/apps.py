@@ -11,10 +11,11 @@ class AnnotationConfig(AppConfig):
     def ready(self) -> None:
         from django.core import checks
 
-        from kernel.checks import embedded_defaults, research_storage
+        from kernel.checks import broker_persistence, embedded_defaults, research_storage
 
         checks.register(embedded_defaults, checks.Tags.database, deploy=True)
         checks.register(research_storage, checks.Tags.files, deploy=True)
+        checks.register(broker_persistence, checks.Tags.database, deploy=True)
         # Checked once the settings are final (a deployment's own settings module may add caches), so that a
         # wrong name stops every process at start-up instead of failing each generation or retrieval.
         named = [("OPENALEX_CACHE_ALIAS", settings.OPENALEX_CACHE_ALIAS)]

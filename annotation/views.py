@@ -23,7 +23,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from annotation import practice
 from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, PracticeForm, QueryForm, ScreeningForm
-from annotation.models import Participation, Query, RetrievedDocument, Study
+from annotation.models import Participation, Query, Study
 from annotation.models_audit import AuditOrigin
 from annotation.selectors.generation import generation_progress
 from annotation.selectors.membership import StudyAction, study_allows
@@ -31,6 +31,7 @@ from annotation.selectors.participation import participation_by_invitation, part
 from annotation.selectors.query import (
     queries_ranked_count,
     query_current,
+    query_document_values,
     query_for,
     query_number,
     query_wait_state,
@@ -64,7 +65,6 @@ from annotation.services.quality import check_warning
 from annotation.services.query import query_discard, query_mark_wait_shown, query_resend, query_submit
 from annotation.services.tournament import NOTHING_TO_ANSWER, bracket_settle, judgment_record_on_page, match_mark_shown
 from kernel.exceptions import ApplicationError
-from kernel.rows import rows_by
 
 
 def _error_page(
@@ -702,9 +702,7 @@ def compare(request: HttpRequest, slug: str, index: int) -> HttpResponse:
             # What the sources list shows (not the authors, venue or score), read in one written statement.
             "documents": [
                 dict(zip(PAGE_DOCUMENT_FIELDS, row, strict=True))
-                for row in rows_by(
-                    RetrievedDocument, PAGE_DOCUMENT_FIELDS, column="query_id", value=query.pk, order_by="rank"
-                )
+                for row in query_document_values(query=query, names=PAGE_DOCUMENT_FIELDS)
             ],
             "comparison_number": answered + 1,
             "comparison_total": total,

@@ -95,3 +95,46 @@ def research_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
             )
         )
     return found
+
+
+def broker_persistence(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A Redis broker that keeps its messages only in memory loses every queued task when it restarts. The
+    sweepers find the work again from its own state within seconds of the broker's return (docs/backends.md,
+    "Sweepers"), so this is a warning, not an error: with append-only persistence the restart loses nothing at
+    all, and nothing has to be found."""
+    url = str(settings.CELERY_BROKER_URL)
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        return []  # RabbitMQ keeps durable queues on disk; the filesystem broker is a folder (W002)
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3)
+    try:
+        try:
+            config = {**client.config_get("appendonly"), **client.config_get("save")}
+            append_only = str(config.get("appendonly", "")).lower() == "yes"
+            snapshots = str(config.get("save", "")).strip()
+        except redis.exceptions.ResponseError:  # CONFIG is turned off (a managed Redis): INFO says as much
+            info = client.info("persistence")
+            append_only, snapshots = bool(info.get("aof_enabled")), "unknown"
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
+        return [
+            CheckError(
+                f"The broker cannot be reached ({type(error).__name__}: {error}).",
+                hint="Start it, or set CELERY_BROKER_URL to the broker every host shares.",
+                id="satisfy.E004",
+            )
+        ]
+    finally:
+        client.close()
+    if append_only:
+        return []
+    kept = f"snapshots only (save {snapshots!r})" if snapshots else "in memory only"
+    return [
+        CheckWarning(
+            f"The broker's Redis keeps queued tasks {kept}: a restart loses the messages waiting in it, and the "
+            "sweepers send that work again once it is back (within seconds, docs/backends.md 'Sweepers').",
+            hint="Run the broker's Redis with append-only persistence (appendonly yes; docker-compose.yml does), so "
+            "a restart loses nothing; docs/deploy.md, 'Brokers'.",
+            id="satisfy.W006",
+        )
+    ]

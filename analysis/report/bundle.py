@@ -1,6 +1,9 @@
 """Everything one analysis writes, the same from the command line, ``manage.py analyze`` and a research job
 started on the web: ``report.json``, ``report.html``, one CSV per statistic in ``tables/`` and the comparison
-table itself with its manifest."""
+table itself with its manifest.
+
+The one path from a report to its files: ``report_content`` computes everything the report shows, then each
+renderer (``plots``, ``html``, ``json_report``, the CSV tables here) renders that content and nothing else."""
 
 from __future__ import annotations
 
@@ -12,9 +15,14 @@ from typing import Any
 import pandas as pd
 
 from analysis.exports import FORMATS, ExportManifest, export_comparisons, neutralize_frame
-from analysis.report.json_report import write_report
+from analysis.report.content import ReportContent, report_content
+from analysis.report.html import render_page
+from analysis.report.json_report import render_json
+from analysis.report.plots import draw_figures
 from analysis.stats.analyze import AnalysisReport
 from analysis.stats.systems import SystemTables, system_tables
+
+TITLE = "Human evaluation analysis"
 
 
 @dataclass(frozen=True)
@@ -25,55 +33,43 @@ class AnalysisOutputs:
     export: ExportManifest | None
 
 
-def _write_csv(frame: pd.DataFrame, path: Path) -> None:
-    neutralize_frame(frame).to_csv(path, index=False, lineterminator="\n")
+def render_html(report: AnalysisReport, *, title: str = TITLE, systems: SystemTables | None = None) -> str:
+    """The whole report as one HTML document (``systems`` adds the per-system tables)."""
+    content = report_content(report, title=title, systems=systems)
+    return render_page(content, draw_figures(content.figures))
 
 
-def report_tables(report: AnalysisReport, systems: SystemTables | None = None) -> dict[str, pd.DataFrame]:
-    """One frame per statistic, named as its CSV in ``tables/``."""
-    frames: dict[str, pd.DataFrame] = {
-        "stages": pd.DataFrame([s.to_dict() for s in report.stages]),
-        "win_rates": report.win_rates.to_frame(),
-        "neither_rates": report.win_rates.neither_frame(),
-        "annotators": pd.DataFrame([a.to_dict() for a in report.annotators]),
-        "page_times": pd.DataFrame([p.to_dict() for p in report.page_times]),
-    }
-    if report.regression is not None:
-        frames["regression"] = report.regression.to_frame()
-        if report.regression_family is not None and "p_value" in frames["regression"].columns:
-            # The adjusted p-value beside the raw one, in the coefficients' order (regression_family).
-            at = list(frames["regression"].columns).index("p_value") + 1
-            frames["regression"].insert(at, "p_adjusted", list(report.regression_family.p_adjusted))
-    if report.agreement is not None:
-        frames["agreement"] = report.agreement.to_frame()
-        frames["agreement_families"] = pd.DataFrame([f.to_dict() for f in report.agreement.families])
-        if report.agreement.excluded:
-            frames["agreement_excluded"] = pd.DataFrame([e.to_dict() for e in report.agreement.excluded])
-        if report.agreement.position_consistency:
-            frames["judge_position_consistency"] = pd.DataFrame(
-                [c.to_dict() for c in report.agreement.position_consistency]
-            )
-    if report.threshold_sweeps:
-        frames["threshold_sweeps"] = pd.DataFrame([s.to_dict() for s in report.threshold_sweeps])
-    if report.bradley_terry is not None:
-        frames["bradley_terry"] = report.bradley_terry.to_frame()
-    if systems is not None:
-        frames["system_metrics"] = systems.metric_frame()
-        if systems.risk:
-            frames["system_risk_bands"] = systems.risk_frame()
-    return frames
+def report_dict(report: AnalysisReport, *, systems: SystemTables | None = None) -> dict[str, Any]:
+    """The report's JSON document as a dict."""
+    return dict(report_content(report, systems=systems).data)
 
 
-def write_tables(report: AnalysisReport, out_dir: Path, *, systems: SystemTables | None = None) -> list[Path]:
-    """One CSV per statistic, for spreadsheets and papers."""
-    tables_dir = out_dir / "tables"
-    tables_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, frame in report_tables(report, systems).items():
-        path = tables_dir / f"{name}.csv"
-        _write_csv(frame, path)
-        paths.append(path)
+def report_json(report: AnalysisReport, *, indent: int | None = 2, systems: SystemTables | None = None) -> str:
+    return render_json(report_content(report, systems=systems), indent=indent)
+
+
+def _write_files(content: ReportContent, out_dir: Path, *, tables: bool) -> dict[str, Path]:
+    """Render ``content`` into ``out_dir``: the JSON, the HTML page with its figures, and (``tables``) one CSV
+    per statistic, for spreadsheets and papers, keyed ``tables/<name>``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out_dir / "report.json", "html": out_dir / "report.html"}
+    svgs = draw_figures(content.figures)
+    paths["json"].write_text(render_json(content), encoding="utf-8")
+    paths["html"].write_text(render_page(content, svgs), encoding="utf-8")
+    if tables:
+        (out_dir / "tables").mkdir(parents=True, exist_ok=True)
+        for name, frame in content.tables.items():
+            path = paths[f"tables/{name}"] = out_dir / "tables" / f"{name}.csv"
+            neutralize_frame(frame).to_csv(path, index=False, lineterminator="\n")
     return paths
+
+
+def write_report(
+    report: AnalysisReport, out_dir: Path, *, title: str = TITLE, systems: SystemTables | None = None
+) -> dict[str, Path]:
+    """Write ``report.json`` and ``report.html`` into ``out_dir`` (created if needed); ``systems`` adds the
+    per-system metric, abstractiveness and risk-band tables (``analysis.stats.systems.system_tables``)."""
+    return _write_files(report_content(report, title=title, systems=systems), out_dir, tables=False)
 
 
 def write_analysis(
@@ -81,7 +77,7 @@ def write_analysis(
     table: pd.DataFrame,
     out_dir: Path,
     *,
-    title: str = "Human evaluation analysis",
+    title: str = TITLE,
     study: str | None = None,
     filters: Mapping[str, Any] | None = None,
     export_formats: Sequence[str] = FORMATS,
@@ -91,10 +87,8 @@ def write_analysis(
     report of a table that is not re-exported still names its input."""
     if filters and filters.get("source") and not report.provenance.source:
         report = replace(report, provenance=replace(report.provenance, source=str(filters["source"])))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    systems = system_tables(table)
-    paths = write_report(report, out_dir, title=title, systems=systems)
-    tables = write_tables(report, out_dir, systems=systems)
+    content = report_content(report, title=title, systems=system_tables(table))
+    paths = _write_files(content, out_dir, tables=True)
     manifest = None
     if export_formats:
         manifest = export_comparisons(
@@ -107,4 +101,5 @@ def write_analysis(
             exclusion=report.exclusion.to_dict() if report.exclusion else None,
             table_sha256=report.provenance.table_sha256,
         )
-    return AnalysisOutputs(json=paths["json"], html=paths["html"], tables=tuple(tables), export=manifest)
+    tables = tuple(path for key, path in paths.items() if key.startswith("tables/"))
+    return AnalysisOutputs(json=paths["json"], html=paths["html"], tables=tables, export=manifest)

@@ -1,4 +1,5 @@
-"""SVG plots for the HTML report, drawn with matplotlib's object API (no pyplot state, no files)."""
+"""SVG plots for the HTML report, drawn with matplotlib's object API (no pyplot state, no files), each from the
+figure data ``analysis.report.content`` computed; ``draw_figures`` is the one way in for the other renderers."""
 
 from __future__ import annotations
 
@@ -11,20 +12,18 @@ from typing import ParamSpec, TypeVar
 
 from matplotlib import rc_context
 from matplotlib.backends.backend_svg import FigureCanvasSVG
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure as MplFigure
 from matplotlib.patches import Patch
 
-from analysis.stats.agreement import AgreementResult, ThresholdAlpha
-from analysis.stats.bradley_terry import BradleyTerryResult
-from analysis.stats.regression import LogisticRegressionResult
-from analysis.stats.win_rates import WinRate
+from analysis.report.content import AlphaFigure, Figure, IntervalFigure, StrengthFigure, SweepFigure
 
 P = ParamSpec("P")
 R = TypeVar("R")
 PALETTE = ("#1b6ca8", "#d1495b", "#66a182", "#edae49", "#00798c", "#8e6c8a", "#4d4d4d", "#a3a380")
 
 
-def _svg(fig: Figure) -> str:
+def figure_svg(fig: MplFigure) -> str:
+    """One matplotlib figure as inline SVG (no XML header, a fixed hash salt so ids do not change)."""
     buf = io.StringIO()
     with rc_context({"svg.fonttype": "none", "svg.hashsalt": "satisfy-report"}):
         FigureCanvasSVG(fig).print_svg(buf)
@@ -62,7 +61,7 @@ def interval_plot(
     xlim: tuple[float, float] | None = (0.0, 1.0),
 ) -> str:
     """Point estimates with horizontal intervals, one row per label (top to bottom)."""
-    fig = Figure(figsize=(7.0, 0.42 * max(len(rows), 2) + 1.1))
+    fig = MplFigure(figsize=(7.0, 0.42 * max(len(rows), 2) + 1.1))
     ax = fig.add_subplot()
     ys = list(range(len(rows)))[::-1]
     for y, (_label, est, low, high) in zip(ys, rows, strict=True):
@@ -82,34 +81,15 @@ def interval_plot(
     ax.set_title(title, fontsize=11)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    return _svg(fig)
+    return figure_svg(fig)
 
 
 @plain_text
-def win_rate_plot(rows: Sequence[WinRate], *, title: str) -> str:
-    data = [(f"{r.group} ({r.stage})", r.decided_rate, r.ci_low, r.ci_high) for r in rows]
-    return interval_plot(data, title=title)
-
-
-@plain_text
-def forest_plot(result: LogisticRegressionResult) -> str:
-    data = [(c.term, c.odds_ratio, c.ci_low, c.ci_high) for c in result.coefficients]
-    return interval_plot(
-        data,
-        title=f"Odds ratios, {result.confidence_level:.0%} CI (SEs clustered by annotator)",
-        reference=1.0,
-        xlabel="odds ratio (log scale)",
-        log=True,
-        xlim=None,
-    )
-
-
-@plain_text
-def alpha_plot(result: AgreementResult) -> str:
-    metrics = list(result.metrics)
+def alpha_plot(figure: AlphaFigure) -> str:
+    metrics = list(figure.bars)
     families = sorted({m.family for m in metrics})
     colour = {f: PALETTE[i % len(PALETTE)] for i, f in enumerate(families)}
-    fig = Figure(figsize=(7.0, 0.3 * max(len(metrics), 3) + 1.2))
+    fig = MplFigure(figsize=(7.0, 0.3 * max(len(metrics), 3) + 1.2))
     ax = fig.add_subplot()
     ys = list(range(len(metrics)))[::-1]
     values = [m.alpha if _finite(m.alpha) else 0.0 for m in metrics]
@@ -117,43 +97,39 @@ def alpha_plot(result: AgreementResult) -> str:
     ax.axvline(0.0, color="#333333", linewidth=1)
     ax.set_yticks(ys)
     ax.set_yticklabels([m.metric for m in metrics], fontsize=8)
-    ax.set_xlabel(f"Krippendorff's alpha ({result.level}), metric vs annotator")
+    ax.set_xlabel(f"Krippendorff's alpha ({figure.level}), metric vs annotator")
     ax.set_title("Metric-human agreement by family", fontsize=11)
     handles = [Patch(color=colour[f], label=f) for f in families]
     ax.legend(handles=handles, fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    return _svg(fig)
+    return figure_svg(fig)
 
 
 @plain_text
-def threshold_sweep_plot(sweeps: Sequence[ThresholdAlpha], result: AgreementResult) -> str:
+def threshold_sweep_plot(figure: SweepFigure) -> str:
     """Alpha against the "neither" threshold (in pooled SDs of each metric), one line per metric, one panel
     per family; a marker shows the threshold each metric actually used."""
-    used = {m.metric: m for m in result.metrics}
-    by_metric: dict[str, list[ThresholdAlpha]] = {}
-    for s in sweeps:
-        if s.metric in used and _finite(s.sd_multiple):
-            by_metric.setdefault(s.metric, []).append(s)
-    families = sorted({used[m].family for m in by_metric})
-    fig = Figure(figsize=(7.0, 2.4 * max(len(families), 1) + 0.6))
-    if not families:
+    fig = MplFigure(figsize=(7.0, 2.4 * max(len(figure.panels), 1) + 0.6))
+    if not figure.panels:
         ax = fig.add_subplot()
         ax.text(0.5, 0.5, "no metric with a threshold to sweep", ha="center", va="center")
         ax.set_axis_off()
-        return _svg(fig)
-    axes = fig.subplots(len(families), 1, squeeze=False, sharex=True)[:, 0]
-    for ax, family in zip(axes, families, strict=True):
-        names = [m for m in by_metric if used[m].family == family]
-        for i, name in enumerate(names):
-            points = sorted(by_metric[name], key=lambda s: s.threshold)
-            xs = [p.sd_multiple for p in points]
-            ys = [p.alpha if _finite(p.alpha) else math.nan for p in points]
+        return figure_svg(fig)
+    axes = fig.subplots(len(figure.panels), 1, squeeze=False, sharex=True)[:, 0]
+    for ax, (family, lines) in zip(axes, figure.panels, strict=True):
+        for i, line in enumerate(lines):
             colour = PALETTE[i % len(PALETTE)]
-            ax.plot(xs, ys, "-", color=colour, linewidth=1.5, label=name)
-            chosen = used[name]
-            if _finite(chosen.pooled_sd) and chosen.pooled_sd > 0 and _finite(chosen.alpha):
-                ax.plot([chosen.threshold / chosen.pooled_sd], [chosen.alpha], "o", color=colour, markersize=6)
+            ax.plot(
+                [x for x, _ in line.points],
+                [y for _, y in line.points],
+                "-",
+                color=colour,
+                linewidth=1.5,
+                label=line.metric,
+            )
+            if line.chosen is not None:
+                ax.plot([line.chosen[0]], [line.chosen[1]], "o", color=colour, markersize=6)
         ax.axhline(0.0, color="#333333", linewidth=0.8)
         ax.set_title(family, fontsize=9)
         ax.set_ylabel("alpha", fontsize=8)
@@ -162,20 +138,20 @@ def threshold_sweep_plot(sweeps: Sequence[ThresholdAlpha], result: AgreementResu
     axes[-1].set_xlabel('threshold for "neither" (pooled standard deviations of the metric)')
     fig.suptitle("Agreement against the similarity threshold (dot: threshold used)", fontsize=11)
     fig.tight_layout()
-    return _svg(fig)
+    return figure_svg(fig)
 
 
 @plain_text
-def strength_plot(result: BradleyTerryResult) -> str:
+def strength_plot(figure: StrengthFigure) -> str:
     """Finite log-strengths with their intervals (an interval end at infinity drawn to the edge, with an
     arrow); a system with an infinite strength is a labelled arrow at the edge it lies beyond ("always won" on
     the right, "never won" on the left), so that the finite ones keep a readable scale."""
-    systems = list(result.systems)
+    systems = list(figure.systems)
     finite = [v for s in systems for v in (s.log_strength, s.ci_low, s.ci_high) if _finite(v)]
     low, high = (min(finite), max(finite)) if finite else (-1.0, 1.0)
     pad = max(0.5, 0.15 * (high - low))
     left, right = low - pad, high + pad
-    fig = Figure(figsize=(7.0, 0.42 * max(len(systems), 2) + 1.1))
+    fig = MplFigure(figsize=(7.0, 0.42 * max(len(systems), 2) + 1.1))
     ax = fig.add_subplot()
     ys = list(range(len(systems)))[::-1]
     for y, s in zip(ys, systems, strict=True):
@@ -202,8 +178,31 @@ def strength_plot(result: BradleyTerryResult) -> str:
     ax.set_yticklabels([s.system for s in systems])
     ax.set_xlim(left, right)
     ax.set_xlabel("log strength (arrows: beyond the axis, infinite)")
-    centre = "mean 0 over the finite ones" if result.separated else "mean 0"
+    centre = "mean 0 over the finite ones" if figure.separated else "mean 0"
     ax.set_title(f"Bradley-Terry log-strengths ({centre})", fontsize=11)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    return _svg(fig)
+    return figure_svg(fig)
+
+
+def draw(figure: Figure) -> str:
+    """One figure of the report as SVG."""
+    if isinstance(figure, IntervalFigure):
+        return interval_plot(
+            figure.rows,
+            title=figure.title,
+            reference=figure.reference,
+            xlabel=figure.xlabel,
+            log=figure.log,
+            xlim=figure.xlim,
+        )
+    if isinstance(figure, AlphaFigure):
+        return alpha_plot(figure)
+    if isinstance(figure, SweepFigure):
+        return threshold_sweep_plot(figure)
+    return strength_plot(figure)
+
+
+def draw_figures(figures: Sequence[Figure]) -> dict[str, str]:
+    """Every figure of the report as SVG, by its key."""
+    return {figure.key: draw(figure) for figure in figures}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from analysis.report.plots import PALETTE, _svg, plain_text
+from analysis.report.plots import PALETTE, figure_svg, plain_text
 from analysis.stats.power import PowerPlan
 
 
@@ -31,4 +31,4 @@ def power_plot(plan: PowerPlan) -> str:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    return _svg(fig)
+    return figure_svg(fig)

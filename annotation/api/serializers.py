@@ -30,7 +30,6 @@ from annotation.services.participation import (
 )
 from annotation.services.study import LIMITS, STUDY_FIELDS, limit_message
 from annotation.services.tournament import COMMENT_MAX_CHARS
-from kernel.rows import rows_by
 from kernel.storable import DB_INT_MAX
 
 
@@ -285,12 +284,12 @@ def query_body(query: Query) -> dict[str, Any]:
     again for every instance, were half of its CPU. tests/annotation/test_api_bodies.py holds it to the
     serializer's output."""
     from annotation.selectors.generation import generation_progress
-    from annotation.selectors.query import query_wait_state
+    from annotation.selectors.query import query_document_values, query_wait_state
 
     progress = generation_progress(query=query)
     # The waiting page's own reading of the question (views.wait and views.status): the two never disagree.
     state = query_wait_state(query=query, progress=progress)
-    rows = rows_by(RetrievedDocument, DOCUMENT_FIELDS, column="query_id", value=query.pk, order_by="rank")
+    rows = query_document_values(query=query, names=DOCUMENT_FIELDS)
     return {
         "id": query.pk,
         "index": query.index,

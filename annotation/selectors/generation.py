@@ -8,9 +8,9 @@ from django.db.models import QuerySet
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
 
+from annotation import queries
 from annotation.models import Candidate, Query
 from annotation.selectors.membership import StudyAction, scoped_to_studies
-from kernel.rows import rows_by
 
 PROGRESS_LABELS: dict[str, str | Promise] = {
     Candidate.Status.QUEUED: gettext_lazy("waiting"),
@@ -22,9 +22,8 @@ PROGRESS_LABELS: dict[str, str | Promise] = {
 
 def generation_progress(*, query: Query) -> list[dict[str, object]]:
     """Anonymous per-candidate progress for the waiting page: no system, model or condition."""
-    # Written out (kernel.rows): the status poll reads this on every call, and the ORM's compiling cost more
-    # than the statement.
-    rows = rows_by(Candidate, ("status", "attempts"), column="query_id", value=query.pk, order_by="id")
+    # The status poll reads this on every call: a written read (annotation.queries).
+    rows = queries.candidate_progress_values(query_id=query.pk)
     return [
         {"number": n, "status": status, "label": str(PROGRESS_LABELS[status]), "attempts": attempts}
         for n, (status, attempts) in enumerate(rows, start=1)

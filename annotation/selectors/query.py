@@ -2,31 +2,21 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db.models import Exists, OuterRef
 from django.http import Http404
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from annotation.models import Participation, PromptTemplate, Query, RetrievedDocument, Study
+from annotation import queries
+from annotation.models import Participation, Query, RetrievedDocument
 from kernel.backends import Document
-from kernel.rows import (
-    RowShape,
-    column,
-    for_update_of,
-    instances_from_row,
-    model_columns,
-    require_transaction,
-    rows_by,
-    select_list,
-)
 from kernel.storable import DB_BIGINT_MAX
 
 
@@ -51,86 +41,25 @@ def queries_ranked_count(*, participation_id: int) -> int:
 
 def query_of_annotator(*, annotator: Any, query_id: int, fields: Sequence[str]) -> Query | None:
     """Question `query_id` if it is the annotator's, with only `fields` loaded (and its key); None otherwise.
-    As `Query.objects.only(*fields).filter(pk=..., participation__annotator=...)`, written out: the status
-    poll reads it on every call."""
+    The status poll reads it on every call: a written read (`annotation.queries.query_of_annotator`)."""
     if annotator is None or annotator.pk is None or not 0 < query_id <= DB_BIGINT_MAX:
         return None
-    with connection.cursor() as cursor:
-        cursor.execute(_query_of_annotator_sql(tuple(fields)), [query_id, annotator.pk])
-        row = cursor.fetchone()
-    return None if row is None else instances_from_row(row, _query_shape(tuple(fields)))[0]
-
-
-@functools.cache
-def _query_shape(fields: tuple[str, ...]) -> RowShape:
-    return [(Query, "q", model_columns(Query, {"id", *fields}))]
-
-
-@functools.cache
-def _query_of_annotator_sql(fields: tuple[str, ...]) -> str:
-    q = connection.ops.quote_name
-    # Names from the models' metadata; the values are bound parameters.
-    return (
-        f"SELECT {select_list(_query_shape(fields))} FROM {q(Query._meta.db_table)} q"  # noqa: S608
-        f" INNER JOIN {q(Participation._meta.db_table)} p"
-        f" ON p.{column(Participation, 'id')} = q.{column(Query, 'participation')}"
-        f" WHERE q.{column(Query, 'id')} = %s AND p.{column(Participation, 'annotator')} = %s"
-    )
+    return queries.query_of_annotator(annotator_id=annotator.pk, query_id=query_id, fields=fields)
 
 
 def query_with_study(*, query_id: int, lock: bool = False, retrieval: bool = False) -> Query:
-    """Question `query_id` with its participation and study, every column, in one written statement: as
-    `select_related("participation__study")`. `lock` locks the question's row alone until the transaction
-    ends (`select_for_update(of=("self",))`: drawing the bracket); `retrieval` adds what the retrieval reads,
-    the study's prompt template (`..._study__prompt_template`) and `has_documents` (whether the sources are
-    stored). Held to the ORM's reads in tests/annotation/test_generation_read.py. Query.DoesNotExist when
+    """Question `query_id` with its participation and study in one statement. `lock` locks the question's row
+    alone until the transaction ends (drawing the bracket); `retrieval` adds what the retrieval reads, the
+    study's prompt template and `has_documents` (whether the sources are stored). Query.DoesNotExist when
     there is none."""
-    if lock:
-        require_transaction("query_with_study(lock=True)")
-    with connection.cursor() as cursor:
-        cursor.execute(_query_with_study_sql(lock, retrieval), [query_id])
-        row = cursor.fetchone()
-    if row is None:
-        raise Query.DoesNotExist("Query matching query does not exist.")
-    shape = _query_with_study_shape(retrieval)
-    width = sum(len(names) for _, _, names in shape)
-    query, participation, study, *rest = instances_from_row(row[:width], shape)
-    query.participation, participation.study = participation, study
+    found = Query.objects.select_related(
+        "participation__study__prompt_template" if retrieval else "participation__study"
+    )
     if retrieval:
-        study.prompt_template = rest[0]  # None for a study without a template of its own
-        query.has_documents = bool(row[-1])
-    return cast(Query, query)
-
-
-_QUERY_WITH_STUDY: RowShape = [
-    (Query, "q", model_columns(Query)),
-    (Participation, "p", model_columns(Participation)),
-    (Study, "s", model_columns(Study)),
-    (PromptTemplate, "t", model_columns(PromptTemplate)),
-]
-
-
-def _query_with_study_shape(retrieval: bool) -> RowShape:
-    return _QUERY_WITH_STUDY if retrieval else _QUERY_WITH_STUDY[:3]
-
-
-@functools.cache
-def _query_with_study_sql(lock: bool, retrieval: bool) -> str:
-    q = connection.ops.quote_name
-    documents = (
-        f", EXISTS (SELECT 1 FROM {q(RetrievedDocument._meta.db_table)} d WHERE d.query_id = q.id)"  # noqa: S608
-        if retrieval
-        else ""
-    )
-    # Names from the models' metadata; the value is a bound parameter.
-    return (
-        f"SELECT {select_list(_query_with_study_shape(retrieval))}{documents} FROM {q(Query._meta.db_table)} q"  # noqa: S608
-        f" INNER JOIN {q(Participation._meta.db_table)} p ON p.id = q.participation_id"
-        f" INNER JOIN {q(Study._meta.db_table)} s ON s.id = p.study_id"
-        + (f" LEFT OUTER JOIN {q(PromptTemplate._meta.db_table)} t ON t.id = s.prompt_template_id" if retrieval else "")
-        + " WHERE q.id = %s"
-        + (for_update_of("q") if lock else "")
-    )
+        found = found.annotate(has_documents=Exists(RetrievedDocument.objects.filter(query_id=OuterRef("pk"))))
+    if lock:
+        found = found.select_for_update(of=("self",))
+    return found.get(pk=query_id)
 
 
 def query_current(*, participation: Participation) -> Query | None:
@@ -142,16 +71,17 @@ def query_current(*, participation: Participation) -> Query | None:
     )
 
 
+def query_document_values(*, query: Query, names: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """The question's sources in rank order as `values_list(*names)` tuples (the status poll's body, the match
+    page's list): a written read (`annotation.queries.documents_values`)."""
+    return queries.documents_values(query_id=query.pk, names=names)
+
+
 def query_documents(*, query: Query) -> list[Document]:
     """The sources retrieved for a query, in rank order, as the backends take them."""
-    # Values in a written statement, not model instances: this is on every generation's path
-    # (bench/generation.py profiles it).
-    rows = rows_by(
-        RetrievedDocument,
-        ("external_id", "title", "abstract", "url", "year", "venue", "authors"),
-        column="query_id",
-        value=query.pk,
-        order_by="rank",
+    # Every generation reads them: a written read (annotation.queries).
+    rows = queries.documents_values(
+        query_id=query.pk, names=("external_id", "title", "abstract", "url", "year", "venue", "authors")
     )
     return [
         Document(

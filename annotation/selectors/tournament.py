@@ -1,16 +1,13 @@
 """Reads of the tournament: the match to answer next, and how far through the bracket the annotator is. The
-hottest reads are plain SQL statements (the ORM's compiling was most of their CPU), each held to the ORM read
-it replaced by a test (tests/annotation/orm_reads.py)."""
+hottest reads are written statements in `annotation.queries` (bench/queries.py measured the ORM's at 2-3x
+their CPU)."""
 
 from __future__ import annotations
 
-import functools
-from typing import Any, cast
+from typing import Any
 
-from django.db import connection
-
-from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study
-from kernel.rows import RowShape, instances_from_row, model_columns, select_list
+from annotation import queries
+from annotation.models import Match, Participation, Query
 from kernel.storable import DB_BIGINT_MAX
 
 # Only the summary text is shown; the prompt and raw responses stay in the database.
@@ -29,107 +26,14 @@ def match_current(*, query: Query) -> Match | None:
     )
 
 
-# What the current-match API reads (match_mark_shown, annotation.api.serializers.match_body): the whole match,
-# the keys on the way to the study, the participation's end stamps, the study's status and both sides' text.
-SHOWN_COLUMNS: RowShape = [
-    (Match, "m", model_columns(Match)),
-    (Bracket, "b", model_columns(Bracket, {"id", "query_id"})),
-    (Query, "qu", model_columns(Query, {"id", "participation_id"})),
-    (
-        Participation,
-        "p",
-        model_columns(
-            Participation, {"id", "study_id", "annotator_id", "completed_at", "stopped_at", "screened_out_at"}
-        ),
-    ),
-    (Study, "st", model_columns(Study, {"id", "status"})),
-    (Candidate, "l", model_columns(Candidate, {"id", "text"})),
-    (Candidate, "r", model_columns(Candidate, {"id", "text"})),
-]
-
-
-@functools.cache
-def _current_match_sql() -> str:
-    """The current-match API's read as one plain statement, written once: building this six-join statement
-    through the ORM was about a third of the request's CPU (bench/load.py). The question's first pending match
-    if the question is the annotator's. tests/annotation/test_current_match_sql.py holds it to its ORM
-    equivalent."""
-    q = connection.ops.quote_name
-    # Names come from the models, the values are bound parameters.
-    return (
-        f"SELECT {select_list(SHOWN_COLUMNS)} FROM {q(Match._meta.db_table)} m "  # noqa: S608
-        f"JOIN {q(Bracket._meta.db_table)} b ON b.id = m.bracket_id "
-        f"JOIN {q(Query._meta.db_table)} qu ON qu.id = b.query_id "
-        f"JOIN {q(Participation._meta.db_table)} p ON p.id = qu.participation_id "
-        f"JOIN {q(Study._meta.db_table)} st ON st.id = p.study_id "
-        f"LEFT JOIN {q(Candidate._meta.db_table)} l ON l.id = m.left_id "
-        f"LEFT JOIN {q(Candidate._meta.db_table)} r ON r.id = m.right_id "
-        f"WHERE b.query_id = %s AND p.annotator_id = %s AND m.status = %s "
-        f"ORDER BY m.round, m.{q('index')} LIMIT 1"
-    )
-
-
 def match_current_shown(*, annotator: Any, query_id: int) -> Match | None:
     """The current match of question `query_id` for the current-match API, if the question is the annotator's:
     the match with `bracket.query.participation.study` and both sides, of each only the columns the view reads.
     None when there is none or the question is not the annotator's: the caller reads the question then to tell
-    which."""
+    which. A written read (`annotation.queries.match_current_shown`)."""
     if annotator is None or annotator.pk is None or not 0 < query_id <= DB_BIGINT_MAX:
         return None
-    with connection.cursor() as cursor:
-        cursor.execute(_current_match_sql(), [query_id, annotator.pk, Match.Status.PENDING.value])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    match, bracket, query, participation, study, left, right = instances_from_row(row, SHOWN_COLUMNS)
-    participation.study = study
-    return _match_assembled(match, bracket, query, participation, left, right)
-
-
-def _match_assembled(match: Any, bracket: Any, query: Any, participation: Any, left: Any, right: Any) -> Match:
-    """A match read as plain SQL, its relations attached as `select_related` would have cached them."""
-    query.participation = participation
-    bracket.query = query
-    match.bracket = bracket
-    # A side without a candidate (never for a pending match, which has both) stays None.
-    if left is not None:
-        match.left = left
-    if right is not None:
-        match.right = right
-    return cast(Match, match)
-
-
-# What the comparison page reads with its match: the match, its bracket (the progress line) and its question
-# whole (the page renders it), and both sides' text.
-PAGE_COLUMNS: RowShape = [
-    (Match, "m", model_columns(Match)),
-    (Bracket, "b", model_columns(Bracket)),
-    (Query, "qu", model_columns(Query)),
-    (Candidate, "l", model_columns(Candidate, {"id", "text"})),
-    (Candidate, "r", model_columns(Candidate, {"id", "text"})),
-]
-
-
-@functools.cache
-def _page_match_sql() -> str:
-    """`match_current_of`'s read as one plain statement, written once (as `_current_match_sql`)."""
-    q = connection.ops.quote_name
-    # Names come from the models, the values are bound parameters.
-    # Last, the question's number as the pages show it (`query_number`: the annotator's questions up to this
-    # one that count, a question set aside taking none), so the page spends no statement of its own on it.
-    number = (
-        f"(SELECT COUNT(*) FROM {q(Query._meta.db_table)} n WHERE n.participation_id = qu.participation_id"  # noqa: S608
-        f" AND n.{q('index')} <= qu.{q('index')} AND n.status <> %s)"
-    )
-    return (
-        f"SELECT {select_list(PAGE_COLUMNS)}, {number} FROM {q(Match._meta.db_table)} m "  # noqa: S608
-        f"JOIN {q(Bracket._meta.db_table)} b ON b.id = m.bracket_id "
-        f"JOIN {q(Query._meta.db_table)} qu ON qu.id = b.query_id "
-        f"LEFT JOIN {q(Candidate._meta.db_table)} l ON l.id = m.left_id "
-        f"LEFT JOIN {q(Candidate._meta.db_table)} r ON r.id = m.right_id "
-        f"WHERE qu.participation_id = %s AND qu.{q('index')} = %s AND m.status = %s "
-        f"ORDER BY m.round, m.{q('index')} LIMIT 1"
-    )
+    return queries.match_current_shown(annotator_id=annotator.pk, query_id=query_id)
 
 
 def match_current_of(*, participation: Participation, index: int) -> Match | None:
@@ -137,37 +41,14 @@ def match_current_of(*, participation: Participation, index: int) -> Match | Non
     bracket and question (`match.bracket.query`, with `participation` as its participation) in one statement,
     with the question's number as the pages show it (`query.number`, as `query_number` counts).
     None when the question has no pending match or does not exist: the caller reads the question then to tell
-    which. tests/annotation/test_current_match_sql.py holds it to its ORM equivalent."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _page_match_sql(),
-            [Query.Status.DISCARDED.value, participation.pk, index, Match.Status.PENDING.value],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    match, bracket, query, left, right = instances_from_row(row, PAGE_COLUMNS)
-    query.number = row[-1]
-    return _match_assembled(match, bracket, query, participation, left, right)
-
-
-@functools.cache
-def _progress_sql() -> str:
-    """The bracket's matches with their answer's winner (`match_progress`), written out as the page's read."""
-    q = connection.ops.quote_name
-    # Names come from the models, the value is a bound parameter.
-    return (
-        f"SELECT m.round, m.{q('index')}, m.status, j.winner_id FROM {q(Match._meta.db_table)} m "  # noqa: S608
-        f"LEFT JOIN {q(Judgment._meta.db_table)} j ON j.match_id = m.id WHERE m.bracket_id = %s"
-    )
+    which. A written read (`annotation.queries.match_current_of`)."""
+    return queries.match_current_of(participation=participation, index=index)
 
 
 def match_progress(*, match: Match) -> tuple[int, int]:
     """(answered matches, matches the annotator will play in total, as far as known now).
     A later-round match counts only while both matches feeding it can still produce a winner."""
-    with connection.cursor() as cursor:
-        cursor.execute(_progress_sql(), [match.bracket_id])
-        slots = {(r, i): (status, winner) for r, i, status, winner in cursor.fetchall()}
+    slots = {(r, i): (status, winner) for r, i, status, winner in queries.bracket_slots(bracket_id=match.bracket_id)}
 
     bracket = match.bracket
     byes = bracket.bye_candidates()

@@ -4,23 +4,20 @@ worker left behind, and drawing the bracket once all are done."""
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from annotation import queries
 from annotation.backends.registry import get_generation_backend
 from annotation.models import (
     Candidate,
-    Participation,
-    PersonaProfile,
-    PromptTemplate,
     Query,
     Study,
     StudySystem,
@@ -35,7 +32,6 @@ from annotation.services.tournament import bracket_create
 from kernel import leases
 from kernel.backends import BackendError, GenerationRequest
 from kernel.heartbeat import heartbeat
-from kernel.rows import RowShape, column, instances_from_row, model_columns, select_list
 from kernel.similarity import likeness
 from kernel.tasks import enqueue_on_commit, lost_if_sent_before
 
@@ -59,67 +55,6 @@ def requeue_queued_after() -> timedelta:
     return timedelta(seconds=settings.SWEEP_REQUEUE_QUEUED_AFTER_S)
 
 
-def _candidate_for_generation(candidate_id: int) -> Candidate | None:
-    """The candidate with what its prompt and its backend need, in one statement (read before the claim, so
-    that the claim can store the prompt it renders from them): the candidate, its system, its question with
-    the persona, and the study's prompt template; every other column deferred, as with `.only`.
-
-    Written out rather than built by the ORM: compiling this seven-table read and building its objects cost
-    the ORM 2.3-3.0 ms of CPU per generation, the written statement 0.3-0.8 ms (bench/README.md, "Generation
-    queue"). tests/annotation/test_generation_read.py checks it against the ORM's read on every shape."""
-    with connection.cursor() as cursor:
-        cursor.execute(_generation_read_sql(), [candidate_id])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    candidate, system, query, persona, participation, study, template = instances_from_row(row, GENERATION_COLUMNS)
-    candidate.system, candidate.query = system, query
-    query.persona, query.participation = persona, participation
-    participation.study = study
-    study.prompt_template = template  # None for a study without a template of its own
-    return candidate
-
-
-# What a generation reads of the candidate and its relations (the statement's column order).
-GENERATION_COLUMNS: RowShape = [
-    (Candidate, "c", model_columns(Candidate, {"id", "status", "attempts", "query_id", "system_id"})),
-    (
-        StudySystem,
-        "sy",
-        model_columns(StudySystem, {"id", "condition", "model_name", "generation_backend", "backend_settings"}),
-    ),
-    (Query, "qu", model_columns(Query, {"id", "text", "persona_id", "participation_id"})),
-    (
-        PersonaProfile,
-        "pe",
-        model_columns(PersonaProfile, {"id", "role", "domain", "expertise", "research_area", "use_case"}),
-    ),
-    (Participation, "p", model_columns(Participation, {"id", "study_id"})),
-    (Study, "st", model_columns(Study, {"id", "prompt_template_id"})),
-    (PromptTemplate, "t", model_columns(PromptTemplate, {"id", "name", "version", "body", "persona_block"})),
-]
-
-
-@functools.cache
-def _generation_read_sql() -> str:
-    q = connection.ops.quote_name
-
-    def table(model: type[Any]) -> str:
-        return q(model._meta.db_table)
-
-    # Names from the models' metadata; the one value is a bound parameter.
-    return (
-        f"SELECT {select_list(GENERATION_COLUMNS)} FROM {table(Candidate)} c"  # noqa: S608
-        f" INNER JOIN {table(StudySystem)} sy ON sy.id = c.system_id"
-        f" INNER JOIN {table(Query)} qu ON qu.id = c.query_id"
-        f" INNER JOIN {table(PersonaProfile)} pe ON pe.id = qu.persona_id"
-        f" INNER JOIN {table(Participation)} p ON p.id = qu.participation_id"
-        f" INNER JOIN {table(Study)} st ON st.id = p.study_id"
-        f" LEFT OUTER JOIN {table(PromptTemplate)} t ON t.id = st.prompt_template_id"
-        " WHERE c.id = %s"
-    )
-
-
 def candidate_claim(
     *,
     candidate: Candidate,
@@ -127,7 +62,7 @@ def candidate_claim(
     prompt: str | None = None,
     generation_settings: dict[str, Any] | None = None,
 ) -> Candidate | None:
-    """Move a candidate, as read by `_candidate_for_generation`, to running under a fresh lease (storing
+    """Move a candidate, as read by `queries.candidate_for_generation`, to running under a fresh lease (storing
     `prompt` and the `generation_settings` this attempt calls the model with). None when another worker holds
     a live lease or claimed it since it was read, it is already finished, or its attempts are spent (then it
     is failed with the last reason). A redelivered task may take over at once: the broker redelivers only
@@ -185,7 +120,7 @@ def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candi
     with its system, question, persona and template; the sources; the claim, which stores the prompt and the
     backend settings it is generated with; the result; whether any candidate of the question is unfinished.
     The last one to finish also draws the bracket, under the question's lock (`query_advance_if_generated`)."""
-    candidate = _candidate_for_generation(candidate_id)
+    candidate = queries.candidate_for_generation(candidate_id=candidate_id)
     if candidate is None or candidate.status == Candidate.Status.DONE:
         return None
     query = candidate.query
@@ -254,29 +189,12 @@ def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candi
     # every other one done (each check is a statement of its own, after its own commit), so the bracket is
     # never left undrawn; two that both see it are serialised by the question's lock, and the second finds
     # the bracket drawn. A worker lost in between leaves a question the sweeper brackets (queries_sweep).
-    if updated and not _query_has_unfinished(query_id=query.pk):
+    if updated and not queries.query_has_unfinished(query_id=query.pk):
         with transaction.atomic():
             query_advance_if_generated(query_id=query.pk)
     candidate.status = Candidate.Status.DONE if updated else candidate.status
     candidate.text = generation.text
     return candidate
-
-
-def _query_has_unfinished(*, query_id: int) -> bool:
-    """Whether any candidate of the question is not done: after every generation, so one written statement."""
-    with connection.cursor() as cursor:
-        cursor.execute(_unfinished_sql(), [query_id, Candidate.Status.DONE.value])
-        return cursor.fetchone() is not None
-
-
-@functools.cache
-def _unfinished_sql() -> str:
-    q = connection.ops.quote_name
-    # Names from the model's metadata; the values are bound parameters.
-    return (
-        f"SELECT 1 FROM {q(Candidate._meta.db_table)} WHERE {column(Candidate, 'query')} = %s"  # noqa: S608
-        f" AND {column(Candidate, 'status')} <> %s LIMIT 1"
-    )
 
 
 def candidate_retry_later(*, candidate_id: int, reason: str) -> bool:
@@ -444,7 +362,7 @@ def query_advance_if_generated(*, query_id: int) -> Query:
     """Once every candidate is done, draw the bracket; if any failed, the query waits for a retry. Inside a
     transaction: the question's row is locked, so two candidates finishing at once draw one bracket."""
     query = query_with_study(query_id=query_id, lock=True)
-    if query.status == Query.Status.GENERATING and not _query_has_unfinished(query_id=query_id):
+    if query.status == Query.Status.GENERATING and not queries.query_has_unfinished(query_id=query_id):
         study = query.participation.study
         if not _candidates_regenerate_identical(query=query, policy=study.identical_policy):
             bracket_create(query=query, study=study)

@@ -4,25 +4,24 @@ and advancing the winner to the next round. A tie advances the side the bracket'
 
 from __future__ import annotations
 
-import functools
 import random
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import normalize_newlines
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from annotation import queries
 from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study, StudySystem
 from annotation.positions import position_name, span_label
 from annotation.services.participation import participation_require_active
 from annotation.services.quality import check_apply_policy, check_due, check_failed, check_match_create
 from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
-from kernel.rows import RowShape, column, for_update_of, instances_from_row, model_columns, select_list
 from kernel.similarity import token_likeness
 from kernel.stamps import stamp_first
 from kernel.text import tokenize
@@ -151,7 +150,7 @@ def bracket_create(*, query: Query, seed: int | None = None, study: Study | None
     by_id = {c.pk: c for c in candidates}
     for position, candidate_id in enumerate(candidate_ids):
         by_id[candidate_id].position = position_name(position)
-    _positions_store(by_id[candidate_id] for candidate_id in candidate_ids)
+    Candidate.objects.bulk_update([by_id[candidate_id] for candidate_id in candidate_ids], ["position"])
     byes = [[index, slots[2 * index]] for index in range(len(slots) // 2) if slots[2 * index + 1] is None]
     bracket = Bracket.objects.create(
         query=query,
@@ -188,24 +187,6 @@ def bracket_create(*, query: Query, seed: int | None = None, study: Study | None
                 _tie_record_automatic(bracket=bracket, match=match)
                 _tournament_advance(bracket=bracket, match=match, matches=matches, policy=policy)
     return bracket
-
-
-def _positions_store(candidates: Iterable[Candidate]) -> None:
-    """Store the drawn positions in one written UPDATE (as `bulk_update(..., ["position"])` does, without the
-    ORM building its CASE expression: that cost more CPU than the statement, once per question)."""
-    pairs = [(c.pk, c.position) for c in candidates]
-    if not pairs:
-        return
-    q = connection.ops.quote_name
-    cases = " ".join("WHEN %s THEN %s" for _ in pairs)
-    keys = ", ".join("%s" for _ in pairs)
-    # Names from the model's metadata; the values are bound parameters.
-    sql = (
-        f"UPDATE {q(Candidate._meta.db_table)} SET {column(Candidate, 'position')} = CASE {column(Candidate, 'id')}"  # noqa: S608
-        f" {cases} END WHERE {column(Candidate, 'id')} IN ({keys})"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [value for pair in pairs for value in pair] + [pk for pk, _ in pairs])
 
 
 def _pair_key(first_id: int, second_id: int) -> str:
@@ -462,76 +443,6 @@ def _judgment_record(
         return _already_answered(existing, choice)
 
 
-# What recording a choice reads: every match of the bracket (attention checks included) whole with its
-# judgment, the bracket, and of the question, participation and study the columns this path reads (the checks
-# above the insert, the advance, a failed check's policy); every other column of theirs stays in the database.
-# The owner's check needs the participation's owner; a failed check's screen-out reads it again, locked.
-# min_ranked_questions and the question's text: the page after the answer that finishes a question says so,
-# and whether it earned the completion code (annotation.views._say_if_ranked), without reading them again.
-CHOICE_STUDY_FIELDS = (
-    "status",
-    "allow_ties",
-    "comments",
-    "identical_policy",
-    "check_policy",
-    "check_max_failures",
-    "min_ranked_questions",
-)
-CHOICE_COLUMNS: RowShape = [
-    (Match, "m", model_columns(Match)),
-    (Judgment, "j", model_columns(Judgment)),
-    (Bracket, "b", model_columns(Bracket)),
-    (Query, "qu", model_columns(Query, {"id", "participation_id", "index", "status", "text"})),
-    (Participation, "p", model_columns(Participation, {"id", "annotator_id", "study_id"})),
-    (Study, "st", model_columns(Study, {"id", *CHOICE_STUDY_FIELDS})),
-]
-
-
-@functools.cache
-def _bracket_locked_sql() -> str:
-    """The locked read of `_judgment_record_locked` as one plain statement, written once: building this
-    six-join statement through the ORM was the largest part of a choice's Python CPU in a profile
-    (bench/load.py). tests/annotation/test_choice_sql.py holds it to its ORM equivalent."""
-    q = connection.ops.quote_name
-    # Names come from the models, the value is a bound parameter. Only the matches and the bracket are
-    # locked, never the study (that would queue every annotator behind one row).
-    return (
-        f"SELECT {select_list(CHOICE_COLUMNS)} FROM {q(Match._meta.db_table)} m "  # noqa: S608
-        f"JOIN {q(Bracket._meta.db_table)} b ON b.id = m.bracket_id "
-        f"JOIN {q(Match._meta.db_table)} named ON named.bracket_id = b.id "
-        f"LEFT JOIN {q(Judgment._meta.db_table)} j ON j.match_id = m.id "
-        f"JOIN {q(Query._meta.db_table)} qu ON qu.id = b.query_id "
-        f"JOIN {q(Participation._meta.db_table)} p ON p.id = qu.participation_id "
-        f"JOIN {q(Study._meta.db_table)} st ON st.id = p.study_id "
-        f"WHERE named.id = %s ORDER BY m.round, m.{q('index')}{for_update_of('m', 'b')}"
-    )
-
-
-def _bracket_matches_locked(match_id: int) -> list[Match]:
-    """Every match of the bracket of match `match_id`, in (round, index) order, locked with the bracket row,
-    each with its judgment (or none, known without a query) and the one bracket, with its question,
-    participation and study; empty when there is no such match."""
-    with connection.cursor() as cursor:
-        cursor.execute(_bracket_locked_sql(), [match_id])
-        rows = cursor.fetchall()
-    matches: list[Match] = []
-    bracket: Bracket | None = None
-    judgment_rel = Match._meta.get_field("judgment")
-    for row in rows:
-        match, judgment, row_bracket, query, participation, study = instances_from_row(row, CHOICE_COLUMNS)
-        if bracket is None:
-            participation.study = study
-            query.participation = participation
-            row_bracket.query = query
-            bracket = row_bracket
-        match.bracket = bracket
-        judgment_rel.set_cached_value(match, judgment)
-        if judgment is not None:
-            judgment.match = match
-        matches.append(match)
-    return matches
-
-
 def _not_on_page(match_id: int) -> ApplicationError:
     return ApplicationError(
         _("This comparison is not part of your question. Your answer was not recorded."),
@@ -554,8 +465,8 @@ def _judgment_record_locked(
     # row, the query, participation, study and judgments: the bracket's lock serialises the answers to sibling
     # matches, so the one answered second sees the first and creates the next round's match, and the advance
     # needs no further read. Not the study: that would queue every annotator behind one row. Of the question,
-    # participation and study only the columns this path reads are fetched (CHOICE_COLUMNS).
-    matches = _bracket_matches_locked(match_id)
+    # participation and study only the columns this path reads are fetched (`queries.CHOICE_COLUMNS`).
+    matches = queries.bracket_matches_locked(match_id=match_id)
     match = next((m for m in matches if m.pk == match_id), None)
     query = match.bracket.query if match is not None else None
     if (
@@ -648,7 +559,7 @@ def bracket_settle(*, query_id: int) -> bool:
     How a match can vanish: a check's decoy is another question's summary, and deleting that question cascades
     to the check (annotation.services.quality.check_match_create keeps previews, which are deleted, out of it)."""
     any_match = Match.objects.filter(bracket__query_id=query_id).values_list("pk", flat=True).first()
-    matches = _bracket_matches_locked(any_match) if any_match is not None else []
+    matches = queries.bracket_matches_locked(match_id=any_match) if any_match is not None else []
     if not matches:
         return False
     bracket = matches[0].bracket

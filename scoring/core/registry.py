@@ -24,6 +24,7 @@ from scoring.core.embeddings import (
     load_model,
     sentence_cosine,
 )
+from scoring.core.factuality import FACTUALITY_METRICS, FactualityMetric, transformers_unavailable_reason
 from scoring.core.judges import (
     NO_JUDGE_REASON,
     PERSONA_RUBRIC_METRICS,
@@ -39,8 +40,16 @@ from scoring.core.source_free import blanc_help, summaqa, supert
 
 __all__ = ["FAMILIES", "INPUTS", "MetricGroup", "MetricSpec", "RowOutcome", "ScoringContext", "groups", "specs_by_name"]
 
-Family = Literal["lexical", "datastats", "abstractiveness", "embedding", "source_free", "llm_judge"]
-FAMILIES: tuple[str, ...] = ("lexical", "datastats", "abstractiveness", "embedding", "source_free", "llm_judge")
+Family = Literal["lexical", "datastats", "abstractiveness", "embedding", "source_free", "factuality", "llm_judge"]
+FAMILIES: tuple[str, ...] = (
+    "lexical",
+    "datastats",
+    "abstractiveness",
+    "embedding",
+    "source_free",
+    "factuality",
+    "llm_judge",
+)
 INPUTS: frozenset[str] = frozenset({"source", "reference", "query", "persona"})
 
 
@@ -311,6 +320,42 @@ def _blanc_row(row: Row) -> dict[str, float]:
 def _summaqa_row(row: Row) -> dict[str, float]:
     result = summaqa(row["summary"], row["source"])
     return {"summaqa_f1": result.f1, "summaqa_prob": result.probability}
+
+
+# -- factuality (seed 003) --------------------------------------------------------------
+
+
+class _FactualityGroup(MetricGroup):
+    """One of seed 003's factuality metrics on local transformers weights; a whole batch of rows at once."""
+
+    offline = False  # runs where its weights are; `--metrics offline` does not assume they are here
+    uses_embeddings = True
+
+    def __init__(self, metric: FactualityMetric) -> None:
+        self.key = f"factuality:{metric.name}"
+        self.metric = metric
+        self.specs = (
+            _spec(
+                metric.name,
+                "factuality",
+                ["source"],
+                f"{metric.label} ({metric.paper}), {metric.model_id}, transformers {_version('transformers')}",
+                f"{metric.description} Needs local weights (METRICS_WEIGHTS_DIR; docs/metrics.md).",
+            ),
+        )
+
+    def unavailable_reason(self, ctx: ScoringContext) -> str | None:
+        return transformers_unavailable_reason() or self.metric.unavailable_reason()
+
+    def compute(self, rows: Sequence[Row], wanted: frozenset[str], ctx: ScoringContext) -> list[RowOutcome]:
+        try:
+            values = self.metric.score([r["summary"] for r in rows], [r["source"] for r in rows])
+        except Exception as exc:
+            if len(rows) == 1:
+                return [RowOutcome(errors=dict.fromkeys(wanted, _error_text(exc)))]
+            # One row without sentences must not cost the batch its scores: find it row by row.
+            return [outcome for row in rows for outcome in self.compute([row], wanted, ctx)]
+        return [RowOutcome(values={self.metric.name: v}) for v in values]
 
 
 # -- LLM judges -------------------------------------------------------------------------
@@ -616,6 +661,7 @@ def groups() -> tuple[MetricGroup, ...]:
             ],
             _summaqa_row,
         ),
+        *(_FactualityGroup(metric) for metric in FACTUALITY_METRICS),
         *(_JudgeGroup(spec) for spec in _judge_specs()),
     ]
     return tuple(out)

@@ -13,13 +13,14 @@ from scoring.stress.directions import Direction
 from scoring.stress.perturb import TESTS, StressError, StressRow, TestSpec
 
 if TYPE_CHECKING:
-    from scoring.stress.runner import StressReport, run_stress
+    from scoring.stress.runner import run_stress
     from scoring.stress.stats import StressResult, Verdict, compute_statistics
+    from scoring.stress.types import StressReport
 
 # The runner (the model-server client) and the statistics (numpy, scipy) load on first use, so that a web
 # process listing the tests (the research dashboard) does not pay for them.
 _LAZY = {
-    "StressReport": "scoring.stress.runner",
+    "StressReport": "scoring.stress.types",
     "run_stress": "scoring.stress.runner",
     "StressResult": "scoring.stress.stats",
     "Verdict": "scoring.stress.stats",

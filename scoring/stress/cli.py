@@ -22,7 +22,8 @@ from kernel.jsonl import JsonlError, read_jsonl
 from modelserver import ChatConfig
 from modelserver.client import configure_max_response_bytes_from_env
 from scoring.stress.perturb import TESTS, StressError
-from scoring.stress.runner import CoreMetrics, MetricBackend, resolve_metrics, resolve_tests, run_stress
+from scoring.stress.runner import CoreMetrics, resolve_metrics, resolve_tests, run_stress
+from scoring.stress.types import MetricBackend
 
 __all__ = ["build_parser", "load_rows", "main"]
 
@@ -135,6 +136,13 @@ def main(argv: Sequence[str] | None = None, *, backend: MetricBackend | None = N
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report.summary())
+    if report.long_document is not None:
+        from scoring.core.longdoc import embedder_warning
+
+        print(f"\nlong documents: sentence embedder {report.long_document.embedder}")
+        warning = embedder_warning(report.long_document.embedder)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
     print(f"\nreport: {report.files.get('html')}")
     return 0
 

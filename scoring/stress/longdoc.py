@@ -10,9 +10,8 @@ metrics and for the reference for reference-based ones.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,11 +24,9 @@ from scoring.core.longdoc import (
     retrieve_snippets,
 )
 from scoring.stress.perturb import StressError, StressRow, source_sentences
+from scoring.stress.types import LongDocumentResult, MetricBackend
 
-if TYPE_CHECKING:
-    from scoring.stress.runner import MetricBackend
-
-__all__ = ["LongDocumentResult", "long_document_analysis"]
+__all__ = ["long_document_analysis"]
 
 
 class _MemoEmbedder:
@@ -45,54 +42,6 @@ class _MemoEmbedder:
         if key not in self._memo:
             self._memo[key] = self._inner.embed(texts)
         return self._memo[key]
-
-
-def _opt(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-@dataclass(frozen=True)
-class LongDocumentResult:
-    """Per metric: mean summary score for each retrieval window, and mean sentence score per similarity bin."""
-
-    windows: tuple[int, ...]
-    top_k: int
-    embedder: str
-    n_documents: int
-    n_sentences: int
-    window_means: Mapping[str, tuple[float, ...]]
-    document_scores: Mapping[str, Mapping[str, tuple[float, ...]]]
-    """document_scores[metric][row_id][i] is the summary score at windows[i] (NaN when unscored)."""
-    bin_window: int
-    bin_edges: tuple[float, ...]
-    bin_counts: tuple[int, ...]
-    bin_means: Mapping[str, tuple[float, ...]]
-    skipped: Mapping[str, str] = field(default_factory=dict)
-    """Metrics that cannot take a snippet (they read neither source nor reference), with why."""
-
-    @property
-    def bin_labels(self) -> tuple[str, ...]:
-        return tuple(f"{a:.2f}-{b:.2f}" for a, b in zip(self.bin_edges[:-1], self.bin_edges[1:], strict=True))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "windows": list(self.windows),
-            "top_k": self.top_k,
-            "embedder": self.embedder,
-            "n_documents": self.n_documents,
-            "n_sentences": self.n_sentences,
-            "window_means": {m: [_opt(v) for v in vals] for m, vals in self.window_means.items()},
-            "document_scores": {
-                m: {rid: [_opt(v) for v in vals] for rid, vals in docs.items()}
-                for m, docs in self.document_scores.items()
-            },
-            "bin_window": self.bin_window,
-            "bin_edges": list(self.bin_edges),
-            "bin_labels": list(self.bin_labels),
-            "bin_counts": list(self.bin_counts),
-            "bin_means": {m: [_opt(v) for v in vals] for m, vals in self.bin_means.items()},
-            "skipped": dict(self.skipped),
-        }
 
 
 def long_document_analysis(

@@ -1,5 +1,7 @@
 """Render a stress report: a standalone HTML page (inline SVG, no external assets), JSON and CSV.
 
+`write_report` is the one path: `scoring.stress.content` computes everything the report shows, then the
+renderers here draw the figures and write the page, the JSON and the CSVs from that content alone.
 The grid mirrors the paper's table: one row per metric, a rho and an M cell per test, green for
 pass, red for fail, grey for undefined (a constant metric or too few scored levels).
 """
@@ -8,25 +10,28 @@ from __future__ import annotations
 
 import csv
 import html
+import io
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from scoring.stress.perturb import TESTS, StressError
-from scoring.stress.stats import StressResult, Verdict
-
-if TYPE_CHECKING:
-    from scoring.stress.runner import StressReport
+from scoring.stress.content import (
+    CSV_FIELDS,
+    SCORE_FIELDS,
+    LevelFigure,
+    StressContent,
+    level_figure_data,
+    stress_content,
+)
+from scoring.stress.perturb import StressError
+from scoring.stress.stats import Verdict
+from scoring.stress.types import StressReport
 
 __all__ = ["CSV_FIELDS", "level_figure", "render_html", "write_report"]
-
-CSV_FIELDS = (
-    "metric", "test", "direction", "n_rows", "levels", "level_means", "rho", "monotonicity",
-    "cohens_d", "mean_abs_change", "rho_verdict", "m_verdict", "verdict",
-)  # fmt: skip
 
 _COLOURS = {
     Verdict.PASS: "#b7e1b5",
@@ -64,67 +69,99 @@ def write_report(report: StressReport, out_dir: Path) -> StressReport:
         "scores_csv": str(out_dir / "scores.csv"),
     }
     report = replace(report, files=files)
+    content = stress_content(report)
+    svgs = [figure_svg(draw_levels(f)) for f in content.level_figures]
     Path(files["json"]).write_text(
-        json.dumps(report.to_dict(), indent=2, ensure_ascii=False, allow_nan=False), encoding="utf-8"
+        json.dumps(content.data, indent=2, ensure_ascii=False, allow_nan=False), encoding="utf-8"
     )
-    with open(files["results_csv"], "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        for r in report.results:
-            d = r.to_dict()
-            row = {k: d[k] for k in CSV_FIELDS}
-            row["levels"] = "|".join(r.levels)
-            row["level_means"] = "|".join("" if m is None else f"{m:.6g}" for m in d["level_means"])
-            writer.writerow(row)
-    with open(files["scores_csv"], "w", newline="", encoding="utf-8") as fh:
-        fields = ["row_id", "test", "level", "label", "variant", "metric", "score", "error"]
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        for s in report.scores:
-            writer.writerow(s.to_dict())
-    Path(files["html"]).write_text(render_html(report), encoding="utf-8")
+    for key, fields, rows in (
+        ("results_csv", CSV_FIELDS, content.results_rows),
+        ("scores_csv", SCORE_FIELDS, content.score_rows),
+    ):
+        with open(files[key], "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(fields))
+            writer.writeheader()
+            writer.writerows(rows)
+    Path(files["html"]).write_text(render_page(content, svgs), encoding="utf-8")
     return report
 
 
-# -- HTML ----------------------------------------------------------------------------------
+def render_html(report: StressReport) -> str:
+    """The report's page on its own (compute, draw, render)."""
+    content = stress_content(report)
+    return render_page(content, [figure_svg(draw_levels(f)) for f in content.level_figures])
 
 
-def _grid(report: StressReport) -> str:
-    tests = [t for t in report.tests if t in {r.test for r in report.results}]
-    by = {(r.metric, r.test): r for r in report.results}
-    head1 = "".join(
-        f'<th colspan="2" title="{_e(TESTS[t].description)}">{_e(t)}<br><small>{_e(TESTS[t].direction.value)}</small></th>'
-        for t in tests
-    )
-    head2 = "".join("<th>&rho;</th><th>M</th>" for _ in tests)
-    body = []
-    for m in report.metrics:
-        cells = []
-        for t in tests:
-            r = by.get((m, t))
-            if r is None:
-                cells.append("<td></td><td></td>")
-                continue
-            rho_txt = "n/a" if r.rho_verdict is Verdict.NOT_APPLICABLE else _num(r.rho)
-            cells.append(
-                f'<td style="background:{_COLOURS[r.rho_verdict]}" title="{_e(r.rho_verdict.value)}">{rho_txt}</td>'
-                f'<td style="background:{_COLOURS[r.m_verdict]}" title="{_e(r.m_verdict.value)}">{_num(r.monotonicity)}</td>'
-            )
-        passed = sum(1 for t in tests if (m, t) in by and by[(m, t)].passed)
-        body.append(f"<tr><th>{_e(m)}</th>{''.join(cells)}<td>{passed}/{len(tests)}</td></tr>")
-    legend = " ".join(
-        f'<span class="sw" style="background:{_COLOURS[v]}"></span>{label}'
-        for v, label in (
-            (Verdict.PASS, "pass"),
-            (Verdict.FAIL, "fail"),
-            (Verdict.UNDEFINED, "undefined (fails)"),
-            (Verdict.NOT_APPLICABLE, "not applicable"),
-        )
-    )
-    return (
-        f'<table class="grid"><thead><tr><th rowspan="2">metric</th>{head1}<th rowspan="2">tests passed</th></tr>'
-        f"<tr>{head2}</tr></thead><tbody>{''.join(body)}</tbody></table><p class=legend>{legend}</p>"
-    )
+def level_figure(report: StressReport, test: str) -> Any:
+    """Mean score by perturbation level for one test (see `draw_levels`), computed and drawn."""
+    return draw_levels(level_figure_data(report, test))
+
+
+# -- Figures -------------------------------------------------------------------------------
+
+
+PANEL_COLUMNS = 4
+
+
+def draw_levels(figure: LevelFigure) -> Any:
+    """Mean score by perturbation level for one test: small multiples, one panel per metric, each on its own
+    y axis, so that a metric moving 200-fold beside others moving 5% flattens none of them. The dashed line
+    is the unperturbed summary's mean. Returns a matplotlib ``Figure`` (object API, no pyplot state)."""
+    # matplotlib is heavy: loaded when a report is drawn, not when the stress package is imported.
+    import matplotlib.figure
+
+    # Level and metric names drawn as written, not parsed as mathtext (analysis.report.plots.plain_text).
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _draw_levels(figure, matplotlib.figure.Figure)
+
+
+def _draw_levels(figure: LevelFigure, Figure: Any) -> Any:  # noqa: N803
+    res = figure.panels
+    n = max(len(res), 1)
+    cols = min(PANEL_COLUMNS, n)
+    rows = math.ceil(n / cols)
+    fig = Figure(figsize=(2.6 * cols + 0.4, 2.1 * rows + 0.6))
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for k, ax in enumerate(axes.flat):
+        if k >= len(res):
+            ax.set_visible(False)
+            continue
+        r = res[k]
+        xs = list(range(len(r.levels)))
+        ys = list(r.means)
+        ax.plot(xs, ys, marker="o", markersize=3, color=_PALETTE[k % len(_PALETTE)], linewidth=1.5)
+        if math.isfinite(r.reference):
+            ax.axhline(r.reference, color="#888888", linestyle="--", linewidth=0.8)
+        finite = [y for y in ys if math.isfinite(y)]
+        if finite and max(finite) - min(finite) < 1e-12:
+            # A flat series gets a small band around it instead of matplotlib's +-5% of zero.
+            centre = finite[0]
+            half = max(abs(centre) * 0.05, 1e-3)
+            ax.set_ylim(centre - half, centre + half)
+        elif finite:
+            lo, hi = min(finite), max(finite)
+            pad = (hi - lo) * 0.08
+            ax.set_ylim(lo - pad, hi + pad)
+        ax.set_title(r.metric, fontsize=9)
+        ax.set_xticks(xs)
+        ax.set_xticklabels(r.levels, fontsize=7, rotation=30 if len(r.levels) > 4 else 0)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(figure.title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def figure_svg(fig: Any) -> str:
+    """One figure as inline SVG (no XML header, a fixed hash salt so that ids do not change)."""
+    # matplotlib's SVG backend is heavy: loaded when a report is drawn.
+    import matplotlib.backends.backend_svg
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "satisfy-stress"}):
+        matplotlib.backends.backend_svg.FigureCanvasSVG(fig).print_svg(buf)  # type: ignore[no-untyped-call]
+    text = re.sub(r"^<\?xml[^>]*>\s*", "", buf.getvalue())
+    return re.sub(r"<!DOCTYPE[^>]*>\s*", "", text)
 
 
 def line_chart(
@@ -202,105 +239,61 @@ def line_chart(
     return "".join(parts)
 
 
-def _reference_level(r: StressResult) -> int:
-    # Incremental addition ends at the original summary; every other test starts from it.
-    return len(r.level_means) - 1 if r.test == "incremental" else 0
+# -- HTML ----------------------------------------------------------------------------------
 
 
-PANEL_COLUMNS = 4
-
-
-def level_figure(report: StressReport, test: str) -> Any:
-    """Mean score by perturbation level for one test: small multiples, one panel per metric, each on its own
-    y axis, so that a metric moving 200-fold beside others moving 5% flattens none of them. The dashed line
-    is the unperturbed summary's mean. Returns a matplotlib ``Figure`` (object API, no pyplot state)."""
-    # matplotlib is heavy: loaded when a report is drawn, not when the stress package is imported.
-    from matplotlib import rc_context
-    from matplotlib.figure import Figure
-
-    # Level and metric names drawn as written, not parsed as mathtext (analysis.report.plots.plain_text).
-    with rc_context({"text.parse_math": False}):
-        return _level_figure(report, test, Figure)
-
-
-def _level_figure(report: StressReport, test: str, Figure: Any) -> Any:  # noqa: N803
-    res = [r for r in report.results if r.test == test]
-    n = max(len(res), 1)
-    cols = min(PANEL_COLUMNS, n)
-    rows = math.ceil(n / cols)
-    fig = Figure(figsize=(2.6 * cols + 0.4, 2.1 * rows + 0.6))
-    axes = fig.subplots(rows, cols, squeeze=False)
-    for k, ax in enumerate(axes.flat):
-        if k >= len(res):
-            ax.set_visible(False)
-            continue
-        r = res[k]
-        xs = list(range(len(r.levels)))
-        ys = [m if math.isfinite(m) else math.nan for m in r.level_means]
-        ax.plot(xs, ys, marker="o", markersize=3, color=_PALETTE[k % len(_PALETTE)], linewidth=1.5)
-        ref = r.level_means[_reference_level(r)] if r.level_means else math.nan
-        if math.isfinite(ref):
-            ax.axhline(ref, color="#888888", linestyle="--", linewidth=0.8)
-        finite = [y for y in ys if math.isfinite(y)]
-        if finite and max(finite) - min(finite) < 1e-12:
-            # A flat series gets a small band around it instead of matplotlib's +-5% of zero.
-            centre = finite[0]
-            half = max(abs(centre) * 0.05, 1e-3)
-            ax.set_ylim(centre - half, centre + half)
-        elif finite:
-            lo, hi = min(finite), max(finite)
-            pad = (hi - lo) * 0.08
-            ax.set_ylim(lo - pad, hi + pad)
-        ax.set_title(r.metric, fontsize=9)
-        ax.set_xticks(xs)
-        ax.set_xticklabels(r.levels, fontsize=7, rotation=30 if len(r.levels) > 4 else 0)
-        ax.tick_params(axis="y", labelsize=7)
-        ax.grid(axis="y", alpha=0.3)
-    ref_name = "the full summary" if test == "incremental" else "the original"
-    fig.suptitle(f"{test} ({TESTS[test].direction.value}): mean score; dashed = {ref_name}", fontsize=10)
-    fig.tight_layout()
-    return fig
-
-
-def _svg(fig: Any) -> str:
-    import io
-    import re
-
-    from matplotlib import rc_context
-    from matplotlib.backends.backend_svg import FigureCanvasSVG
-
-    buf = io.StringIO()
-    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "satisfy-stress"}):
-        FigureCanvasSVG(fig).print_svg(buf)  # type: ignore[no-untyped-call]
-    text = re.sub(r"^<\?xml[^>]*>\s*", "", buf.getvalue())
-    return re.sub(r"<!DOCTYPE[^>]*>\s*", "", text)
-
-
-def _test_plots(report: StressReport) -> str:
-    out = [_svg(level_figure(report, test)) for test in report.tests if any(r.test == test for r in report.results)]
-    return "".join(f'<div class="plot">{p}</div>' for p in out)
-
-
-def _meaning_preserving(report: StressReport) -> str:
-    tests = [t for t in report.tests if TESTS[t].group == "meaning-preserving"]
-    if not tests:
-        return ""
-    by = {(r.metric, r.test): r for r in report.results}
-    head = "".join(f"<th>{_e(t)}</th>" for t in tests)
-    rows = []
-    for m in report.metrics:
+def _grid(content: StressContent) -> str:
+    head1 = "".join(
+        f'<th colspan="2" title="{_e(t.description)}">{_e(t.name)}<br><small>{_e(t.direction)}</small></th>'
+        for t in content.grid_tests
+    )
+    head2 = "".join("<th>&rho;</th><th>M</th>" for _ in content.grid_tests)
+    body = []
+    for row in content.grid:
         cells = []
-        for t in tests:
-            r = by.get((m, t))
-            if r is None:
-                cells.append("<td></td>")
+        for c in row.cells:
+            if c is None:
+                cells.append("<td></td><td></td>")
                 continue
-            base = r.level_means[0]
-            rel = r.mean_abs_change / abs(base) if math.isfinite(base) and base != 0 else math.nan
+            rho_txt = "n/a" if c.rho is None else _num(c.rho)
+            cells.append(
+                f'<td style="background:{_COLOURS[c.rho_verdict]}" title="{_e(c.rho_verdict.value)}">{rho_txt}</td>'
+                f'<td style="background:{_COLOURS[c.m_verdict]}" title="{_e(c.m_verdict.value)}">{_num(c.monotonicity)}</td>'
+            )
+        body.append(
+            f"<tr><th>{_e(row.metric)}</th>{''.join(cells)}<td>{row.passed}/{len(content.grid_tests)}</td></tr>"
+        )
+    legend = " ".join(
+        f'<span class="sw" style="background:{_COLOURS[v]}"></span>{label}'
+        for v, label in (
+            (Verdict.PASS, "pass"),
+            (Verdict.FAIL, "fail"),
+            (Verdict.UNDEFINED, "undefined (fails)"),
+            (Verdict.NOT_APPLICABLE, "not applicable"),
+        )
+    )
+    return (
+        f'<table class="grid"><thead><tr><th rowspan="2">metric</th>{head1}<th rowspan="2">tests passed</th></tr>'
+        f"<tr>{head2}</tr></thead><tbody>{''.join(body)}</tbody></table><p class=legend>{legend}</p>"
+    )
+
+
+def _meaning_preserving(content: StressContent) -> str:
+    if not content.meaning_tests:
+        return ""
+    head = "".join(f"<th>{_e(t)}</th>" for t in content.meaning_tests)
+    rows = []
+    for metric, cells in content.meaning_rows:
+        tds = []
+        for cell in cells:
+            if cell is None:
+                tds.append("<td></td>")
+                continue
+            change, rel = cell
             shade = "#ffffff" if not math.isfinite(rel) else f"rgba(214,39,40,{min(1.0, rel * 4):.2f})"
             rel_txt = f" ({rel:.0%})" if math.isfinite(rel) else ""
-            cells.append(f'<td style="background:{shade}">{_num(r.mean_abs_change, 4)}{rel_txt}</td>')
-        rows.append(f"<tr><th>{_e(m)}</th>{''.join(cells)}</tr>")
+            tds.append(f'<td style="background:{shade}">{_num(change, 4)}{rel_txt}</td>')
+        rows.append(f"<tr><th>{_e(metric)}</th>{''.join(tds)}</tr>")
     return (
         "<h2>Meaning-preserving perturbations</h2><p>Mean absolute score change from the original "
         "(share of the original mean in brackets; darker is less stable).</p>"
@@ -308,63 +301,51 @@ def _meaning_preserving(report: StressReport) -> str:
     )
 
 
-def _rewrites(report: StressReport) -> str:
-    if not report.rewrites:
+def _rewrites(content: StressContent) -> str:
+    if not content.any_rewrites:
         return ""
-    rows = []
-    for test in report.tests:
-        recs = [r for r in report.rewrites if r.test == test]
-        if not recs:
-            continue
-        flagged = [r for r in recs if r.sanity is not None and r.sanity.flagged]
-        failed = [r for r in recs if r.text is None]
-        sims = [r.sanity.similarity for r in recs if r.sanity is not None]
-        mean_sim = sum(sims) / len(sims) if sims else math.nan
-        rows.append(
-            f"<tr><th>{_e(test)}</th><td>{len(recs)}</td><td>{len(failed)}</td><td>{len(flagged)}</td>"
-            f"<td>{_num(mean_sim)}</td><td>v{recs[0].prompt_version}</td></tr>"
-        )
-    examples = [r for r in report.rewrites if r.sanity is not None and r.sanity.flagged][:10]
+    rows = [
+        f"<tr><th>{_e(r.test)}</th><td>{r.rewrites}</td><td>{r.failed}</td><td>{r.flagged}</td>"
+        f"<td>{_num(r.mean_similarity)}</td><td>v{r.prompt_version}</td></tr>"
+        for r in content.rewrites
+    ]
     ex_html = "".join(
-        f"<li><b>{_e(r.test)}</b> {_e(r.row_id)} ({_e(r.label)}): {_e('; '.join(r.sanity.reasons) if r.sanity else '')}"
-        "</li>"
-        for r in examples
+        f"<li><b>{_e(r.test)}</b> {_e(r.row_id)} ({_e(r.label)}): {_e(r.reasons)}</li>" for r in content.flagged
     )
     return (
         "<h2>LLM rewrites</h2><table><thead><tr><th>test</th><th>rewrites</th><th>failed</th><th>flagged</th>"
         f"<th>mean similarity</th><th>prompt</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
-        + (f"<p>Flagged rewrites (first {len(examples)}):</p><ul>{ex_html}</ul>" if examples else "")
+        + (f"<p>Flagged rewrites (first {len(content.flagged)}):</p><ul>{ex_html}</ul>" if content.flagged else "")
     )
 
 
-def _long_document(report: StressReport) -> str:
-    ld = report.long_document
+def _long_document(content: StressContent) -> str:
+    ld = content.long_document
     if ld is None:
         return ""
-    d: dict[str, Any] = ld.to_dict()
-    windows = [str(w) for w in d["windows"]]
-    sweep = {m: [v for v in vals] for m, vals in d["window_means"].items()}
-    bins = d["bin_labels"]
-    by_bin = {m: [v for v in vals] for m, vals in d["bin_means"].items()}
-    counts = ", ".join(f"{lab}: {c}" for lab, c in zip(bins, d["bin_counts"], strict=True))
     return (
         "<h2>Long documents</h2>"
-        f"<p>{_e(d['n_documents'])} documents, {_e(d['n_sentences'])} summary sentences, top-K = {_e(d['top_k'])}.</p>"
+        f"<p>{_e(ld.n_documents)} documents, {_e(ld.n_sentences)} summary sentences, top-K = {_e(ld.top_k)}, "
+        f"sentence embedder <code>{_e(ld.embedder)}</code>.</p>"
+        + (f'<p class="warning"><b>Warning:</b> {_e(ld.embedder_warning)}</p>' if ld.embedder_warning else "")
         + '<div class="plot">'
-        + line_chart(sweep, [f"w={w}" for w in windows], title="Retrieval window sweep", y_label="mean score")
+        + line_chart(ld.window_means, ld.window_labels, title="Retrieval window sweep", y_label="mean score")
         + '</div><div class="plot">'
         + line_chart(
-            by_bin, bins, title=f"Score per claim-similarity bin (w={d['bin_window']})", y_label="mean sentence score"
+            ld.bin_means,
+            ld.bin_labels,
+            title=f"Score per claim-similarity bin (w={ld.bin_window})",
+            y_label="mean sentence score",
         )
-        + f"</div><p>Sentences per bin: {_e(counts)}</p>"
+        + f"</div><p>Sentences per bin: {_e(ld.bin_counts)}</p>"
     )
 
 
-def _timings(report: StressReport) -> str:
+def _timings(content: StressContent) -> str:
     rows = "".join(
         f"<tr><td>{_e(t.stage)}</td><td>{_e(t.group)}</td><td>{_e(', '.join(t.metrics))}</td>"
         f"<td>{t.seconds:.3f}</td><td>{t.n_texts}</td></tr>"
-        for t in report.timings
+        for t in content.timings
     )
     return (
         "<details><summary>Timings</summary><table><thead><tr><th>stage</th><th>family</th><th>metrics</th><th>seconds</th>"
@@ -385,27 +366,25 @@ code{background:#f4f4f4;padding:1px 4px}
 """
 
 
-def render_html(report: StressReport) -> str:
-    prov = report.provenance
-    prov_rows = "".join(
-        f"<tr><th>{_e(k)}</th><td><code>{_e(json.dumps(v, ensure_ascii=False))}</code></td></tr>"
-        for k, v in prov.items()
-    )
+def render_page(content: StressContent, svgs: Sequence[str]) -> str:
+    """The page; ``svgs`` holds ``content.level_figures`` drawn, in order."""
+    prov_rows = "".join(f"<tr><th>{_e(k)}</th><td><code>{_e(v)}</code></td></tr>" for k, v in content.provenance)
+    plots = "".join(f'<div class="plot">{p}</div>' for p in svgs)
     return (
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>Metric stress tests</title>"
         f"<style>{_CSS}</style></head><body>"
-        f"<h1>Metric stress tests</h1><p>{report.n_rows} summaries, {len(report.metrics)} metrics, "
-        f"{len(report.tests)} tests, seed {report.seed}. Pass: |&rho;| &ge; 0.4 in the expected direction "
+        f"<h1>Metric stress tests</h1><p>{content.n_rows} summaries, {content.n_metrics} metrics, "
+        f"{content.n_tests} tests, seed {content.seed}. Pass: |&rho;| &ge; 0.4 in the expected direction "
         "(|&rho;| &le; 0.2 for stable tests) and M &ge; 0.5; a stable test over two levels is judged by M alone.</p>"
         "<p id=definitions><b>&rho;</b> (rho) is Spearman's rank correlation between the perturbation level (0, 1, "
         "2, ...) and the metric's mean score at that level: &minus;1 when every step lowers the score, +1 when "
         "every step raises it, near 0 when the score does not follow the level. <b>M</b> (monotonicity) is the "
         "share of steps from one level to the next that move the score the expected way (down, up, or, for a "
         "stable test, by under 5% of the original score): 1 when every step does.</p>"
-        f"{_grid(report)}<h2>Mean score by perturbation level</h2>"
+        f"{_grid(content)}<h2>Mean score by perturbation level</h2>"
         "<p>One panel per metric, each on its own scale (a metric moving 200-fold beside others moving 5% would "
         "flatten them on a shared axis); the dashed line is the unperturbed summary's mean.</p>"
-        f"{_test_plots(report)}"
-        f"{_meaning_preserving(report)}{_rewrites(report)}{_long_document(report)}"
-        f"<h2>Provenance</h2><table>{prov_rows}</table>{_timings(report)}</body></html>"
+        f"{plots}"
+        f"{_meaning_preserving(content)}{_rewrites(content)}{_long_document(content)}"
+        f"<h2>Provenance</h2><table>{prov_rows}</table>{_timings(content)}</body></html>"
     )

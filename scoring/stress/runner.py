@@ -12,10 +12,10 @@ import math
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -36,36 +36,10 @@ from scoring.stress.perturb import (
 from scoring.stress.report import write_report
 from scoring.stress.rewrite import PROMPTS, RewriteRecord, SanityPolicy, llm_perturbation
 from scoring.stress.similarity import Similarity
-from scoring.stress.stats import StressResult, Verdict, compute_statistics
+from scoring.stress.stats import StressResult, compute_statistics
+from scoring.stress.types import MetricBackend, ProgressCallback, StressReport, Timing, VariantScore
 
-__all__ = [
-    "CoreMetrics",
-    "MetricBackend",
-    "ProgressCallback",
-    "StressReport",
-    "Timing",
-    "VariantScore",
-    "resolve_metrics",
-    "resolve_tests",
-    "run_stress",
-]
-
-ProgressCallback = Callable[[str, int, int], None]
-"""Called as (stage, done, total) while a run advances."""
-
-
-class MetricBackend(Protocol):
-    """What the runner needs from a metric suite (the real one is `scoring.core.api`)."""
-
-    def names(self) -> list[str]: ...
-
-    def offline(self) -> list[str]: ...
-
-    def needs(self, name: str) -> frozenset[str]: ...
-
-    def family(self, name: str) -> str: ...
-
-    def score(self, rows: list[dict[str, Any]], metrics: list[str]) -> list[dict[str, Any]]: ...
+__all__ = ["CoreMetrics", "resolve_metrics", "resolve_tests", "run_stress"]
 
 
 class CoreMetrics:
@@ -92,100 +66,6 @@ class CoreMetrics:
 
     def score(self, rows: list[dict[str, Any]], metrics: list[str]) -> list[dict[str, Any]]:
         return list(self._api.score_rows(rows, metrics))
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Wall time of one stage: perturbing for a test, or scoring its new texts with one metric family.
-
-    Metrics of one family are scored in one call because the suite computes them together
-    (ROUGE-1/2/L in one pass, all DataStats at once); `metrics` lists the ones in the call.
-    """
-
-    stage: str
-    group: str
-    metrics: tuple[str, ...]
-    seconds: float
-    n_texts: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "metrics": list(self.metrics), "seconds": round(self.seconds, 4)}
-
-
-@dataclass(frozen=True)
-class VariantScore:
-    row_id: str
-    test: str
-    level: int
-    label: str
-    variant: int
-    metric: str
-    score: float | None
-    error: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class StressReport:
-    """Everything a stress run produced, with the provenance an export must state."""
-
-    seed: int
-    tests: tuple[str, ...]
-    metrics: tuple[str, ...]
-    n_rows: int
-    results: tuple[StressResult, ...]
-    rewrites: tuple[RewriteRecord, ...]
-    timings: tuple[Timing, ...]
-    scores: tuple[VariantScore, ...]
-    provenance: Mapping[str, Any]
-    long_document: Any = None
-    """A `scoring.stress.longdoc.LongDocumentResult` when the long_document test ran."""
-    files: Mapping[str, str] = field(default_factory=dict)
-
-    def result(self, metric: str, test: str) -> StressResult:
-        for r in self.results:
-            if r.metric == metric and r.test == test:
-                return r
-        raise KeyError(f"no result for metric {metric!r} and test {test!r}")
-
-    def grid(self) -> dict[str, dict[str, str]]:
-        """verdict[metric][test], the pass/fail grid of the paper's table."""
-        out: dict[str, dict[str, str]] = {m: {} for m in self.metrics}
-        for r in self.results:
-            out[r.metric][r.test] = r.verdict.value
-        return out
-
-    def summary(self) -> str:
-        """A plain-text table: one line per metric and test."""
-        lines = [f"{'metric':<22}{'test':<20}{'rho':>8}{'M':>7}{'d':>8}{'|change|':>10}  verdict"]
-        for r in self.results:
-            lines.append(
-                f"{r.metric:<22}{r.test:<20}{'n/a' if r.rho_verdict is Verdict.NOT_APPLICABLE else _fmt(r.rho):>8}"
-                f"{_fmt(r.monotonicity):>7}"
-                f"{_fmt(r.cohens_d):>8}{_fmt(r.mean_abs_change, 4):>10}  {r.verdict.value}"
-            )
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "seed": self.seed,
-            "tests": list(self.tests),
-            "metrics": list(self.metrics),
-            "n_rows": self.n_rows,
-            "provenance": dict(self.provenance),
-            "grid": self.grid(),
-            "results": [r.to_dict() for r in self.results],
-            "rewrites": [r.to_dict() for r in self.rewrites],
-            "timings": [t.to_dict() for t in self.timings],
-            "long_document": self.long_document.to_dict() if self.long_document is not None else None,
-            "files": dict(self.files),
-        }
-
-
-def _fmt(x: float, digits: int = 2) -> str:
-    return "undef" if not math.isfinite(x) else f"{x:.{digits}f}"
 
 
 _GROUPS = {

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from kernel.text import tokenize
+from scoring.core.embeddings import load_model
 
 __all__ = ["EmbeddingSimilarity", "Similarity", "TfidfSimilarity", "default_similarity"]
 
@@ -75,8 +76,6 @@ class EmbeddingSimilarity:
     @classmethod
     def load(cls) -> EmbeddingSimilarity:
         """The encoder of `scoring.core.embeddings` (shared per process); raises EmbeddingsUnavailable."""
-        from scoring.core.embeddings import load_model
-
         return cls(load_model())
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:

@@ -153,8 +153,7 @@ def test_infinite_strengths_reach_json_html_and_the_cli(tmp_path, capsys):
     import json
 
     from analysis.cli import main
-    from analysis.report.html import render_html
-    from analysis.report.json_report import report_json
+    from analysis.report import render_html, report_json
 
     frame = _matches(("a1", "A", "B", 2), ("a2", "B", "A", 1), ("a1", "A", "C", 2), ("a2", "B", "C", 1))
     report = analyze(frame, config=AnalysisConfig(n_resamples=100))
@@ -207,7 +206,8 @@ def test_the_report_says_never_won_and_plots_the_finite_strengths_with_the_infin
     """Issue 33: the table read "0.000 [−∞, −∞]" and the plot was nearly empty when a strength was infinite."""
     import re
 
-    from analysis.report.html import render_html
+    from analysis.report import render_html
+    from analysis.report.content import report_content
     from analysis.report.plots import strength_plot
 
     frame = _matches(("a1", "A", "B", 2), ("a2", "B", "A", 1), ("a1", "A", "C", 2), ("a2", "B", "C", 1))
@@ -220,7 +220,9 @@ def test_the_report_says_never_won_and_plots_the_finite_strengths_with_the_infin
     assert cells[0] == "never won against the rest (−∞)"
     assert cells[1] == "none: never won against the rest in most resamples (−∞)"
     assert "[−∞, −∞]" not in section
-    svg = strength_plot(report.bradley_terry)
+    strengths = report_content(report).strengths
+    assert strengths is not None
+    svg = strength_plot(strengths.figure)
     # Both finite systems keep their points and intervals; C is a labelled arrow at the left edge.
     assert "never won: −∞" in svg
     assert svg.count("A/generic") >= 1 and svg.count("B/generic") >= 1

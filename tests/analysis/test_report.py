@@ -60,7 +60,7 @@ def test_win_rate_rows_with_no_decided_match_or_few_matches_say_why():
     """Issue 33: rows read "annotators 0" with n of 1 or 2 and no word on what that means."""
     import re
 
-    from analysis.report.html import render_html
+    from analysis.report import render_html
     from analysis.stats import AnalysisConfig, analyze
     from tests.analysis.helpers import row, table
 

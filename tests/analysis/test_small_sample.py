@@ -13,8 +13,7 @@ from scipy import linalg
 from scipy import stats as sps
 
 from analysis.cli import main
-from analysis.report.html import render_html
-from analysis.report.json_report import report_dict
+from analysis.report import render_html, report_dict
 from analysis.stats import AnalysisConfig, ClusterResampler, analyze
 from analysis.stats.bootstrap import bootstrap_ratios
 from analysis.stats.null_simulation import null_rejections

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from analysis.exports import export_comparisons, read_comparisons
-from analysis.report.html import render_html
+from analysis.report import render_html
 from analysis.stats import AnalysisConfig, AnalysisError, analyze, prepare_table, with_derived_columns
 from analysis.stats.table import stage_name, stage_order
 

@@ -1,94 +1,22 @@
-"""The generation's read of a candidate is one hand-written statement (annotation/services/generation.py,
-`_candidate_for_generation`): it must load exactly what the ORM's select_related read loads, for every
-kind of system, with and without a study prompt template, and in the same number of statements."""
+"""The background tasks' read of a question (`annotation.selectors.query.query_with_study`: the retrieval's
+read and the bracket draw's locked read): the question with its participation, study and template in one
+statement, whether its sources are stored, and, locked, the question's row alone. The generation's read of a
+candidate is held to its ORM read in tests/annotation/test_queries.py."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
+from django.db import connection, transaction
 
-from annotation.models import Candidate, Query, Study
-from annotation.services.generation import _candidate_for_generation
-from annotation.services.query import query_retrieve, query_submit
+from annotation.models import PromptTemplate, Query
+from annotation.selectors.query import query_with_study
+from annotation.services.query import query_submit
 from tests.annotation.factories import StudyFactory, join
 
 pytestmark = pytest.mark.django_db
 
-# What a generation reads of each object, through the relations it follows.
-USED = {
-    "": ("pk", "status", "attempts", "query_id", "system_id"),
-    "system": ("pk", "condition", "model_name", "generation_backend", "backend_settings"),
-    "query": ("pk", "text", "participation_id", "persona_id"),
-    "query.persona": ("pk", "role", "domain", "expertise", "research_area", "use_case"),
-    "query.participation": ("pk", "study_id"),
-    "query.participation.study": ("pk", "prompt_template_id"),
-    "query.participation.study.prompt_template": ("pk", "name", "version", "body", "persona_block"),
-}
 
-
-def the_orm_read(candidate_id: int) -> Candidate:
-    return Candidate.objects.select_related(
-        "system", "query__persona", "query__participation__study__prompt_template"
-    ).get(pk=candidate_id)
-
-
-def loaded(candidate: Candidate) -> dict[str, Any]:
-    """Every used value, reached without a statement (a deferred or uncached one would run one)."""
-    out: dict[str, Any] = {}
-    with CaptureQueriesContext(connection) as ctx:
-        for path, names in USED.items():
-            obj: Any = candidate
-            for step in filter(None, path.split(".")):
-                obj = getattr(obj, step)
-            out[path] = None if obj is None else {name: getattr(obj, name) for name in names}
-    assert not ctx.captured_queries, [q["sql"] for q in ctx.captured_queries]
-    return out
-
-
-@pytest.mark.parametrize("template", ["the study's", "none"])
-def test_the_written_read_loads_what_the_orm_loads(template: str) -> None:
-    study = StudyFactory(slug=f"read-{template[:4]}")
-    if template == "none":
-        Study.objects.filter(pk=study.pk).update(prompt_template=None)
-    # Settings a JSON column must give back as they were saved, nested.
-    study.systems.filter(order=0).update(backend_settings={"temperature": 0.3, "stop": ["\n\n"], "extra": {"a": 1}})
-    query = query_submit(participation=join(study), text="What does sleep debt do to memory?", client_token="")
-    query_retrieve(query_id=query.pk)  # creates the candidates (the tasks it sends wait for a commit)
-    candidate_ids = list(Candidate.objects.filter(query=query).values_list("pk", flat=True))
-    assert len(candidate_ids) == 4  # two persona and two generic systems
-
-    for candidate_id in candidate_ids:
-        with CaptureQueriesContext(connection) as ctx:
-            written = _candidate_for_generation(candidate_id)
-        assert len(ctx.captured_queries) == 1
-        assert written is not None
-        assert loaded(written) == loaded(the_orm_read(candidate_id))
-    if template == "none":
-        assert loaded(written)["query.participation.study.prompt_template"] is None
-    assert {"temperature": 0.3, "stop": ["\n\n"], "extra": {"a": 1}} in [
-        loaded(_candidate_for_generation(pk))["system"]["backend_settings"] for pk in candidate_ids
-    ]
-
-
-def test_a_missing_candidate_reads_as_none() -> None:
-    assert _candidate_for_generation(2**62) is None
-
-
-def test_the_background_tasks_question_read_is_the_orms(django_capture_on_commit_callbacks, django_assert_num_queries):
-    """`query_with_study` (the retrieval's read and the bracket draw's locked read) loads what
-    select_related("participation__study[__prompt_template]") loaded, with the sources' existence."""
-    from django.db import transaction
-    from django.db.models import Exists, OuterRef
-
-    from annotation.models import PromptTemplate, RetrievedDocument
-    from annotation.selectors.query import query_with_study
-
-    def columns(instance: Any) -> dict[str, Any]:
-        return {f.attname: getattr(instance, f.attname) for f in type(instance)._meta.concrete_fields}
-
+def test_the_background_tasks_question_read(django_capture_on_commit_callbacks, django_assert_num_queries):
     template = PromptTemplate.objects.create(name="bench", version=3, body="{query} {documents}", persona_block="")
     for study in (StudyFactory(slug="read-default"), StudyFactory(slug="read-template", prompt_template=template)):
         participation = join(study)
@@ -98,26 +26,21 @@ def test_the_background_tasks_question_read_is_the_orms(django_capture_on_commit
             done = query_submit(participation=join(study), text="Shift work and safety", client_token="")
         assert done.documents.exists() and not waiting.documents.exists()
         for query in (waiting, done):
-            orm = (
-                Query.objects.select_related("participation__study__prompt_template")
-                .annotate(has_documents=Exists(RetrievedDocument.objects.filter(query_id=OuterRef("pk"))))
-                .get(pk=query.pk)
-            )
             with django_assert_num_queries(1):
                 ours = query_with_study(query_id=query.pk, retrieval=True)
-                assert ours.has_documents is orm.has_documents
-                assert (ours.participation.study.prompt_template is None) is (study.prompt_template_id is None)
-            assert columns(ours) == columns(orm)
-            assert columns(ours.participation) == columns(orm.participation)
-            assert columns(ours.participation.study) == columns(orm.participation.study)
-            if orm.participation.study.prompt_template is not None:
-                assert columns(ours.participation.study.prompt_template) == columns(
-                    orm.participation.study.prompt_template
-                )
+                assert ours.has_documents is (query is done)
+                assert ours.participation.study.pk == study.pk
+                template_read = ours.participation.study.prompt_template
+                assert (template_read is None) is (study.prompt_template_id is None)
+            if study.slug == "read-template":
+                assert (template_read.name, template_read.version, template_read.body) == ("bench", 3, template.body)
+            assert (ours.text, ours.participation.pk) == (query.text, query.participation_id)
             with transaction.atomic(), django_assert_num_queries(1) as captured:
                 locked = query_with_study(query_id=query.pk, lock=True)
                 assert locked.participation.study.pk == study.pk
-            assert captured.captured_queries[0]["sql"].endswith("FOR UPDATE OF q")
-            assert columns(locked) == columns(orm)
+            # The question's row alone is locked: never its participation's or study's.
+            table = connection.ops.quote_name(Query._meta.db_table)
+            assert captured.captured_queries[0]["sql"].endswith(f"FOR UPDATE OF {table}")
+            assert locked.text == query.text
     with pytest.raises(Query.DoesNotExist):
         query_with_study(query_id=10**9)

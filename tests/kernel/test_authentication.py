@@ -1,6 +1,6 @@
 """The API's token authentication (kernel/authentication.py) reads the token and its user in one written
-statement: it must load what DRF's ORM read loads, answer a wrong, missing or inactive account as DRF does,
-and an annotator's API request must reach their own data through it."""
+statement (`kernel.queries.token_with_user`): it must load what DRF's ORM read loads, answer a wrong, missing
+or inactive account as DRF does, and an annotator's API request must reach their own data through it."""
 
 from __future__ import annotations
 

@@ -15,6 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
+
+from tests.support.redis_server import redis_server
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -249,7 +252,37 @@ def test_check_deploy_says_when_a_host_runs_on_the_embedded_database_or_broker()
         "CACHE_URL": "redis://127.0.0.1:6379/8",
     }
     served = subprocess.run(argv, cwd=REPO, env=shared, capture_output=True, text=True, timeout=120)
-    assert served.returncode == 0 and "satisfy.W00" not in served.stdout + served.stderr, served.stderr
+    said = served.stdout + served.stderr
+    assert served.returncode == 0 and not [code for code in ("W001", "W002", "W003") if f"satisfy.{code}" in said], said
+
+
+def test_check_deploy_says_when_the_brokers_redis_would_lose_queued_tasks(tmp_path: Path) -> None:
+    """Issue 31: a Redis broker without persistence loses its queued messages on a restart; `check --deploy`
+    says so until append-only persistence is on, and names a broker it cannot reach."""
+    env = {
+        "PATH": os.environ["PATH"],
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "ENV_FILE": os.devnull,
+        "SECRET_KEY": "a-test-secret-key-that-is-long-enough-for-the-checks-0123456789",
+        "DATABASE_URL": os.environ["DATABASE_URL"],
+    }
+    argv = [sys.executable, "manage.py", "check", "--deploy"]
+    with redis_server(tmp_path) as broker:  # started with --save "" --appendonly no, as the machine's
+        run = subprocess.run(
+            argv, cwd=REPO, env=env | {"CELERY_BROKER_URL": broker.url}, capture_output=True, text=True, timeout=120
+        )
+        assert run.returncode == 0, run.stderr
+        assert "(satisfy.W006) The broker's Redis keeps queued tasks in memory only" in run.stderr
+        redis.Redis.from_url(broker.url).config_set("appendonly", "yes")
+        run = subprocess.run(
+            argv, cwd=REPO, env=env | {"CELERY_BROKER_URL": broker.url}, capture_output=True, text=True, timeout=120
+        )
+        assert run.returncode == 0 and "satisfy.W006" not in run.stderr, run.stderr
+        broker.stop()
+        run = subprocess.run(
+            argv, cwd=REPO, env=env | {"CELERY_BROKER_URL": broker.url}, capture_output=True, text=True, timeout=120
+        )
+        assert run.returncode != 0 and "(satisfy.E004) The broker cannot be reached" in run.stderr
 
 
 def test_a_reply_size_cap_is_read_in_bytes_and_one_under_a_byte_or_not_a_number_is_refused() -> None:

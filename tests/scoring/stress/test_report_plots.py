@@ -4,8 +4,8 @@ moving a few per cent flattens none of them (issue 12). Checked on matplotlib's 
 from __future__ import annotations
 
 from scoring.stress.report import level_figure, render_html
-from scoring.stress.runner import StressReport
 from scoring.stress.stats import Direction, StressResult, Verdict
+from scoring.stress.types import StressReport
 
 LEVELS = ("0", "1", "2", "3", "4", "5")
 MEANS = {

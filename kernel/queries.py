@@ -1,15 +1,19 @@
-"""Plain-SQL reads that build model instances as the ORM would: for the few hot statements whose ORM
-compiling cost more CPU than running them (bench/README.md: the current match, the choice's locked read,
-the comparison page, a generation's read of its candidate). Each such statement is held to the ORM read it
-replaced by a test; names in the SQL come from the models' metadata, values are bound parameters."""
+"""The kernel's one written SQL read (the API's token and its user) and the helpers every app's `queries.py`
+writes its statements with.
+
+The ORM is the rule (docs/architecture.md, "Reads"); a statement is written out only on a hot path where
+bench/queries.py measures the ORM's read at 1.3x its CPU or more, and lives in its app's `queries.py`, held to
+the ORM read it stands for by a test. Names in the SQL come from the models' metadata, values are bound
+parameters; the helpers build model instances as the ORM would (`instances_from_row`)."""
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, cast
 
+from django.contrib.auth import get_user_model
 from django.db import connection, models
-from django.db.transaction import TransactionManagementError
+from rest_framework.authtoken.models import Token
 
 
 def model_columns(model: type[models.Model], keep: set[str] | None = None) -> list[str]:
@@ -43,12 +47,6 @@ def for_update_of(*aliases: str) -> str:
     if not (features.has_select_for_update and features.has_select_for_update_of):
         return ""
     return f" FOR UPDATE OF {', '.join(aliases)}"
-
-
-def require_transaction(what: str) -> None:
-    """As select_for_update: a locking read outside a transaction would let the lock go at once."""
-    if connection.get_autocommit():
-        raise TransactionManagementError(f"{what} needs a transaction (transaction.atomic).")
 
 
 def _converters(model: type[models.Model], names: tuple[str, ...]) -> list[tuple[int, list[Any], Any]]:
@@ -92,6 +90,22 @@ def instances_from_row(row: tuple[Any, ...], shape: RowShape) -> list[Any]:
     return out
 
 
+def fetch_one(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
+    """The first row of a written statement, None for none."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row: tuple[Any, ...] | None = cursor.fetchone()
+    return row
+
+
+def fetch_all(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    """Every row of a written statement."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+    return rows
+
+
 @functools.cache
 def _rows_by_sql(model: type[models.Model], names: tuple[str, ...], column: str, order_by: str) -> str:
     q = connection.ops.quote_name
@@ -110,9 +124,7 @@ def rows_by(
     """`model.objects.filter(<column>=value).order_by(order_by).values_list(*names)` as one written statement:
     the same tuples, JSON columns decoded as the ORM decodes them (`order_by` must be unique among the rows,
     or their order is the database's)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_rows_by_sql(model, names, column, order_by), [value])
-        rows: list[tuple[Any, ...]] = cursor.fetchall()
+    rows = fetch_all(_rows_by_sql(model, names, column, order_by), [value])
     converters = _converters(model, names)
     if not converters:
         return rows
@@ -122,3 +134,33 @@ def rows_by(
         _convert(values, converters)
         out.append(tuple(values))
     return out
+
+
+@functools.cache
+def _token_shape() -> RowShape:
+    user = get_user_model()
+    return [(Token, "t", model_columns(Token)), (user, "u", model_columns(user))]
+
+
+@functools.cache
+def _token_sql() -> str:
+    q = connection.ops.quote_name
+    user = get_user_model()
+    # Names from the models' metadata; the key is a bound parameter.
+    return (
+        f"SELECT {select_list(_token_shape())} FROM {q(Token._meta.db_table)} t"  # noqa: S608
+        f" INNER JOIN {q(user._meta.db_table)} u ON u.{column(user, cast(Any, user._meta.pk).name)} = t.{column(Token, 'user')}"
+        f" WHERE t.{column(Token, 'key')} = %s"
+    )
+
+
+def token_with_user(*, key: str) -> Token | None:
+    """The API token `key` with its user, every column of both, as DRF's `select_related("user").get(key=...)`
+    reads them; None when there is none. Every API request authenticates by token: bench/queries.py, "token
+    and its user" (the ORM's read 2.1x the CPU); held to DRF's read in tests/kernel/test_authentication.py."""
+    row = fetch_one(_token_sql(), [key])
+    if row is None:
+        return None
+    token, user = instances_from_row(row, _token_shape())
+    token.user = user
+    return cast(Token, token)
