@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
@@ -16,6 +17,8 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
 from annotation.models import Candidate, Participation, Query
+from kernel.queues import queue_depths
+from modelserver.limits import default_limiter
 from studies.models import Study
 from studies.selectors.membership import StudyAction, study_allows
 
@@ -140,7 +143,6 @@ def health_alerts(health: StudyHealth) -> list[str]:
 
 def model_server_loads() -> list[ServerLoad]:
     """Slots in use per model server, from this process's limiter (a Redis one sees the whole deployment)."""
-    from modelserver.limits import default_limiter
 
     limiter: Any = default_limiter()
     servers = [u.strip() for u in [settings.LLM_BASE_URL, *settings.LLM_BASE_URLS.split(",")] if u.strip()]
@@ -165,10 +167,6 @@ def study_health(*, study: Study, now: datetime | None = None, with_deployment: 
     depths: dict[str, int | None] = {}
     servers: list[ServerLoad] = []
     if with_deployment:
-        from celery import current_app
-
-        from kernel.queues import queue_depths
-
         depths = queue_depths(current_app)
         servers = model_server_loads()
     return StudyHealth(

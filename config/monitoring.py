@@ -135,10 +135,12 @@ class DeploymentCollector(Collector):
     """Queue depths from the broker; annotators waiting, and question to first comparison, from the database."""
 
     def collect(self) -> Iterator[Any]:
-        from celery import current_app
+        # At scrape time: config.celery imports this module with the settings, before Django's apps (and
+        # so annotation's models) can load.
+        from celery import current_app  # noqa: I001 - the deferral above
 
-        from annotation.health import WAIT_BUCKETS_S, annotators_waiting, first_comparison_waits
-        from kernel.queues import queue_depths
+        from annotation.health import WAIT_BUCKETS_S, annotators_waiting, first_comparison_waits  # models
+        from kernel.queues import queue_depths  # kombu connections, with the broker's settings
 
         depths = GaugeMetricFamily("satisfy_queue_depth", "Messages waiting in each Celery queue.", labels=["queue"])
         for queue, depth in queue_depths(current_app).items():

@@ -26,9 +26,10 @@ def before_send(event: dict[str, Any], hint: dict[str, Any]) -> dict[str, Any]:
 
 
 def sentry_init(*, dsn: str, environment: str, traces_sample_rate: float) -> None:
+    # sentry-sdk only when SENTRY_DSN is set: a deployment without error reporting never loads it.
     import sentry_sdk
-    from sentry_sdk.integrations.celery import CeleryIntegration
-    from sentry_sdk.integrations.django import DjangoIntegration
+    from sentry_sdk.integrations.celery import CeleryIntegration  # sentry-sdk, as above
+    from sentry_sdk.integrations.django import DjangoIntegration  # sentry-sdk, as above
 
     sentry_sdk.init(
         dsn=dsn,

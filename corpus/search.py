@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from django.conf import settings
 from django.db import connections
 
 from corpus import index as corpus_index
@@ -320,7 +321,6 @@ CORPUS_SEARCH_CHOICES = ("fts", "bm25")
 
 def corpus_retrieval(*, using: str = "default") -> CorpusRetrieval | CorpusBM25Retrieval:
     """The corpus search the deployment chose (setting CORPUS_SEARCH: "fts", the default, or "bm25")."""
-    from django.conf import settings
 
     if settings.CORPUS_SEARCH == "bm25":
         return CorpusBM25Retrieval(using=using)

@@ -27,7 +27,7 @@ _held: dict[str, Any] = {}
 
 
 def _postgres_try(settings_dict: dict[str, Any]) -> Any | None:
-    import psycopg
+    import psycopg  # the PostgreSQL driver: only the beat of a deployment on PostgreSQL
 
     conn = psycopg.connect(
         host=settings_dict.get("HOST") or None,
@@ -50,7 +50,7 @@ def _postgres_try(settings_dict: dict[str, Any]) -> Any | None:
 
 
 def _sqlite_try(database: str) -> Any | None:
-    import fcntl
+    import fcntl  # POSIX only: the lock of the embedded SQLite deployment
 
     path = Path(f"{database}.beat.lock")
     path.parent.mkdir(parents=True, exist_ok=True)

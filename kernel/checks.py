@@ -15,6 +15,8 @@ from django.conf import settings
 from django.core.checks import CheckMessage
 from django.core.checks import Error as CheckError
 from django.core.checks import Warning as CheckWarning
+from django.core.files.base import ContentFile
+from django.core.files.storage import storages
 
 
 def embedded_defaults(app_configs: Any = None, **kwargs: Any) -> list[CheckWarning]:
@@ -56,9 +58,6 @@ def research_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
     options = settings.STORAGES["research"].get("OPTIONS", {})
     if "bucket_name" not in options:
         return []  # a local folder: nothing to reach
-    from django.core.files.base import ContentFile
-    from django.core.files.storage import storages
-
     found: list[CheckMessage] = []
     bucket = options["bucket_name"]
     storage = storages["research"]
@@ -105,7 +104,7 @@ def broker_persistence(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
     url = str(settings.CELERY_BROKER_URL)
     if not url.startswith(("redis://", "rediss://", "unix://")):
         return []  # RabbitMQ keeps durable queues on disk; the filesystem broker is a folder (W002)
-    import redis
+    import redis  # only with a Redis broker
 
     client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3)
     try:

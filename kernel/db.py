@@ -11,7 +11,7 @@ def close_database_pools() -> None:
     """Close this thread's connections and every connection pool of this process (Django's psycopg pool, one per
     database alias; docs/deploy.md, "Database connections"). For a process that is about to exit: the pool's
     threads would otherwise hold its exit for the pool's own close time-out (5 s). Never raises."""
-    from django.db import connections
+    from django.db import connections  # kernel/db.py is imported by gunicorn's config, before Django is set up
 
     for connection in connections.all(initialized_only=True):
         try:

@@ -44,7 +44,7 @@ def heartbeat(beat: Callable[[], object], *, every: float, name: str = "heartbea
 def _close_db_connections() -> None:
     """The thread's own database connection (Django opens one per thread) is not left open."""
     try:
-        from django.db import connections
+        from django.db import connections  # the heartbeat runs without Django too (the pure cores' tests)
     except ImportError:  # pragma: no cover - used without Django
         return
     connections.close_all()

@@ -60,7 +60,7 @@ class RequestIdFilter(logging.Filter):
 
 def _celery_task_id() -> str:
     try:
-        from celery import current_task
+        from celery import current_task  # a log line's task id: celery is loaded only where a task runs
     except ImportError:  # pragma: no cover - celery is a dependency
         return ""
     task = current_task

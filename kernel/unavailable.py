@@ -13,6 +13,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template import loader
 from django.utils.translation import gettext as _
+from django.views import defaults
 
 # Raised by the driver where Django does not wrap it (psycopg's own, psycopg_pool's PoolTimeout is one).
 try:
@@ -109,8 +110,6 @@ def server_error(request: HttpRequest, template_name: str = "500.html") -> HttpR
     """`handler500`: Django calls it while handling the exception (in a view or in any middleware), so the
     exception is the one being handled. The database out of reach: the 503 of this module; anything else:
     Django's own 500 page."""
-    from django.views import defaults
-
     if database_unavailable(sys.exception()):
         return response_for(request)
     return defaults.server_error(request, template_name)

@@ -39,7 +39,7 @@ def _redis() -> Any:
     global _client
     url = settings.RESEARCH_YIELD_URL
     if _client is None or _client[0] != os.getpid() or _client[1] != url:
-        import redis
+        import redis  # only where research yields through Redis (RESEARCH_YIELD_URL)
 
         _client = (
             os.getpid(),

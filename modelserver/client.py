@@ -127,7 +127,7 @@ def tls_context() -> ssl.SSLContext:
     """The process's one TLS context for every model-server connection, with the SDK's defaults (certifi's CA
     bundle, or SSL_CERT_FILE / SSL_CERT_DIR). The SDK builds one for every client it creates, about 25 ms of
     CPU loading the bundle, even for an http:// server: once per model and replica in every worker process."""
-    import httpx2
+    import httpx2  # the OpenAI SDK's HTTP client: loaded with the SDK, on a process's first model call
 
     return httpx2.create_ssl_context()
 
@@ -143,7 +143,7 @@ class _HttpClient(openai.DefaultHttpxClient):
 
 
 def _http_client(timeout: float, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> openai.DefaultHttpxClient:
-    import httpx2
+    import httpx2  # as above: with the SDK, not with this module
 
     # Every reply's body, answers and errors alike, is read through the cap (kernel/response_cap.py).
     hooks = {"request": [], "response": [response_cap(httpx2, max_response_bytes)]}

@@ -21,6 +21,7 @@ from kernel.cli import at_least_one, out_dir_problem
 from kernel.jsonl import JsonlError, read_jsonl
 from modelserver import ChatConfig
 from modelserver.client import configure_max_response_bytes_from_env
+from scoring.core.longdoc import embedder_warning
 from scoring.stress.perturb import TESTS, StressError
 from scoring.stress.runner import CoreMetrics, resolve_metrics, resolve_tests, run_stress
 from scoring.stress.types import MetricBackend
@@ -137,8 +138,6 @@ def main(argv: Sequence[str] | None = None, *, backend: MetricBackend | None = N
         return 2
     print(report.summary())
     if report.long_document is not None:
-        from scoring.core.longdoc import embedder_warning
-
         print(f"\nlong documents: sentence embedder {report.long_document.embedder}")
         warning = embedder_warning(report.long_document.embedder)
         if warning:
