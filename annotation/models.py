@@ -12,6 +12,11 @@ from django.utils.translation import gettext_lazy as _
 # The audit log's model lives in its own module (annotation/models_audit.py); imported here so Django loads it.
 from annotation.models_audit import StudyAuditLog as StudyAuditLog
 
+# Pre-written outputs' models likewise (annotation/models_prewritten.py).
+from annotation.models_prewritten import PrewrittenAssignment as PrewrittenAssignment
+from annotation.models_prewritten import PrewrittenItem as PrewrittenItem
+from annotation.models_prewritten import PrewrittenOutput as PrewrittenOutput
+
 
 class PromptTemplate(models.Model):
     """A versioned generation prompt. Placeholders: {query}, {documents}, {persona_block}."""

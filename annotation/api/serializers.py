@@ -120,6 +120,41 @@ class QueryCreateSerializer(serializers.Serializer):
     client_token = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
 
 
+class NextItemSerializer(serializers.Serializer):
+    client_token = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+
+
+class OutputsColumnsSerializer(serializers.Serializer):
+    item = serializers.CharField(max_length=100, required=False)
+    system = serializers.CharField(max_length=100, required=False)
+    output = serializers.CharField(max_length=100, required=False)
+    source = serializers.CharField(max_length=100, required=False)
+    documents = serializers.CharField(max_length=100, required=False)
+    title = serializers.CharField(max_length=100, required=False)
+    prompt = serializers.CharField(max_length=100, required=False)
+
+
+class OutputsImportSerializer(serializers.Serializer):
+    format = serializers.ChoiceField(choices=["csv", "jsonl"])
+    content = serializers.CharField(required=False, allow_blank=False, trim_whitespace=False, max_length=50_000_000)
+    file = serializers.FileField(required=False)
+    columns = OutputsColumnsSerializer(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if (attrs.get("content") is None) == (attrs.get("file") is None):
+            raise serializers.ValidationError({"content": "Give the file's text as content, or the file as file."})
+        return attrs
+
+
+class OutputsImportResultSerializer(serializers.Serializer):
+    items_created = serializers.IntegerField()
+    items_updated = serializers.IntegerField()
+    outputs_created = serializers.IntegerField()
+    outputs_updated = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    changed = serializers.BooleanField()
+
+
 class DocumentSerializer(serializers.ModelSerializer):
     class Meta:
         model = RetrievedDocument

@@ -25,6 +25,7 @@ from annotation.selectors.audit import AUDIT_ACTION, audit_log_of_study, audit_r
 from annotation.selectors.generation import candidates_failed
 from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
 from annotation.selectors.participation import participation_own
+from annotation.selectors.prewritten import study_has_prewritten
 from annotation.selectors.quality import participation_quality
 from annotation.selectors.query import query_of_annotator
 from annotation.selectors.study import study_progress
@@ -45,6 +46,7 @@ from annotation.services.participation import (
     study_participants_counted,
 )
 from annotation.services.persona import persona_save
+from annotation.services.prewritten import Columns, prewritten_import, prewritten_query_next
 from annotation.services.quality import check_warning, participation_exclude, participation_include
 from annotation.services.query import query_discard, query_resend, query_submit
 from annotation.services.tournament import bracket_settle, judgment_record_as, match_mark_shown
@@ -152,8 +154,25 @@ class ParticipationViewSet(viewsets.GenericViewSet):
         participation = _own_participation(request, pk)
         body = s.QueryCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        if study_has_prewritten(study=participation.study):
+            raise ApplicationError("This study shows pre-written items: ask for the next item instead.", status=409)
         query = query_submit(participation=participation, **body.validated_data)
         return Response(s.query_body(query), status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.NextItemSerializer, responses={201: s.QuerySerializer})
+    @action(detail=True, methods=["post"], url_path="next-item")
+    def next_item(self, request: Request, pk: int) -> Response:
+        """A study of pre-written outputs: the next item as a question, its comparisons ready at once (the same
+        client token again answers the same question, 200)."""
+        participation = _own_participation(request, pk)
+        if not study_has_prewritten(study=participation.study):
+            raise ApplicationError("This study has no pre-written items: ask a question instead.", status=409)
+        body = s.NextItemSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        token = body.validated_data["client_token"]
+        existed = bool(token) and participation.queries.filter(client_token=token).exists()
+        query = prewritten_query_next(participation=participation, client_token=token)
+        return Response(s.query_body(query), status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=s.ParticipationSerializer)
     @action(detail=True, methods=["post"])
@@ -334,6 +353,7 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         "exclusion": ["annotation.view_study", "annotation.view_participation"],
         "open_link": ["annotation.view_study", "annotation.view_invitation"],
         "audit": ["annotation.view_study", "annotation.view_studyauditlog"],
+        "outputs": ["annotation.view_study", "annotation.change_study"],
         "metadata": ["annotation.view_study"],  # OPTIONS
     }
     serializer_class = s.StudySerializer
@@ -434,6 +454,22 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
             rows = rows.filter(pk__lt=_whole_number(before, "before"))
         limit = min(_whole_number(params.get("limit") or str(AUDIT_PAGE), "limit"), AUDIT_PAGE)
         return Response(s.AuditEntrySerializer([audit_row(row) for row in rows[:limit]], many=True).data)
+
+    @extend_schema(request=s.OutputsImportSerializer, responses=s.OutputsImportResultSerializer)
+    @action(detail=True, methods=["post"])
+    def outputs(self, request: Request, slug: str) -> Response:
+        """Import pre-written items and outputs (owners): {"format": "csv"|"jsonl", "content": the file's text,
+        "columns": {"item": ..., ...}}, or the file as multipart `file`. As `manage.py import_outputs`: all or
+        nothing, idempotent, and a bad file is a 400 naming each line and field in `extra.problems`."""
+        study = self.get_object()
+        _require_role(request, study, StudyAction.MANAGE)
+        body = s.OutputsImportSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        content: bytes | str = data["file"].read() if data.get("file") is not None else data.get("content", "")
+        columns = Columns(**{**Columns().__dict__, **data.get("columns", {})})
+        result = prewritten_import(study=study, data=content, format=data["format"], columns=columns)
+        return Response(s.OutputsImportResultSerializer({**result.__dict__, "changed": result.changed}).data)
 
     @extend_schema(responses=s.ProgressSerializer(many=True))
     @action(detail=True, methods=["get"])

@@ -9,7 +9,7 @@ from typing import Any
 from kernel.backends import BackendError, GenerationBackend, RetrievalBackend
 
 RETRIEVAL_BACKENDS = ("demo", "corpus", "openalex")
-GENERATION_BACKENDS = ("extractive", "baseline", "openai")
+GENERATION_BACKENDS = ("extractive", "baseline", "openai", "prewritten")
 
 
 def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -> RetrievalBackend:
@@ -51,6 +51,10 @@ def get_generation_backend(name: str, options: Mapping[str, Any] | None = None) 
         from annotation.backends.openai_chat import OpenAIChatGeneration
 
         return OpenAIChatGeneration(options)
+    if name == "prewritten":
+        from annotation.backends.prewritten import PrewrittenOutputs
+
+        return PrewrittenOutputs()
     raise BackendError(
         f"Unknown generation backend {name!r}; choose one of {', '.join(GENERATION_BACKENDS)}.", transient=False
     )
@@ -67,7 +71,7 @@ def generation_models(name: str, options: Mapping[str, Any] | None = None) -> li
         from annotation.backends.baselines import BASELINES
 
         return list(BASELINES)
-    if name == "openai":
+    if name in ("openai", "prewritten"):  # a model server's catalogue; any name for imported outputs
         return None
     raise BackendError(
         f"Unknown generation backend {name!r}; choose one of {', '.join(GENERATION_BACKENDS)}.", transient=False

@@ -297,7 +297,7 @@ def _validate_served(spec: Mapping[str, Any]) -> None:
             field="systems",
         )
     configured = getattr(settings, "LLM_BASE_URLS", "") or getattr(settings, "LLM_BASE_URL", "")
-    if models is None and not (options.get("base_url") or configured):
+    if models is None and backend != "prewritten" and not (options.get("base_url") or configured):
         raise ApplicationError(
             f"System {label!r}: no model server is configured for {model!r}; set base_url in its backend "
             "settings or LLM_BASE_URL.",
