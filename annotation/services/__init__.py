@@ -19,6 +19,8 @@ before it, so there is no import cycle (tests/annotation/test_module_layers.py h
   stuck ones, and drawing the bracket once every candidate of a query is done.
 - `query`: asking a question, retrieving its sources, failing, discarding (setting aside), resending
   stuck work and retrying it, and marking its waiting page shown.
+- `prewritten`: studies of pre-written outputs: importing items and outputs from a file (checked by line and
+  field), and giving an annotator the next item as a question whose bracket is drawn at once.
 - `membership`: study membership, and the guarded writes of a study (its creator becomes its owner; only
   owners edit it; only superusers set a model server's address or a file path).
 """

@@ -18,6 +18,7 @@ SERVICE_LAYERS = [
     "tournament",
     "generation",
     "query",
+    "prewritten",
     "membership",
 ]
 

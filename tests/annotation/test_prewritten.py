@@ -5,7 +5,9 @@ analysis and exports of that study reading each output's system."""
 from __future__ import annotations
 
 import csv
+import html
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -326,3 +328,25 @@ def test_the_analysis_and_exports_read_each_outputs_system(played, tmp_path):
     for row in exported:
         assert row["generation_backend"] == "prewritten"
         assert row["summary"].startswith(STYLE[row["system_label"]].split("{")[0])
+
+
+def test_the_pages_offer_the_next_item_and_compare_its_texts_blind(study, tmp_path):
+    from django.test import Client
+    from django.urls import reverse
+
+    _import("pre", _csv(tmp_path / "outputs.csv", _rows()))
+    invitation = invitation_create_bulk(study=study, count=1)[0]
+    browser = Client()
+    assert browser.post(reverse("annotation:join", args=[invitation.token]), {"consent": "on"}).status_code == 302
+    assert browser.post(reverse("annotation:profile", args=["pre"]), PERSONA).status_code == 302
+    page = browser.get(reverse("annotation:ask", args=["pre"])).content.decode()
+    assert "Show the next item" in page and 'name="text"' not in page  # no question box
+    token = re.search(r'name="client_token" value="([0-9a-f]+)"', page).group(1)
+    opened = browser.post(reverse("annotation:ask", args=["pre"]), {"client_token": token})
+    assert opened["Location"] == reverse("annotation:compare", args=["pre", 1])
+    compare = html.unescape(browser.get(opened["Location"]).content.decode())
+    assert "What does study doc1 find?" in compare and ITEMS["doc1"] in compare
+    shown = [text for text in (STYLE[label].format(ITEMS["doc1"].lower()) for label in STYLE) if text in compare]
+    assert len(shown) == 2  # one pair of the three texts
+    for secret in ("alpha", "beta", "gamma", "lab-model"):
+        assert secret not in compare
