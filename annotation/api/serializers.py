@@ -28,6 +28,7 @@ from annotation.services.participation import (
     participation_needs_screening,
     participation_resume_url,
 )
+from annotation.services.prewritten import Columns
 from annotation.services.study import LIMITS, STUDY_FIELDS, limit_message
 from annotation.services.tournament import COMMENT_MAX_CHARS
 from kernel.storable import DB_INT_MAX
@@ -124,21 +125,19 @@ class NextItemSerializer(serializers.Serializer):
     client_token = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
 
 
-class OutputsColumnsSerializer(serializers.Serializer):
-    item = serializers.CharField(max_length=100, required=False)
-    system = serializers.CharField(max_length=100, required=False)
-    output = serializers.CharField(max_length=100, required=False)
-    source = serializers.CharField(max_length=100, required=False)
-    documents = serializers.CharField(max_length=100, required=False)
-    title = serializers.CharField(max_length=100, required=False)
-    prompt = serializers.CharField(max_length=100, required=False)
-
-
 class OutputsImportSerializer(serializers.Serializer):
     format = serializers.ChoiceField(choices=["csv", "jsonl"])
     content = serializers.CharField(required=False, allow_blank=False, trim_whitespace=False, max_length=50_000_000)
     file = serializers.FileField(required=False)
-    columns = OutputsColumnsSerializer(required=False)
+    columns = serializers.DictField(child=serializers.CharField(max_length=100), required=False)
+
+    def validate_columns(self, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(value) - set(Columns.__dataclass_fields__))
+        if unknown:
+            raise serializers.ValidationError(
+                f"Unknown column role(s) {', '.join(unknown)}; name any of {', '.join(Columns.__dataclass_fields__)}."
+            )
+        return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if (attrs.get("content") is None) == (attrs.get("file") is None):

@@ -255,9 +255,10 @@ def prewritten_import(
     last = PrewrittenItem.objects.filter(study=study).aggregate(last=Max("order"))["last"]
     next_order = 0 if last is None else last + 1
     for spec in items:
-        row = stored.get(spec.key)
-        judged = row is not None and row.shown  # type: ignore[attr-defined]
-        if row is None:
+        found = stored.get(spec.key)
+        judged = found is not None and bool(found.shown)
+        row: PrewrittenItem
+        if found is None:
             row = PrewrittenItem.objects.create(
                 study=study, key=spec.key, prompt=spec.prompt, sources=spec.sources, order=next_order
             )
@@ -265,6 +266,7 @@ def prewritten_import(
             counts["items_created"] += 1
             outputs: dict[str, PrewrittenOutput] = {}
         else:
+            row = found
             outputs = {o.system.label: o for o in row.outputs.all()}
             if (row.prompt, row.sources) != (spec.prompt, spec.sources):
                 if judged:
@@ -318,7 +320,8 @@ def prewritten_query_next(
     study_require_open(study=study)
     if participation_ended(participation=participation):
         raise ApplicationError(_("You have already finished this study. Thank you!"), status=409)
-    if persona_current(participation=participation) is None:
+    persona = persona_current(participation=participation)
+    if persona is None:
         if participation_needs_screening(participation=participation):
             raise screening_first(participation=participation)
         raise ApplicationError(_("Please describe yourself before the first item."), status=409)
@@ -345,7 +348,7 @@ def prewritten_query_next(
         index=(tally["last_index"] or 0) + 1,
         text=item.prompt or sources[0].get("title") or _("Item %(key)s") % {"key": item.key},
         client_token=client_token or f"item-{item.pk}-{now.timestamp()}",
-        persona=persona_current(participation=participation),
+        persona=persona,
         retrieval_backend=PREWRITTEN_BACKEND,
         status=Query.Status.GENERATING,
         shown_at=shown_at if shown_at is not None and shown_at <= now else None,

@@ -202,6 +202,10 @@ def test_the_admin_api_imports_for_owners_only_and_names_bad_lines(study, tmp_pa
         bad.json()["extra"]["problems"]
     )
 
+    misnamed = api.post(url, {"format": "csv", "content": content, "columns": {"itme": "id"}}, format="json")
+    assert misnamed.status_code == 400 and "Unknown column role(s) itme" in str(misnamed.json())
+    assert api.post(url, {"format": "csv"}, format="json").status_code == 400  # no file at all
+
     stranger = get_user_model().objects.create_user("stranger")
     other = APIClient()
     other.force_authenticate(stranger)
