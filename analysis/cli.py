@@ -1,6 +1,7 @@
 """File-mode analysis without a database: a comparison table in, report and tables out.
 
     python -m analysis.cli --comparisons comparisons.parquet --out out/ [--seed N] [--resamples N]
+    python -m analysis.cli import-judgments --kind best-worst FILE --out DIR   (analysis.import_cli)
 
 ``main(argv)`` returns an exit status and is reused by ``manage.py analyze``.
 """
@@ -17,6 +18,7 @@ from typing import Any, TextIO
 
 import pandas as pd
 
+from analysis import import_cli
 from analysis.exports import FORMATS, read_comparisons
 from analysis.legacy import legacy_comparison_table, parse_legacy_export
 from analysis.report.bundle import write_analysis
@@ -101,6 +103,9 @@ def load_config(args: argparse.Namespace) -> AnalysisConfig:
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     out = stdout or sys.stdout
     err = stderr or sys.stderr
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["import-judgments"]:
+        return import_cli.main(argv[1:], stdout=out, stderr=err)
     args = build_parser().parse_args(argv)
     started = time.perf_counter()
     problem = out_dir_problem(args.out)

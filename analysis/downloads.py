@@ -15,7 +15,7 @@ def stored_file_response(storage: Storage, key: str, name: str, *, as_attachment
     """The object at `key` as a download named after `name`; a redirect to a presigned URL when
     RESEARCH_DOWNLOAD_REDIRECT is set and the storage is not a local folder; 404 if it vanished."""
     filename = PurePosixPath(name).name
-    if getattr(settings, "RESEARCH_DOWNLOAD_REDIRECT", False) and not isinstance(storage, FileSystemStorage):
+    if settings.RESEARCH_DOWNLOAD_REDIRECT and not isinstance(storage, FileSystemStorage):
         disposition = "attachment" if as_attachment else "inline"
         parameters = {"ResponseContentDisposition": f'{disposition}; filename="{filename}"'}
         try:

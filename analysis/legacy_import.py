@@ -24,9 +24,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from analysis.legacy import (
-    MAX_ANNOTATIONS,
-    MAX_MEMBER_BYTES,
-    MAX_TOTAL_BYTES,
     LegacyAnnotation,
     LegacyExport,
     LegacyFormatError,
@@ -223,9 +220,9 @@ def _code(annotator_id: str, *, study: Study, salt: str) -> str:
 
 def _limits() -> dict[str, int]:
     return {
-        "max_member_bytes": int(getattr(settings, "LEGACY_IMPORT_MAX_MEMBER_BYTES", MAX_MEMBER_BYTES)),
-        "max_total_bytes": int(getattr(settings, "LEGACY_IMPORT_MAX_TOTAL_BYTES", MAX_TOTAL_BYTES)),
-        "max_annotations": int(getattr(settings, "LEGACY_IMPORT_MAX_ANNOTATIONS", MAX_ANNOTATIONS)),
+        "max_member_bytes": int(settings.LEGACY_IMPORT_MAX_MEMBER_BYTES),
+        "max_total_bytes": int(settings.LEGACY_IMPORT_MAX_TOTAL_BYTES),
+        "max_annotations": int(settings.LEGACY_IMPORT_MAX_ANNOTATIONS),
     }
 
 
@@ -305,10 +302,10 @@ def legacy_text_warnings(*, study: Study) -> list[str]:
 
 def _fetch_openalex(ids: list[str], retrieval: Any | None) -> dict[str, Document]:
     if retrieval is None:
-        # The real client: Django's cache, polite pool, retries (annotation.backends.openalex).
-        from annotation.backends.openalex import OpenAlexRetrieval
+        # The real client as the deployment configures it: Django's cache, polite pool (generation.settings).
+        from generation.settings import openalex_retrieval
 
-        retrieval = OpenAlexRetrieval()
+        retrieval = openalex_retrieval()
     found: dict[str, Document] = retrieval.works(ids)
     return found
 

@@ -540,7 +540,7 @@ def _run_report(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[
 
 def _run_stress(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[str, Any]:
     # The stress runner loads numpy, the openai client and the metric suite: in the worker only.
-    from annotation.backends.openai_chat import configure_model_servers
+    from generation.settings import configure_model_servers
     from scoring.stress.runner import run_stress
 
     configure_model_servers()  # LLM rewrites and judges share the deployment's model-server limit and cache

@@ -26,7 +26,6 @@ from django.utils.html import format_html
 
 # The audit log's admin lives in its own module; imported here so that the admin's autodiscovery registers it.
 from annotation.admin_audit import StudyAuditLogAdmin as StudyAuditLogAdmin
-from annotation.backends.registry import GENERATION_BACKENDS, RETRIEVAL_BACKENDS, operational_setting_keys
 from annotation.links import PROLIFIC_SUFFIX, invitation_link, open_link, resume_link
 from annotation.models import (
     Bracket,
@@ -74,6 +73,7 @@ from annotation.services.study import (
     study_validate,
     system_spec,
 )
+from generation.registry import GENERATION_BACKENDS, RETRIEVAL_BACKENDS, operational_setting_keys
 from kernel.exceptions import ApplicationError
 from kernel.storable import DB_INT_MAX
 
@@ -310,7 +310,7 @@ class StudyPartInline(admin.TabularInline):
         return self._edits(request, obj)
 
 
-# What each generation backend is, beside its name (annotation.backends.registry); a name the registry does not
+# What each generation backend is, beside its name (generation.registry); a name the registry does not
 # know is not offered, and the service refuses it by name.
 GENERATION_BACKEND_LABELS = {
     "extractive": "extractive: sentences picked from the abstracts, offline",

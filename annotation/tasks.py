@@ -23,7 +23,6 @@ from celery import Task, shared_task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 from django.conf import settings
 
-from annotation.backends import openai_chat  # noqa: F401 - imported before the pool forks, not per child
 from annotation.services.generation import (
     MAX_ATTEMPTS,
     candidate_generate,
@@ -32,6 +31,7 @@ from annotation.services.generation import (
     candidate_retry_later,
 )
 from annotation.services.query import background_sweep, query_lease_renew, query_mark_failed, query_retrieve
+from generation import openai_chat  # noqa: F401 - imported before the pool forks, not per child
 from kernel.backends import BackendError
 from kernel.tasks import FIRST, LATER, OrderedTask, unreachable_service
 

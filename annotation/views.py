@@ -597,8 +597,8 @@ def _sources_coverage(study_obj: Study) -> dict[str, Any] | None:
         key = f"sources-coverage:corpus:{CorpusDocument.objects.count()}:{latest.timestamp() if latest else 0}"
         return cache.get_or_set(key, corpus_coverage, 3600)
     if backend == "demo":
-        from annotation.backends.offline_retrieval import DEFAULT_CORPUS_PATH, load_corpus_index
         from corpus.selectors import coverage_from_labels
+        from generation.offline_retrieval import DEFAULT_CORPUS_PATH, load_corpus_index
 
         path = str(settings_.get("corpus_path") or DEFAULT_CORPUS_PATH)
 

@@ -520,7 +520,7 @@ def run(args: argparse.Namespace, env: dict[str, str], worker: Workers, work: Pa
 
     django.setup()
     import config.celery  # noqa: F401 - the tasks query_submit enqueues must go to this app's broker
-    from annotation.backends.openai_chat import OpenAIChatGeneration
+    from generation.settings import model_servers_from_settings
     from tests.support.openai_standin import default_responder, openai_standin
 
     answered: list[float] = []  # when the stand-in answered each call (list.append is atomic)
@@ -530,7 +530,7 @@ def run(args: argparse.Namespace, env: dict[str, str], worker: Workers, work: Pa
         return default_responder(body)
 
     print(f"setup (database, migrations) {time.monotonic() - t0:.1f}s")
-    default_limit = OpenAIChatGeneration({"base_url": "http://127.0.0.1:1/v1"}).config_for("m").concurrency
+    default_limit = model_servers_from_settings().concurrency
 
     pools = ["prefork", "threads"] if args.pool == "both" else [args.pool]
     plans: list[tuple[str, int, int | None]] = []

@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from annotation.backends.offline_retrieval import DemoCorpusRetrieval  # noqa: E402
-from annotation.backends.offline_summariser import STRATEGIES, ExtractiveSummariser, split_cited  # noqa: E402
+from generation.offline_retrieval import DemoCorpusRetrieval  # noqa: E402
+from generation.offline_summariser import STRATEGIES, ExtractiveSummariser, split_cited  # noqa: E402
 from kernel.backends import Document, GenerationRequest  # noqa: E402
 from kernel.text import (  # noqa: E402
     COVERAGE_MIN,

@@ -282,7 +282,7 @@ def export_corpus(path: Path) -> None:
 
 def offline_rows(queries: Sequence[tuple[str, str]], *, label: str = "") -> list[Row]:
     """DemoCorpusRetrieval (kernel analyser + bm25s) and the hand-written BM25 it replaced, same documents."""
-    from annotation.backends.offline_retrieval import DemoCorpusRetrieval
+    from generation.offline_retrieval import DemoCorpusRetrieval
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -22,7 +22,7 @@ def _load_before_the_pool_forks(**kwargs: Any) -> None:
     the log, and the task that needs it fails with the reason, as it would have without this."""
     import logging
 
-    from annotation.backends.offline_retrieval import DemoCorpusRetrieval
+    from generation.offline_retrieval import DemoCorpusRetrieval
     from modelserver.client import preload
 
     for load in (preload, lambda: DemoCorpusRetrieval().index):

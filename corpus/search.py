@@ -322,7 +322,6 @@ def corpus_retrieval(*, using: str = "default") -> CorpusRetrieval | CorpusBM25R
     """The corpus search the deployment chose (setting CORPUS_SEARCH: "fts", the default, or "bm25")."""
     from django.conf import settings
 
-    choice = getattr(settings, "CORPUS_SEARCH", "fts")
-    if choice == "bm25":
+    if settings.CORPUS_SEARCH == "bm25":
         return CorpusBM25Retrieval(using=using)
     return CorpusRetrieval(using=using)

@@ -24,7 +24,7 @@ from rest_framework.settings import api_settings
 def client_ip(request: HttpRequest) -> str | None:
     """The client address for throttling (AXES_CLIENT_IP_CALLABLE)."""
     remote: str | None = request.META.get("REMOTE_ADDR")
-    proxies = int(getattr(settings, "TRUSTED_PROXY_COUNT", 0))
+    proxies = int(settings.TRUSTED_PROXY_COUNT)
     if proxies <= 0:
         return remote
     header: str = request.META.get("HTTP_X_FORWARDED_FOR") or ""

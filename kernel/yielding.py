@@ -51,7 +51,7 @@ def _redis() -> Any:
 
 def _key() -> str:
     # The broker's key prefix (the test suite's per-process prefix, config/settings/test.py), then the host.
-    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None) or {}
+    options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
     return f"{options.get('global_keyprefix', '')}satisfy:annotator-work:{settings.RESEARCH_YIELD_HOST}"
 
 

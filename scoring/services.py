@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,11 +17,12 @@ from annotation.models import Candidate, Judgment, Participation, Study
 from annotation.models_audit import AuditEvent, AuditOrigin
 from annotation.services.audit import audit_record
 from annotation.services.generation import broker_restarted
+from generation.settings import judge_from_settings
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
 from kernel.tasks import broker_started_at, enqueue_on_commit
 from kernel.yielding import research_pause
-from scoring.core.judges import PROMPT_VERSIONS, JudgeIdentity, judge_config_from_env, metric_prompt_version
+from scoring.core.judges import PROMPT_VERSIONS, JudgeIdentity, metric_prompt_version
 from scoring.inputs import REFERENCE_CHOICES, SOURCE_CHOICES, candidate_rows, persona_text
 from scoring.models import CandidateScore, PairwiseVote, ScoringRun
 
@@ -59,12 +59,12 @@ PAIRWISE = "pairwise"
 
 def _judge_option(judge: Mapping[str, Any] | None) -> dict[str, str] | None:
     """The judge a run records: ``{"model", "base_url", "server"}`` from ``judge`` or JUDGE_BASE_URL /
-    JUDGE_MODEL (and JUDGE_NAME); the API key stays in the environment (JUDGE_API_KEY), never in the run."""
+    JUDGE_MODEL (and JUDGE_NAME) settings; the API key stays in the settings (JUDGE_API_KEY), never in the run."""
     if judge is None:
-        config = judge_config_from_env()
-        if config is None:
+        config = judge_from_settings()
+        if not config.configured:
             return None
-        judge = {"model": config.model, "base_url": config.base_url, "name": os.environ.get("JUDGE_NAME", "")}
+        judge = {"model": config.model, "base_url": config.base_url, "name": config.name}
     unknown = sorted(set(judge) - {"model", "base_url", "name"})
     if unknown:
         raise ApplicationError(f"Unknown judge settings: {', '.join(unknown)}.", field="judge")
@@ -82,7 +82,7 @@ def _judge_option(judge: Mapping[str, Any] | None) -> dict[str, str] | None:
 
 
 def _judge_runner(options: Mapping[str, Any]) -> Any:
-    from annotation.backends.openai_chat import configure_model_servers
+    from generation.settings import configure_model_servers
     from modelserver import ChatConfig
     from scoring.core.judges import JudgeRunner
 
@@ -91,7 +91,7 @@ def _judge_runner(options: Mapping[str, Any]) -> Any:
     judge = options.get("judge")
     if not judge:
         return None
-    api_key = os.environ.get("JUDGE_API_KEY", "") or "EMPTY"
+    api_key = judge_from_settings().api_key or "EMPTY"
     return JudgeRunner(ChatConfig(base_url=judge["base_url"], model=judge["model"], api_key=api_key))
 
 

@@ -27,7 +27,7 @@ from analysis.stats.multiplicity import PValueFamily, p_value_family
 from analysis.stats.provenance import Provenance, code_version, now_iso, table_checksum
 from analysis.stats.regression import LogisticRegressionResult, fit_personalization_logit
 from analysis.stats.small_sample import BOOTSTRAP, CR2_T, few_annotators_warning, use_small_sample
-from analysis.stats.table import metric_names, placement_recorded, prepare_table
+from analysis.stats.table import has_conditions, metric_names, placement_recorded, prepare_table
 from analysis.stats.win_rates import StageSummary, WinRateTable, stage_summaries, win_rates
 
 T = TypeVar("T")
@@ -148,10 +148,17 @@ def analyze(
             "Bradley-Terry, like neither; a variant's rate over all its matches counts a tie as a match not won"
         )
     notes.extend(_bracket_size_notes(t.frame))
+    if "stage" not in table.columns:
+        notes.append("no tournament fields (stage, bracket_pair): every comparison is analysed as one stage, 'final'")
+    if not has_conditions(t):
+        notes.append(
+            "no persona/generic conditions: win rates are per system ('system'), and the variant, condition, "
+            "personalised-vs-generic statistics and the logistic regression do not apply"
+        )
     unplaced = int((~placement_recorded(t)).sum())
     if unplaced:
         notes.append(
-            f"left/right placement not recorded for {unplaced} of {t.n_rows} comparisons (legacy import): position "
+            f"left/right placement not recorded for {unplaced} of {t.n_rows} comparisons (legacy import or outside judgments): position "
             + ("bias is unavailable" if unplaced == t.n_rows else "bias uses only the rows where it was recorded")
         )
     resampler = ClusterResampler.draw(t.n_annotators, n_resamples=config.n_resamples, seed=config.seed)

@@ -56,14 +56,10 @@ COLUMNS: tuple[str, ...] = IDENTITY_COLUMNS + SIDE_COLUMNS + OUTCOME_COLUMNS + T
 """Every fixed column, in the order exports write them; the optional ``CHOICE_DETAIL_COLUMNS`` and then the
 metric columns follow."""
 
-REQUIRED_COLUMNS: tuple[str, ...] = (
-    "annotator",
-    "stage",
-    "bracket_pair",
-    *_sides("system", "model", "condition"),
-    "choice",
-)
-"""What the statistics cannot do without; the rest is derived or optional."""
+REQUIRED_COLUMNS: tuple[str, ...] = ("annotator", *_sides("system"), "choice")
+"""What the statistics cannot do without; the rest is derived or optional (``with_design_defaults``)."""
+DESIGN_COLUMNS: tuple[str, ...] = ("stage", "bracket_pair", *_sides("model", "condition"))
+"""The tournament and persona/generic design: absent in judgments from outside (``analysis.importers``)."""
 
 CHOICES: tuple[str, ...] = ("left", "right", "neither", "tie")
 """``tie`` ("both equally good") is neither side's win: like "neither" it is left out of every decided
@@ -198,6 +194,30 @@ class PreparedTable:
         return np.bincount(self.annotator_code, weights=weights, minlength=self.n_annotators).astype(np.float64)
 
 
+def with_design_defaults(table: pd.DataFrame) -> pd.DataFrame:
+    """A table without the design columns analysed as one stage of pairs of systems: ``stage`` and
+    ``bracket_pair`` absent read as ``final`` (one stage), a model absent is the system, a condition absent
+    is none (the persona/generic statistics and the regression do not apply: ``has_conditions``)."""
+    absent = [c for c in DESIGN_COLUMNS if c not in table.columns]
+    if not absent:
+        return table
+    out = table.copy()
+    for column in absent:
+        side = column.partition("_")[0]
+        if column in ("stage", "bracket_pair"):
+            out[column] = FINAL_STAGE
+        elif column.endswith("_model") and f"{side}_system" in out.columns:
+            out[column] = out[f"{side}_system"]
+        else:
+            out[column] = None
+    return out
+
+
+def has_conditions(t: PreparedTable) -> bool:
+    """Whether any side has a condition (persona/generic): a table of outside judgments has none."""
+    return any(c is not None for c in t.left_condition) or any(c is not None for c in t.right_condition)
+
+
 def prepare_table(table: pd.DataFrame) -> PreparedTable:
     """Check a comparison table against the contract and code it for the statistics.
 
@@ -213,7 +233,7 @@ def prepare_table(table: pd.DataFrame) -> PreparedTable:
         )
     if len(table) == 0:
         raise InsufficientDataError("comparison table has no rows")
-    frame = table.reset_index(drop=True)
+    frame = with_design_defaults(table).reset_index(drop=True)
 
     choice = _as_str(frame["choice"])
     bad = sorted({str(c) for c in choice if c not in CHOICES})
@@ -342,7 +362,8 @@ def check_rows(table: pd.DataFrame, *, conditions: Iterable[str]) -> None:
         raise AnalysisError(
             f"comparison table is missing required columns: {', '.join(missing)}", extra={"missing": missing}
         )
-    frame = table.reset_index(drop=True)
+    without_conditions = not any(f"{side}_condition" in table.columns for side in ("left", "right"))
+    frame = with_design_defaults(table).reset_index(drop=True)
     allowed = tuple(dict.fromkeys(conditions))
     n = len(frame)
     problems: list[tuple[int, str]] = []
@@ -356,7 +377,7 @@ def check_rows(table: pd.DataFrame, *, conditions: Iterable[str]) -> None:
             problems.extend((n + k, "") for k in range(count - MAX_ROW_PROBLEMS - 1))
 
     for side in ("left", "right"):
-        for field in ("system", "model", "condition"):
+        for field in ("system", "model") if without_conditions else ("system", "model", "condition"):
             col = f"{side}_{field}"
 
             def empty(i: int, col: str = col) -> str:
@@ -364,6 +385,8 @@ def check_rows(table: pd.DataFrame, *, conditions: Iterable[str]) -> None:
 
             flag(_missing(frame[col]), empty)
         col = f"{side}_condition"
+        if without_conditions:
+            continue
         values = frame[col].astype("string")
         outside = np.asarray((~values.isin(allowed) & ~pd.Series(_missing(frame[col]))).to_numpy(dtype=bool))
 

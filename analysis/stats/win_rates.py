@@ -22,6 +22,7 @@ from analysis.stats.table import (
     ADVANCED_COLUMN,
     BRACKET_COLUMN,
     PreparedTable,
+    has_conditions,
     placement_recorded,
     stage_key,
     stage_order,
@@ -313,12 +314,18 @@ def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "g
     """Every win-rate cell the report shows (see ``docs/analysis.md`` for the definitions)."""
     stages = _stage_masks(t)
     cells: list[_Cell] = []
-    true = np.ones(t.n_rows, dtype=np.bool_)
 
     # Variants (model x condition): the first stage out of all its matches; every later stage out of the
     # variant's advances into it (the paper's "final out of the variant's round-1 wins", plus the ties whose
     # coin sent it on and the byes that brought it there without a match).
     played = [s for s in stages if s != "all"]
+    if not has_conditions(t):
+        # Judgments from outside: no persona/generic design, so a win rate per system over all its matches.
+        for system in _levels(t.left_system, t.right_system):
+            left_is = np.asarray(t.left_system == system, dtype=np.bool_)
+            right_is = np.asarray(t.right_system == system, dtype=np.bool_)
+            for stage, rows in stages.items():
+                cells.append(_side_cell("system", system, stage, left_is, right_is, t, rows, 0.5))
     left_went_on, right_went_on = advanced(t)
     left_arrived, right_arrived = arrived_without_playing(t)
     for model in _levels(t.left_model, t.right_model):
@@ -378,6 +385,8 @@ def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "g
             )
 
     # Personalised vs generic on mixed-condition matches, per bracket pair and per round.
+    if not has_conditions(t):
+        return cells + _position_cells(t, stages)
     left_p = np.asarray(t.left_condition == persona, dtype=np.bool_)
     right_p = np.asarray(t.right_condition == persona, dtype=np.bool_)
     mixed = np.asarray(
@@ -393,11 +402,14 @@ def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "g
             _side_cell("personalized_vs_generic", "all brackets", stage, left_p, right_p, t, rows & mixed, 0.5)
         )
 
-    # Position bias: the left side, among the matches whose placement was recorded (none: n = 0, undefined).
+    return cells + _position_cells(t, stages)
+
+
+def _position_cells(t: PreparedTable, stages: dict[str, BoolArray]) -> list[_Cell]:
+    """Position bias: the left side, among the matches whose placement was recorded (none: n = 0, undefined)."""
     placed = placement_recorded(t)
-    for stage, rows in stages.items():
-        cells.append(_side_cell("position", "left", stage, true, ~true, t, rows & placed, 0.5))
-    return cells
+    true = np.ones(t.n_rows, dtype=np.bool_)
+    return [_side_cell("position", "left", stage, true, ~true, t, rows & placed, 0.5) for stage, rows in stages.items()]
 
 
 def _neither_cells(t: PreparedTable) -> list[tuple[str, str, BoolArray]]:
@@ -498,6 +510,7 @@ def win_rates(
 
 
 FAMILY_DESCRIPTIONS = {
+    "system": "win rates of the systems (a table without conditions), every system and stage",
     "variant": "win rates of the variants, every variant and stage",
     "model_share": "shares of decided matches won per model, every model and stage",
     "condition_share": "shares of decided matches won per condition, every condition and stage",

@@ -15,7 +15,6 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from annotation import queries
-from annotation.backends.registry import get_generation_backend
 from annotation.models import (
     Candidate,
     Query,
@@ -29,6 +28,7 @@ from annotation.selectors.query import query_documents, query_with_study
 from annotation.services.audit import audit_record
 from annotation.services.study import prompt_template_default
 from annotation.services.tournament import bracket_create
+from generation.registry import get_generation_backend
 from kernel import leases
 from kernel.backends import BackendError, GenerationRequest
 from kernel.heartbeat import heartbeat
@@ -218,7 +218,7 @@ def candidate_retry_later(*, candidate_id: int, reason: str) -> bool:
 
 def citation_flags(*, text: str, n_documents: int) -> dict[str, Any]:
     try:
-        from annotation.backends.citations import check_citations
+        from generation.citations import check_citations
     except ImportError:  # pragma: no cover - the helper module ships with the real backends
         return {}
     result = check_citations(text, n_documents)

@@ -18,8 +18,6 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from annotation.backends.offline_retrieval import DemoCorpusRetrieval
-from annotation.backends.registry import get_retrieval_backend
 from annotation.models import Candidate, Judgment, Participation, Query, RetrievedDocument
 from annotation.models_audit import AuditEvent, AuditOrigin
 from annotation.selectors.participation import participation_locked
@@ -43,6 +41,8 @@ from annotation.services.persona import persona_current
 from annotation.services.study import study_prompt_template, study_require_open
 from corpus import index as corpus_index
 from corpus.search import CorpusBM25Retrieval, CorpusRetrieval
+from generation.offline_retrieval import DemoCorpusRetrieval
+from generation.registry import get_retrieval_backend
 from kernel.backends import BackendError
 from kernel.bm25 import bm25s_term_stats
 from kernel.exceptions import ApplicationError

@@ -8,18 +8,18 @@ import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
-from django.http.request import validate_host
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from annotation.backends.offline_retrieval import DEFAULT_CORPUS_PATH
-from annotation.backends.registry import (
+from annotation.models import Candidate, PromptTemplate, Study, StudySystem
+from annotation.positions import MAX_BRACKET_SIZE
+from annotation.prompts import DEFAULT_BODY, DEFAULT_PERSONA_BLOCK, DEFAULT_TEMPLATE_NAME
+from generation.registry import (
     GENERATION_BACKENDS,
     RETRIEVAL_BACKENDS,
     generation_models,
@@ -27,9 +27,8 @@ from annotation.backends.registry import (
     get_generation_backend,
     operational_setting_keys,
 )
-from annotation.models import Candidate, PromptTemplate, Study, StudySystem
-from annotation.positions import MAX_BRACKET_SIZE
-from annotation.prompts import DEFAULT_BODY, DEFAULT_PERSONA_BLOCK, DEFAULT_TEMPLATE_NAME
+from generation.settings import corpus_root, model_servers_from_settings
+from generation.validation import corpus_path_problem, model_server_problem, served_problem
 from kernel.backends import BackendError
 from kernel.exceptions import ApplicationError
 from kernel.storable import DB_INT_MAX, json_problem
@@ -213,96 +212,25 @@ def _validate_systems(specs: Sequence[Mapping[str, Any]]) -> None:
 
 
 def _validate_model_server(spec: Mapping[str, Any]) -> None:
-    """A system's own model server (`base_url`: one address, or a list of replicas) must be an http(s) address
-    on a host the operator allowed in MODEL_SERVER_ALLOWED_HOSTS: the platform sends prompts, and an API key,
-    to it. Every replica is checked."""
-    options = spec.get("backend_settings")
-    if not isinstance(options, Mapping) or options.get("base_url") in (None, "", []):
-        return
-    given = options["base_url"]
-    label = spec.get("label", "")
-    urls = given if isinstance(given, list) else [given]
-    if len(urls) > 32:
-        raise ApplicationError(f"System {label!r}: base_url lists {len(urls)} replicas; at most 32.", field="systems")
-    for url in urls:
-        _validate_model_server_url(label, url)
-
-
-def _validate_model_server_url(label: Any, url: Any) -> None:
-    try:
-        parts = urlsplit(url) if isinstance(url, str) else None
-        host = parts.hostname if parts else None
-    except ValueError:
-        parts, host = None, None
-    # No user part or backslash either: clients disagree on where such an address's host begins.
-    if parts is None or parts.scheme not in ("http", "https") or not host or "@" in parts.netloc or "\\" in url:
-        raise ApplicationError(
-            f"System {label!r}: base_url must be a plain http:// or https:// address (no user part), or a list of "
-            f"them, not {str(url)[:200]!r}.",
-            field="systems",
-        )
-    allowed = list(getattr(settings, "MODEL_SERVER_ALLOWED_HOSTS", []))
-    if not validate_host(_bracketed(host.lower()), [_bracketed(entry) for entry in allowed]):
-        raise ApplicationError(
-            f"System {label!r}: the model server host {host!r} is not allowed; allowed hosts are "
-            f"{', '.join(allowed) or 'none'} (setting MODEL_SERVER_ALLOWED_HOSTS).",
-            field="systems",
-        )
-
-
-def _bracketed(host: str) -> str:
-    """An IPv6 address in brackets, as Django writes it in ALLOWED_HOSTS (`[::1]`) and as a URL carries it:
-    urlsplit's hostname drops them, and MODEL_SERVER_ALLOWED_HOSTS may hold either spelling (its default
-    has `::1`)."""
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-def corpus_root() -> Path:
-    return Path(settings.CORPUS_ROOT).resolve()
+    if problem := model_server_problem(spec, model_servers_from_settings()):
+        raise ApplicationError(problem, field="systems")
 
 
 def _validate_corpus_path(retrieval_settings: Any) -> None:
-    """A corpus file named in the retrieval settings must be an existing file under CORPUS_ROOT (or the
-    bundled demo corpus): the server reads it and shows its lines to annotators."""
-    if not isinstance(retrieval_settings, Mapping) or "corpus_path" not in retrieval_settings:
-        return
-    given = retrieval_settings["corpus_path"]
-    root = corpus_root()
-    if not isinstance(given, str) or not given.strip() or "\x00" in given:
-        raise ApplicationError(
-            "corpus_path must be the path of a JSONL file under CORPUS_ROOT.", field="retrieval_settings"
-        )
-    path = (root / given).resolve()  # an absolute path stays itself; a relative one is under the root
-    if path != DEFAULT_CORPUS_PATH.resolve() and not path.is_relative_to(root):
-        raise ApplicationError(
-            f"corpus_path {given!r} is outside the corpus folder {root} (setting CORPUS_ROOT).",
-            field="retrieval_settings",
-        )
-    if not path.is_file():
-        raise ApplicationError(f"corpus_path {given!r}: there is no such file in {root}.", field="retrieval_settings")
+    if problem := corpus_path_problem(retrieval_settings, corpus_root()):
+        raise ApplicationError(problem, field="retrieval_settings")
 
 
 def _validate_served(spec: Mapping[str, Any]) -> None:
     """A system's model must be one its backend serves; a server we cannot ask must at least be configured."""
-    label, model, backend = spec["label"], spec["model_name"], spec["generation_backend"]
     options = spec.get("backend_settings") or {}
     try:
-        get_generation_backend(backend, options)
-        models = generation_models(backend, options)
+        get_generation_backend(spec["generation_backend"], options)
+        models = generation_models(spec["generation_backend"], options)
     except BackendError as error:
-        raise ApplicationError(f"System {label!r}: {error.reason}", field="systems") from error
-    if models is not None and model not in models:
-        raise ApplicationError(
-            f"System {label!r}: the {backend} backend has no model {model!r}; it serves {', '.join(models)}.",
-            field="systems",
-        )
-    configured = getattr(settings, "LLM_BASE_URLS", "") or getattr(settings, "LLM_BASE_URL", "")
-    if models is None and backend != "prewritten" and not (options.get("base_url") or configured):
-        raise ApplicationError(
-            f"System {label!r}: no model server is configured for {model!r}; set base_url in its backend "
-            "settings or LLM_BASE_URL.",
-            field="systems",
-        )
+        raise ApplicationError(f"System {spec['label']!r}: {error.reason}", field="systems") from error
+    if problem := served_problem(spec, models, model_servers_from_settings()):
+        raise ApplicationError(problem, field="systems")
 
 
 BRACKET_SIZES = range(2, MAX_BRACKET_SIZE + 1)

@@ -341,6 +341,7 @@ SPECTACULAR_SETTINGS = {
 # its own default, a RabbitMQ on localhost, and every question would wait for a broker that is not there.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="") or "filesystem://"
 BROKER_DIR = Path(env.str("BROKER_DIR", default=str(VAR_DIR / "broker")))
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {}  # a broker's own, below
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for sub in ("in", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
@@ -615,6 +616,11 @@ if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", METRICS_DEVICE):
 METRICS_BATCH_SIZE = env.int("METRICS_BATCH_SIZE", default=32)
 if METRICS_BATCH_SIZE < 1:
     raise ImproperlyConfigured(f"METRICS_BATCH_SIZE must be at least 1, not {METRICS_BATCH_SIZE}")
+# The LLM judge of scoring runs when a run names none (docs/metrics.md); the key is never stored with a run.
+JUDGE_BASE_URL = env.str("JUDGE_BASE_URL", default="")
+JUDGE_MODEL = env.str("JUDGE_MODEL", default="")
+JUDGE_NAME = env.str("JUDGE_NAME", default="")
+JUDGE_API_KEY = env.str("JUDGE_API_KEY", default="")
 # The folder holding the factuality metrics' weights (BARTScore, MiniCheck, SummaC, AlignScore, UniEval), one
 # subfolder per model (docs/metrics.md, "Factuality metrics"); empty: only the offline Hugging Face cache is
 # searched. Nothing is ever downloaded at run time.
@@ -635,6 +641,7 @@ OPENALEX_MAX_RESPONSE_BYTES = _byte_cap("OPENALEX_MAX_RESPONSE_BYTES", 32 * 1024
 # The legacy import (analysis.legacy_import): caps on what one archive may unpack to (docs/analysis.md).
 LEGACY_IMPORT_MAX_MEMBER_BYTES = env.int("LEGACY_IMPORT_MAX_MEMBER_BYTES", default=64 * 1024 * 1024)
 LEGACY_IMPORT_MAX_TOTAL_BYTES = env.int("LEGACY_IMPORT_MAX_TOTAL_BYTES", default=256 * 1024 * 1024)
+LEGACY_IMPORT_MAX_ANNOTATIONS = env.int("LEGACY_IMPORT_MAX_ANNOTATIONS", default=200_000)
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="").strip().upper() or "INFO"
 if LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):

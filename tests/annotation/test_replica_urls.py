@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from annotation.backends.openai_chat import OpenAIChatGeneration
 from annotation.models import Study
+from generation.openai_chat import OpenAIChatGeneration
+from generation.registry import get_generation_backend
+
+
+def openai_backend(options: dict[str, Any]) -> OpenAIChatGeneration:
+    """The backend as a study system gets it: configured from the deployment's settings (generation.settings)."""
+    backend = get_generation_backend("openai", options)
+    assert isinstance(backend, OpenAIChatGeneration)
+    return backend
+
 
 pytestmark = pytest.mark.django_db
 
@@ -52,12 +63,12 @@ def test_every_replica_must_be_on_an_allowed_host(admin: APIClient, settings) ->
 
 def test_a_list_a_comma_separated_string_and_one_url_configure_the_client(settings) -> None:
     settings.LLM_BASE_URLS = ""
-    one = OpenAIChatGeneration({"base_url": "http://a:1/v1"}).config_for("m")
+    one = openai_backend({"base_url": "http://a:1/v1"}).config_for("m")
     assert (one.base_url, one.replicas) == ("http://a:1/v1", ("http://a:1/v1",))
-    listed = OpenAIChatGeneration({"base_url": ["http://a:1/v1", "http://b:1/v1"]}).config_for("m")
+    listed = openai_backend({"base_url": ["http://a:1/v1", "http://b:1/v1"]}).config_for("m")
     assert listed.replicas == ("http://a:1/v1", "http://b:1/v1")
     settings.LLM_BASE_URLS = "http://c:1/v1, http://d:1/v1"
-    assert OpenAIChatGeneration({}).config_for("m").replicas == ("http://c:1/v1", "http://d:1/v1")
+    assert openai_backend({}).config_for("m").replicas == ("http://c:1/v1", "http://d:1/v1")
 
 
 def test_the_operators_own_replicas_are_allowed_by_default(tmp_path) -> None:

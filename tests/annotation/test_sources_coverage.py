@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation.backends.offline_retrieval import DEFAULT_CORPUS_PATH
 from corpus.models import CorpusDocument
+from generation.offline_retrieval import DEFAULT_CORPUS_PATH
 from tests.annotation.factories import PERSONA, StudyFactory
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +28,7 @@ def _ask_page(client: Client, slug: str) -> str:
     return unescape(page.content.decode())
 
 
-# The demo corpus's ten topics (annotation/data/README.md, the seed_demo instructions), by their key words.
+# The demo corpus's ten topics (generation/data/README.md, the seed_demo instructions), by their key words.
 DEMO_TOPICS = (
     {"nurses", "night", "shift"},
     {"mrna", "vaccine", "vaccines"},

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.backends.registry import get_retrieval_backend
 from corpus import index as corpus_index
 from corpus.models import CorpusDocument
 from corpus.search import CorpusBM25Retrieval, CorpusRetrieval
+from generation.registry import get_retrieval_backend
 from kernel.text import index_terms
 from tests.conftest import SHARED_DATA
 

@@ -11,9 +11,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import Browser, Page, expect
 
-from annotation.backends.registry import GENERATION_BACKENDS
 from annotation.models import Candidate
 from annotation.services.query import query_submit
+from generation.registry import GENERATION_BACKENDS
 from tests.annotation.factories import StudyFactory, join
 from tests.e2e import a11y
 

@@ -17,7 +17,7 @@ def main() -> None:
     base_url, cache_dir, question = sys.argv[1:4]
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
     django.setup()
-    from annotation.backends.openai_chat import configure_model_servers
+    from generation.settings import configure_model_servers
     from modelserver import ChatClient, ChatConfig
 
     configure_model_servers()

@@ -208,7 +208,7 @@ def _worker_init_probe(**env: str):  # type: ignore[no-untyped-def]
 
     probe = (
         "import django; django.setup(); import config.celery; from celery.signals import worker_init; "
-        "from modelserver.client import tls_context; from annotation.backends import offline_retrieval as o; "
+        "from modelserver.client import tls_context; from generation import offline_retrieval as o; "
         "before = (tls_context.cache_info().currsize, len(o._INDEX_CACHE)); "
         "worker_init.send(sender=None); "
         "print(before, (tls_context.cache_info().currsize, len(o._INDEX_CACHE)))"

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 from django.core.management import get_commands, load_command_class
 
-from annotation.backends import openai_chat
+from generation import settings as generation_settings
 from modelserver import cache as llm_cache
 from modelserver import limits
 
 
 @pytest.fixture
 def unconfigured(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(openai_chat, "_configured", False)
+    monkeypatch.setattr(generation_settings, "_configured", False)
     limits.configure_limiter(None)
     yield
     limits.configure_limiter(None)

@@ -54,12 +54,12 @@ def _score_texts(argv):
 
 @pytest.fixture
 def model_servers_restored():
-    from annotation.backends import openai_chat
+    from generation import settings as generation_settings
     from modelserver import cache as llm_cache
     from modelserver import limits
 
     yield  # score_texts applies the deployment's model-server settings; leave none behind for other tests
-    openai_chat._configured = False
+    generation_settings._configured = False
     limits.configure_limiter(None)
     llm_cache.configure_cache("dir")
 

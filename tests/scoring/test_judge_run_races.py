@@ -54,7 +54,7 @@ def _store_while_the_other_waits(runs: dict[str, ScoringRun], chunk: list[int]) 
 
 
 @pytest.mark.timeout(240)
-def test_a_failing_judge_run_keeps_the_ratings_a_concurrent_run_commits(played_study, monkeypatch, tmp_path):  # noqa: F811
+def test_a_failing_judge_run_keeps_the_ratings_a_concurrent_run_commits(played_study, monkeypatch, settings, tmp_path):  # noqa: F811
     # Run "broken" reaches a judge replica that answers no rating; run "answering" reaches one that rates.
     # Both are judge-a with one model, so both write the same score rows. The broken run used to read which
     # rows held a value, see none (the answering run had not committed), and then write its empty values over
@@ -62,6 +62,7 @@ def test_a_failing_judge_run_keeps_the_ratings_a_concurrent_run_commits(played_s
     monkeypatch.setenv("JUDGE_CACHE_DIR", str(tmp_path / "judge-cache"))
     for name in ("JUDGE_BASE_URL", "JUDGE_MODEL", "JUDGE_NAME"):
         monkeypatch.delenv(name, raising=False)
+        setattr(settings, name, "")
 
     def no_rating(body: dict[str, Any]) -> str:
         return "I would rather not rate this summary."
@@ -87,13 +88,14 @@ def test_a_failing_judge_run_keeps_the_ratings_a_concurrent_run_commits(played_s
 
 
 @pytest.mark.timeout(240)
-def test_a_failing_pairwise_run_keeps_the_votes_a_concurrent_run_commits(played_study, monkeypatch, tmp_path):  # noqa: F811
+def test_a_failing_pairwise_run_keeps_the_votes_a_concurrent_run_commits(played_study, monkeypatch, settings, tmp_path):  # noqa: F811
     # As for scores: judge-a's first pairwise run got no usable answers (empty votes are stored with their
     # reason); two more runs store at once, one answered. The failing one read the empty votes, and then wrote
     # its empty answer over the votes the answered run committed before its write went through.
     monkeypatch.setenv("JUDGE_CACHE_DIR", str(tmp_path / "judge-cache"))
     for name in ("JUDGE_BASE_URL", "JUDGE_MODEL", "JUDGE_NAME"):
         monkeypatch.delenv(name, raising=False)
+        setattr(settings, name, "")
 
     def no_choice(body: dict[str, Any]) -> str:
         return "Both are fine, really."

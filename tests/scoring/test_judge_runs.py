@@ -65,10 +65,11 @@ def always_a(body: dict[str, Any]) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _judge_cache(tmp_path, monkeypatch):
+def _judge_cache(tmp_path, monkeypatch, settings):
     monkeypatch.setenv("JUDGE_CACHE_DIR", str(tmp_path / "judge-cache"))
     for name in ("JUDGE_BASE_URL", "JUDGE_MODEL", "JUDGE_NAME"):
         monkeypatch.delenv(name, raising=False)
+        setattr(settings, name, "")  # the deployment's judge (config/settings/base.py): none
 
 
 def test_two_judges_scores_coexist_and_each_is_a_family(played_study, django_capture_on_commit_callbacks):  # noqa: F811
@@ -131,6 +132,26 @@ def test_judge_settings_are_checked(played_study):  # noqa: F811
 
 def _human_codes(rows: list[dict[str, Any]]) -> list[float]:
     return [{"left": 0.0, "right": 1.0, "neither": 2.0}[r["choice"]] for r in rows]
+
+
+def test_the_deployments_judge_gets_its_key_which_no_run_stores(
+    played_study,  # noqa: F811
+    django_capture_on_commit_callbacks,
+    settings,
+):
+    # A run that names no judge takes the deployment's (JUDGE_* settings); the key goes to the judge's server
+    # with every request and is in none of the run's stored fields or votes.
+    with openai_standin(prefer_longer) as server:
+        settings.JUDGE_BASE_URL, settings.JUDGE_MODEL = server.base_url, "standin-model"
+        settings.JUDGE_NAME, settings.JUDGE_API_KEY = "lab-judge", "sk-judge-key-4711"
+        with django_capture_on_commit_callbacks(execute=True):
+            run = pairwise_run_start(study=played_study)
+        run.refresh_from_db()
+        assert run.status == ScoringRun.Status.DONE, run.error
+        assert server.headers and {h["authorization"] for h in server.headers} == {"Bearer sk-judge-key-4711"}
+    assert run.options["judge"] == {"model": "standin-model", "base_url": server.base_url, "server": "lab-judge"}
+    stored = [run.options, run.error, *PairwiseVote.objects.values_list("judge_model", "judge_server", "reason")]
+    assert "sk-judge-key-4711" not in repr(stored)
 
 
 def test_pairwise_judge_over_real_matches_in_both_orders(played_study, django_capture_on_commit_callbacks):  # noqa: F811
@@ -230,22 +251,22 @@ def _score_study_pairwise(study, callbacks, *flags: str) -> None:
 def test_score_study_takes_each_judge_field_not_given_from_its_variable(
     played_study,  # noqa: F811
     django_capture_on_commit_callbacks,
-    monkeypatch,
+    settings,
     environment,
     flags,
     judge,
 ):
     with openai_standin(prefer_longer) as server:
-        monkeypatch.setenv("JUDGE_BASE_URL", server.base_url)
+        settings.JUDGE_BASE_URL = server.base_url
         for name, value in environment.items():
-            monkeypatch.setenv(name, value)
+            setattr(settings, name, value)
         _score_study_pairwise(played_study, django_capture_on_commit_callbacks, *flags)
     assert set(PairwiseVote.objects.values_list("judge_model", "judge_server")) == {judge}
     assert PairwiseVote.objects.count() == 2 * Judgment.objects.count()
 
 
-def test_score_study_names_the_judge_setting_still_missing(played_study, monkeypatch):  # noqa: F811
-    monkeypatch.setenv("JUDGE_MODEL", "env-model")
+def test_score_study_names_the_judge_setting_still_missing(played_study, settings):  # noqa: F811
+    settings.JUDGE_MODEL = "env-model"
     with pytest.raises(CommandError, match=r"--judge-base-url or JUDGE_BASE_URL"):
         call_command("score_study", "--study", played_study.slug, "--pairwise", "--judge-name", "cli-judge")
     assert not ScoringRun.objects.exists()

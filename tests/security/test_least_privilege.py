@@ -10,8 +10,8 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from annotation.backends.registry import get_retrieval_backend
 from annotation.models import Study, StudyMembership, StudySystem
+from generation.registry import get_retrieval_backend
 from tests.annotation.factories import StudyFactory
 from tests.annotation.test_study_rules import _change_url, _form_data
 from tests.security.conftest import EXPORT_CSV

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from analysis.community_exports import export_community
 from analysis.exports import export_comparisons
 from analysis.management.exporting import add_export_arguments, export_target, writing_into
 from analysis.selectors import analysis_frame
@@ -23,6 +24,11 @@ class Command(BaseCommand):
             default=None,
             help="exclusion rule: checks, speed, manual (comma-separated) or none; default: the study's (docs/analysis.md)",
         )
+        parser.add_argument(
+            "--hf",
+            action="store_true",
+            help="also write OUT/hf: a Hugging Face datasets folder (Parquet split, dataset card) and croissant.json",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         study, formats = export_target(options)
@@ -36,6 +42,11 @@ class Command(BaseCommand):
             manifest = export_comparisons(
                 frame, options["out"], formats=formats, study=study.slug, exclusion=exclusion.to_dict()
             )
+            if options["hf"]:
+                export_community(
+                    frame, options["out"] / "hf", study=study.slug, name=study.title, exclusion=exclusion.to_dict()
+                )
+                self.stdout.write(f"Wrote a Hugging Face dataset folder and croissant.json to {options['out'] / 'hf'}")
         self.stdout.write(
             self.style.SUCCESS(
                 f"Wrote {manifest.rows} rows as {', '.join(formats)} to {options['out']}"

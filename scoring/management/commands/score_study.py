@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from celery import current_app
@@ -10,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Study
 from annotation.models_audit import command_origin
+from generation.settings import judge_from_settings
 from kernel.exceptions import ApplicationError
 from scoring import services
 from scoring.core.judges import PROMPT_VERSIONS
@@ -21,9 +21,10 @@ def _judge(options: dict[str, Any]) -> dict[str, str] | None:
     no flag is given, so the run takes the whole judge from the environment, or has none."""
     if not (options["judge_model"] or options["judge_base_url"] or options["judge_name"]):
         return None
+    configured = judge_from_settings()
     judge = {
-        field: (options[f"judge_{field}"] or os.environ.get(variable, "")).strip()
-        for field, variable in (("model", "JUDGE_MODEL"), ("base_url", "JUDGE_BASE_URL"), ("name", "JUDGE_NAME"))
+        field: (options[f"judge_{field}"] or getattr(configured, field)).strip()
+        for field in ("model", "base_url", "name")
     }
     if not judge["model"] or not judge["base_url"]:
         raise CommandError(

@@ -19,7 +19,7 @@ class Command(BaseCommand):
 
     def run_from_argv(self, argv: list[str]) -> None:
         # Hand everything after the command name to the plain-Python CLI, so both accept the same flags.
-        from annotation.backends.openai_chat import configure_model_servers
+        from generation.settings import configure_model_servers
         from scoring.cli import main
 
         # The plain-Python CLI knows no Django settings: apply the deployment's model-server limit

@@ -15,7 +15,7 @@ class Command(BaseCommand):
     )
 
     def run_from_argv(self, argv: list[str]) -> None:
-        from annotation.backends.openai_chat import configure_model_servers
+        from generation.settings import configure_model_servers
         from scoring.seed_layout import main
 
         # The rewrites go through the deployment's model-server limit and LLM cache, as `stress_test`'s do.

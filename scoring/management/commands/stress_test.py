@@ -11,7 +11,7 @@ class Command(BaseCommand):
     help = "Perturb summaries and check that metrics move as they should: --input rows.jsonl --tests NAMES --metrics NAMES --out DIR."
 
     def run_from_argv(self, argv: list[str]) -> None:
-        from annotation.backends.openai_chat import configure_model_servers
+        from generation.settings import configure_model_servers
         from scoring.stress.cli import main
 
         # The plain-Python CLI knows no Django settings: apply the deployment's model-server limit

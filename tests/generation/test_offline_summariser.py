@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from annotation.backends.offline_summariser import STRATEGIES, ExtractiveSummariser, split_cited, uncite
+from generation.offline_summariser import STRATEGIES, ExtractiveSummariser, split_cited, uncite
 from kernel.backends import BackendError, Document, Generation, GenerationRequest
 from kernel.text import split_sentences
 

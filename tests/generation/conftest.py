@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.backends.offline_retrieval import DemoCorpusRetrieval
+from generation.offline_retrieval import DemoCorpusRetrieval
 from kernel.backends import Document
 
 # One realistic information need per demo cluster, with the ids of that cluster (8 papers each).

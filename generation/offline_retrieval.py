@@ -21,7 +21,7 @@ from kernel.years import YearError, parse_year
 
 __all__ = ["DEFAULT_CORPUS_PATH", "CorpusIndex", "DemoCorpusRetrieval", "load_corpus_index"]
 
-DEFAULT_CORPUS_PATH = Path(__file__).resolve().parent.parent / "data" / "demo_corpus.jsonl"
+DEFAULT_CORPUS_PATH = Path(__file__).resolve().parent / "data" / "demo_corpus.jsonl"
 
 # BM25 parameters: k1 = 1.2 (term-frequency saturation) and b = 0.75 (length normalisation).
 _K1 = 1.2

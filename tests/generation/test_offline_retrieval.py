@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from annotation.backends.offline_retrieval import DEFAULT_CORPUS_PATH, DemoCorpusRetrieval
+from generation.offline_retrieval import DEFAULT_CORPUS_PATH, DemoCorpusRetrieval
 from kernel.backends import BackendError
 from kernel.text import index_terms, split_sentences
 from tests.conftest import SHARED_DATA, require

@@ -3,7 +3,8 @@
 Searches works for the query, keeps the top k that have an abstract (rebuilt from OpenAlex's
 `abstract_inverted_index`), applies the study's filters (years, concepts, fields, open access),
 joins the polite pool with a contact e-mail, retries 429 and 5xx with backoff and jitter, and
-caches answers by query and filters in Django's cache.
+caches answers by query and filters in the cache it is given (Django's, from generation.settings).
+No Django: the configuration (`OpenAlexConfig`) and the cache are passed in.
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
-from django.conf import settings
-from django.core.cache import caches
 
+from generation.config import OpenAlexConfig
 from kernel.backends import BackendError, Document
 from kernel.response_cap import ResponseTooLarge, response_cap
 from kernel.storable import storable_json
@@ -30,7 +30,6 @@ from kernel.years import YearError, year_range
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_BASE_URL = "https://api.openalex.org"
 SELECT_FIELDS = (
     "id",
     "doi",
@@ -43,8 +42,6 @@ SELECT_FIELDS = (
     "abstract_inverted_index",
 )
 _BACKOFF_CAP_S = 30.0
-# A page of 200 works is 1-3 MiB; the deployment's setting is OPENALEX_MAX_RESPONSE_BYTES (docs/backends.md).
-DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 IDS_PER_REQUEST = 50  # OpenAlex ORs at most 100 values in one filter; 50 keeps the URL short
 _FILTER_KEYS = frozenset(
     {"from_year", "to_year", "years", "concepts", "fields", "topics", "open_access_only", "types", "openalex_filter"}
@@ -211,38 +208,30 @@ def _keywords(query: str) -> str:
     return " OR ".join(dict.fromkeys(words))
 
 
+class AnswerCache(Protocol):
+    """Where answers are kept between calls: Django's cache API (get, and set with a timeout in seconds)."""
+
+    def get(self, key: str) -> Any: ...
+
+    def set(self, key: str, value: Any, timeout: int) -> Any: ...
+
+
 class OpenAlexRetrieval:
-    """RetrievalBackend over OpenAlex works; every setting defaults to Django settings."""
+    """RetrievalBackend over OpenAlex works, configured by `config`, answers kept in `cache`."""
 
     def __init__(
-        self,
-        *,
-        base_url: str | None = None,
-        mailto: str | None = None,
-        api_key: str | None = None,
-        timeout: float | None = None,
-        max_retries: int | None = None,
-        backoff_s: float | None = None,
-        cache_ttl: int | None = None,
-        cache_alias: str | None = None,
-        max_response_bytes: int | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        self, config: OpenAlexConfig, *, cache: AnswerCache, sleep: Callable[[float], None] = time.sleep
     ) -> None:
-        self.base_url = (base_url or getattr(settings, "OPENALEX_BASE_URL", "") or DEFAULT_BASE_URL).rstrip("/")
-        self.mailto = mailto if mailto is not None else getattr(settings, "OPENALEX_MAILTO", "")
-        self.api_key = api_key if api_key is not None else getattr(settings, "OPENALEX_API_KEY", "")
-        self.timeout = float(timeout if timeout is not None else getattr(settings, "OPENALEX_TIMEOUT", 20.0))
-        self.max_retries = int(max_retries if max_retries is not None else getattr(settings, "OPENALEX_MAX_RETRIES", 4))
-        self.backoff_s = float(backoff_s if backoff_s is not None else getattr(settings, "OPENALEX_BACKOFF_S", 1.0))
-        self.cache_ttl = int(
-            cache_ttl if cache_ttl is not None else getattr(settings, "OPENALEX_CACHE_TTL", 7 * 24 * 3600)
-        )
-        self.cache_alias: str = cache_alias or str(getattr(settings, "OPENALEX_CACHE_ALIAS", "default"))
-        self.max_response_bytes = int(
-            max_response_bytes
-            if max_response_bytes is not None
-            else getattr(settings, "OPENALEX_MAX_RESPONSE_BYTES", DEFAULT_MAX_RESPONSE_BYTES)
-        )
+        self.config = config
+        self.base_url = config.base_url.rstrip("/")
+        self.mailto = config.mailto
+        self.api_key = config.api_key
+        self.timeout = config.timeout
+        self.max_retries = config.max_retries
+        self.backoff_s = config.backoff_s
+        self.cache_ttl = config.cache_ttl
+        self.max_response_bytes = config.max_response_bytes
+        self._cache = cache
         self._sleep = sleep
 
     # -- RetrievalBackend ---------------------------------------------------------------
@@ -255,7 +244,7 @@ class OpenAlexRetrieval:
             return []
         filter_param = build_filter(filters)
         key = self._cache_key(query, filter_param, k)
-        cache = caches[self.cache_alias]
+        cache = self._cache
         cached = cache.get(key) if self.cache_ttl > 0 else None
         if cached is not None:
             return [Document(**{**d, "authors": tuple(d["authors"])}) for d in cached]
@@ -275,7 +264,7 @@ class OpenAlexRetrieval:
         are absent. Asked ``IDS_PER_REQUEST`` at a time through the list endpoint's ``openalex`` filter,
         each work cached under its id. A work without an abstract keeps its title (abstract empty)."""
         wanted = list(dict.fromkeys(_ids(list(ids), "ids")))
-        cache = caches[self.cache_alias]
+        cache = self._cache
         found: dict[str, Document] = {}
         missing = []
         for work_id in wanted:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.core.cache import cache
 
-from annotation.backends.openalex import OpenAlexRetrieval, rebuild_abstract
+from generation.openalex import OpenAlexRetrieval, rebuild_abstract
+from generation.registry import get_retrieval_backend
+from generation.settings import openalex_from_settings
 from kernel.backends import BackendError
 from kernel.storable import unstorable_text
 from tests.support.openalex_standin import (
@@ -28,8 +31,10 @@ def _empty_cache() -> Iterator[None]:
 
 
 def backend(base_url: str, **overrides: object) -> OpenAlexRetrieval:
+    """The deployment's client (settings), pointed at the stand-in, with short waits and these overrides."""
     options: dict[str, object] = {"backoff_s": 0.01, "timeout": 2.0, "mailto": "", "api_key": ""} | overrides
-    return OpenAlexRetrieval(base_url=base_url, **options)  # type: ignore[arg-type]
+    config = replace(openalex_from_settings(), base_url=base_url, **options)  # type: ignore[arg-type]
+    return OpenAlexRetrieval(config, cache=cache)
 
 
 def test_rebuilds_abstract_from_inverted_index() -> None:
@@ -136,6 +141,19 @@ def test_by_default_one_call_per_task_attempt() -> None:
             backend(server.base_url).search("summarisation", k=2)
         assert server.calls == 1
     assert caught.value.transient
+
+
+def test_a_study_asks_openalex_once_per_attempt_and_says_the_fault_is_passing(settings) -> None:
+    # As a study's question is retrieved: the backend by name, configured by the deployment's settings alone
+    # (OPENALEX_MAX_RETRIES: 0 in config/settings/base.py). A 503 costs one call, not five, and the question's
+    # attempt fails as transient, so the retrieval task (annotation/tasks.py) asks again after its backoff.
+    with openalex_standin(script=["503", "503", "503", "503", "503"]) as server:
+        settings.OPENALEX_BASE_URL = server.base_url
+        with pytest.raises(BackendError) as caught:
+            get_retrieval_backend("openalex").search("summarisation", k=2)
+        assert server.calls == 1
+    assert caught.value.transient
+    assert "503" in caught.value.reason and "asked" not in caught.value.reason
 
 
 def test_retries_are_bounded() -> None:
@@ -277,7 +295,7 @@ def test_works_without_an_id_are_not_one_source(caplog: pytest.LogCaptureFixture
         _night_shift_work(8205, id=None, doi=None),
         _night_shift_work(8206, id="", doi="not a doi"),
     ]
-    with openalex_standin(works) as server, caplog.at_level("WARNING", logger="annotation.backends.openalex"):
+    with openalex_standin(works) as server, caplog.at_level("WARNING", logger="generation.openalex"):
         docs = backend(server.base_url).search("night shifts nurses sleep", k=10)
 
     assert [(doc.title.rsplit(" ", 1)[-1], doc.external_id) for doc in docs] == [

@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from annotation.backends.baselines import BASELINES, BaselineSummariser, textrank_similarity
-from annotation.backends.offline_summariser import split_cited, uncite
-from annotation.backends.registry import generation_models, get_generation_backend
+from generation.baselines import BASELINES, BaselineSummariser, textrank_similarity
+from generation.offline_summariser import split_cited, uncite
+from generation.registry import generation_models, get_generation_backend
 from kernel.backends import BackendError, Document, GenerationRequest
 from kernel.text import split_sentences
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from annotation.backends.persona_lexicon import PersonaTerms
+from generation.persona_lexicon import PersonaTerms
 from kernel.backends import BackendError, Document, Generation, GenerationRequest
 from kernel.text import count_words, cut_words, index_terms, split_cjk, split_sentences, tokenize
 

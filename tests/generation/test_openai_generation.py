@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from annotation.backends.openai_chat import OpenAIChatGeneration
+from generation.openai_chat import OpenAIChatGeneration
+from generation.registry import get_generation_backend
 from kernel.backends import BackendError, Document, GenerationRequest
 from tests.support.openai_standin import openai_standin
+
+
+def openai_backend(options: dict[str, Any]) -> OpenAIChatGeneration:
+    """The backend as a study system gets it: configured from the deployment's settings (generation.settings)."""
+    backend = get_generation_backend("openai", options)
+    assert isinstance(backend, OpenAIChatGeneration)
+    return backend
+
 
 DOCS = (
     Document(external_id="W1", title="Handover checklists", abstract="Checklists reduce omissions at handover."),
@@ -27,7 +38,7 @@ def test_generation_stores_what_researchers_audit() -> None:
     with openai_standin(
         lambda body: "  Checklists help [1]; long shifts hurt [2].  ", models=["llama-3.3-70b"]
     ) as server:
-        backend = OpenAIChatGeneration(
+        backend = openai_backend(
             {
                 "base_url": server.base_url,
                 "temperature": 0.3,
@@ -53,27 +64,27 @@ def test_generation_stores_what_researchers_audit() -> None:
 
 def test_truncated_answer_reports_length() -> None:
     with openai_standin(lambda body: "word " * 50) as server:
-        generation = OpenAIChatGeneration({"base_url": server.base_url, "max_tokens": 10}).generate(request())
+        generation = openai_backend({"base_url": server.base_url, "max_tokens": 10}).generate(request())
     assert generation.finish_reason == "length"
 
 
 def test_a_transient_fault_goes_to_the_task_which_owns_the_retries() -> None:
     with openai_standin(script=["429"]) as server:
         with pytest.raises(BackendError) as caught:
-            OpenAIChatGeneration({"base_url": server.base_url}).generate(request("m-transient"))
+            openai_backend({"base_url": server.base_url}).generate(request("m-transient"))
         assert server.completions == 1  # one call per task attempt
     assert caught.value.transient and "429" in caught.value.reason
 
 
 def test_in_process_retries_are_opt_in_and_must_fit_the_time_limit() -> None:
     with openai_standin(script=["429", "drop"]) as server:
-        generation = OpenAIChatGeneration({"base_url": server.base_url, "max_retries": 2, "timeout": 5}).generate(
+        generation = openai_backend({"base_url": server.base_url, "max_retries": 2, "timeout": 5}).generate(
             request("m-transient")
         )
     assert generation.text
     assert server.completions == 3
     with pytest.raises(BackendError) as caught:
-        OpenAIChatGeneration({"base_url": "http://127.0.0.1:9/v1", "max_retries": 1, "timeout": 120}).generate(
+        openai_backend({"base_url": "http://127.0.0.1:9/v1", "max_retries": 1, "timeout": 120}).generate(
             request("m-too-long")
         )
     assert not caught.value.transient and "over the 240 s time limit" in caught.value.reason
@@ -83,7 +94,7 @@ def test_in_process_retries_are_opt_in_and_must_fit_the_time_limit() -> None:
 def test_api_key_comes_from_the_named_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STUDY_LLM_KEY", "sk-study")
     with openai_standin(api_key="sk-study") as server:
-        generation = OpenAIChatGeneration({"base_url": server.base_url, "api_key_env": "STUDY_LLM_KEY"}).generate(
+        generation = openai_backend({"base_url": server.base_url, "api_key_env": "STUDY_LLM_KEY"}).generate(
             request("m-key")
         )
     assert generation.text
@@ -92,7 +103,7 @@ def test_api_key_comes_from_the_named_environment_variable(monkeypatch: pytest.M
 def test_wrong_key_is_a_permanent_error_with_a_reason() -> None:
     with openai_standin(api_key="sk-right") as server:
         with pytest.raises(BackendError) as caught:
-            OpenAIChatGeneration({"base_url": server.base_url}).generate(request("m-wrong-key"))
+            openai_backend({"base_url": server.base_url}).generate(request("m-wrong-key"))
     assert not caught.value.transient
     assert "401 Unauthorized" in caught.value.reason and "check the API key" in caught.value.reason
     assert server.completions == 1
@@ -101,7 +112,7 @@ def test_wrong_key_is_a_permanent_error_with_a_reason() -> None:
 def test_unknown_model_is_a_permanent_error_naming_it() -> None:
     with openai_standin(models=["llama-3.3-70b"]) as server:
         with pytest.raises(BackendError) as caught:
-            OpenAIChatGeneration({"base_url": server.base_url}).generate(request("deepseek-v3.1"))
+            openai_backend({"base_url": server.base_url}).generate(request("deepseek-v3.1"))
     assert not caught.value.transient
     assert "deepseek-v3.1" in caught.value.reason
 
@@ -109,22 +120,18 @@ def test_unknown_model_is_a_permanent_error_naming_it() -> None:
 def test_retries_exhausted_is_transient_for_the_queue() -> None:
     with openai_standin(script=["503"] * 3) as server:
         with pytest.raises(BackendError) as caught:
-            OpenAIChatGeneration({"base_url": server.base_url, "max_retries": 1, "timeout": 2}).generate(
-                request("m-503")
-            )
+            openai_backend({"base_url": server.base_url, "max_retries": 1, "timeout": 2}).generate(request("m-503"))
     assert caught.value.transient
     assert server.completions == 2
 
 
 def test_missing_server_and_bad_settings_fail_with_reasons(settings: object) -> None:
     with pytest.raises(BackendError, match="No model server configured"):
-        OpenAIChatGeneration({}).generate(request())
+        openai_backend({}).generate(request())
     with pytest.raises(BackendError, match="temprature"):
-        OpenAIChatGeneration({"temprature": 0.5})
+        openai_backend({"temprature": 0.5})
     with pytest.raises(BackendError, match="STUDY_MISSING_KEY"):
-        OpenAIChatGeneration({"base_url": "http://127.0.0.1:9/v1", "api_key_env": "STUDY_MISSING_KEY"}).generate(
-            request()
-        )
+        openai_backend({"base_url": "http://127.0.0.1:9/v1", "api_key_env": "STUDY_MISSING_KEY"}).generate(request())
 
 
 def test_the_cached_clients_close_their_connections_when_the_process_exits() -> None:
@@ -140,11 +147,12 @@ def test_the_cached_clients_close_their_connections_when_the_process_exits() -> 
         "import atexit; held = []; "
         "atexit.register(lambda: print('closed at exit:', [all(c.is_closed() for c in h._clients) for h in held])); "
         "import django; django.setup(); "
-        "from annotation.backends import openai_chat; from kernel.backends import GenerationRequest; "
+        "from generation import openai_chat; from generation.registry import get_generation_backend; "
+        "from kernel.backends import GenerationRequest; "
         "from tests.support.openai_standin import openai_standin\n"
         "with openai_standin() as server:\n"
         "    for model in ('a', 'b'):\n"
-        "        openai_chat.OpenAIChatGeneration({'base_url': server.base_url, 'use_cache': False}).generate(\n"
+        "        get_generation_backend('openai', {'base_url': server.base_url, 'use_cache': False}).generate(\n"
         "            GenerationRequest(query='q', documents=(), prompt='p', model=model))\n"
         "    held.extend(openai_chat._clients.values())\n"
         "print('cached:', len(held))\n"
@@ -164,7 +172,7 @@ def reasoning_then_answer(body: dict[str, object]) -> str:
 
 def test_a_reasoning_models_answer_is_the_summary_without_its_thinking() -> None:
     with openai_standin(reasoning_then_answer) as server:
-        generation = OpenAIChatGeneration({"base_url": server.base_url, "max_tokens": 400}).generate(request())
+        generation = openai_backend({"base_url": server.base_url, "max_tokens": 400}).generate(request())
     assert generation.text == "Checklists help [1]."
     assert "weighing the sources" in generation.raw_response["choices"][0]["message"]["content"]
 
@@ -172,7 +180,7 @@ def test_a_reasoning_models_answer_is_the_summary_without_its_thinking() -> None
 def test_a_reply_that_ran_out_of_tokens_before_answering_says_to_raise_max_tokens(settings: object) -> None:
     with openai_standin(reasoning_then_answer) as server:
         with pytest.raises(BackendError) as caught:
-            OpenAIChatGeneration({"base_url": server.base_url, "max_tokens": 40}).generate(request())
+            openai_backend({"base_url": server.base_url, "max_tokens": 40}).generate(request())
         # The same request would spend its tokens the same way: the task must not retry it.
         assert not caught.value.transient
         assert "ran out of tokens before answering" in caught.value.reason
@@ -182,7 +190,7 @@ def test_a_reply_that_ran_out_of_tokens_before_answering_says_to_raise_max_token
         # A system that leaves max_tokens to the deployment's default is pointed at that setting.
         settings.LLM_MAX_TOKENS = 30  # type: ignore[attr-defined]
         with pytest.raises(BackendError) as caught:
-            OpenAIChatGeneration({"base_url": server.base_url}).generate(request("other-model"))
+            openai_backend({"base_url": server.base_url}).generate(request("other-model"))
     assert not caught.value.transient and "max_tokens 30" in caught.value.reason
     assert "Raise LLM_MAX_TOKENS" in caught.value.reason
     assert server.completions == 2
@@ -190,5 +198,5 @@ def test_a_reply_that_ran_out_of_tokens_before_answering_says_to_raise_max_token
 
 def test_an_empty_reply_that_was_not_cut_off_is_left_to_the_tasks_retries() -> None:
     with openai_standin(lambda body: "<think>Nothing here answers it.</think>") as server:
-        generation = OpenAIChatGeneration({"base_url": server.base_url, "max_tokens": 400}).generate(request())
+        generation = openai_backend({"base_url": server.base_url, "max_tokens": 400}).generate(request())
     assert generation.text == "" and generation.finish_reason == "stop"

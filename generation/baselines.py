@@ -24,8 +24,8 @@ from typing import Any
 
 import networkx as nx
 
-from annotation.backends.offline_summariser import _cite, extractive_usage
-from annotation.backends.persona_lexicon import PersonaTerms
+from generation.offline_summariser import _cite, extractive_usage
+from generation.persona_lexicon import PersonaTerms
 from kernel.backends import BackendError, Document, Generation, GenerationRequest
 from kernel.text import count_words, cut_words, index_terms, split_sentences
 

@@ -1,9 +1,9 @@
-"""Backends by name. Real clients are imported lazily so the offline defaults need nothing else."""
+"""Backends by name, each given its configuration from Django settings (generation.settings). Real clients are
+imported lazily so the offline defaults need nothing else."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from kernel.backends import BackendError, GenerationBackend, RetrievalBackend
@@ -15,23 +15,23 @@ GENERATION_BACKENDS = ("extractive", "baseline", "openai", "prewritten")
 def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -> RetrievalBackend:
     options = dict(options or {})
     if name == "demo":
-        from annotation.backends.offline_retrieval import DemoCorpusRetrieval
+        from generation.offline_retrieval import DemoCorpusRetrieval
 
         if "corpus_path" not in options:
             return DemoCorpusRetrieval()
-        from django.conf import settings
+        from generation.settings import corpus_root
 
-        # As the study's check read it (annotation/services/study.py): a relative path is under CORPUS_ROOT,
+        # As the study's check read it (generation.validation): a relative path is under CORPUS_ROOT,
         # wherever the worker runs; an absolute one stays itself.
-        return DemoCorpusRetrieval(path=Path(settings.CORPUS_ROOT) / str(options["corpus_path"]))
+        return DemoCorpusRetrieval(path=corpus_root() / str(options["corpus_path"]))
     if name == "corpus":
         from corpus.search import corpus_retrieval
 
         return corpus_retrieval()
     if name == "openalex":
-        from annotation.backends.openalex import OpenAlexRetrieval
+        from generation.settings import openalex_retrieval
 
-        return OpenAlexRetrieval()
+        return openalex_retrieval()
     raise BackendError(
         f"Unknown retrieval backend {name!r}; choose one of {', '.join(RETRIEVAL_BACKENDS)}.", transient=False
     )
@@ -40,19 +40,21 @@ def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -
 def get_generation_backend(name: str, options: Mapping[str, Any] | None = None) -> GenerationBackend:
     options = dict(options or {})
     if name == "extractive":
-        from annotation.backends.offline_summariser import ExtractiveSummariser
+        from generation.offline_summariser import ExtractiveSummariser
 
         return ExtractiveSummariser()
     if name == "baseline":
-        from annotation.backends.baselines import BaselineSummariser
+        from generation.baselines import BaselineSummariser
 
         return BaselineSummariser()
     if name == "openai":
-        from annotation.backends.openai_chat import OpenAIChatGeneration
+        from generation.openai_chat import OpenAIChatGeneration
+        from generation.settings import configure_model_servers, model_servers_from_settings
 
-        return OpenAIChatGeneration(options)
+        configure_model_servers()  # once per process: the shared limit, the cache, the reply cap
+        return OpenAIChatGeneration(options, model_servers_from_settings())
     if name == "prewritten":
-        from annotation.backends.prewritten import PrewrittenOutputs
+        from generation.prewritten import PrewrittenOutputs
 
         return PrewrittenOutputs()
     raise BackendError(
@@ -64,11 +66,11 @@ def generation_models(name: str, options: Mapping[str, Any] | None = None) -> li
     """The model names a generation backend serves, or None when that cannot be told offline (a
     model server's catalogue is only known by asking it). Raises BackendError for an unknown backend."""
     if name == "extractive":
-        from annotation.backends.offline_summariser import STRATEGIES
+        from generation.offline_summariser import STRATEGIES
 
         return list(STRATEGIES)
     if name == "baseline":
-        from annotation.backends.baselines import BASELINES
+        from generation.baselines import BASELINES
 
         return list(BASELINES)
     if name in ("openai", "prewritten"):  # a model server's catalogue; any name for imported outputs
@@ -84,7 +86,7 @@ def operational_setting_keys(name: str) -> frozenset[str]:
     summaries exist, and each candidate records the values its generation used. Every other key is the
     design. The offline backends read no settings, so for them every key is design."""
     if name == "openai":
-        from annotation.backends.openai_chat import OPERATIONAL_KEYS
+        from generation.openai_chat import OPERATIONAL_KEYS
 
         return OPERATIONAL_KEYS
     return frozenset()
@@ -94,7 +96,8 @@ def generation_settings_problem(name: str, options: Mapping[str, Any]) -> str | 
     """What is wrong with the values of a generation backend's settings, or None (an unknown backend is
     someone else's error to name)."""
     if name == "openai":
-        from annotation.backends.openai_chat import settings_problem
+        from generation.openai_chat import settings_problem
+        from generation.settings import model_servers_from_settings
 
-        return settings_problem(options)
+        return settings_problem(options, model_servers_from_settings())
     return None

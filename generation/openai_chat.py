@@ -1,8 +1,9 @@
 """Generation through any OpenAI-compatible chat-completions server (vLLM, Ollama, llama.cpp, hosted APIs).
 
 A study system's `backend_settings` say where and how to call the model; anything missing falls
-back to Django settings (LLM_BASE_URL, LLM_API_KEY, ...). The API key itself is never stored in
-the database: settings name the environment variable that holds it (`api_key_env`).
+back to the deployment's `ModelServerConfig` (settings LLM_BASE_URL, LLM_API_KEY, ...; built by
+generation.settings). The API key itself is never stored in the database: backend settings name the
+environment variable that holds it (`api_key_env`). No Django: the configuration is passed in.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-
+from generation.config import ModelServerConfig, base_urls
 from kernel.backends import BackendError, Generation, GenerationRequest
 from modelserver import ChatClient, ChatConfig, LLMError, chat_messages
 from modelserver.client import BACKOFF_CAP_S
@@ -58,7 +58,7 @@ _NUMBER_RANGES: dict[str, tuple[type, str, float, float]] = {
 _KEY_ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
-def settings_problem(options: Mapping[str, Any]) -> str | None:
+def settings_problem(options: Mapping[str, Any], server: ModelServerConfig) -> str | None:
     """What is wrong with these backend settings' operational values, or None. A value is read as
     `config_for` reads it (so a stored value generation accepts is accepted here), then held to its range."""
     key_env = options.get("api_key_env")
@@ -83,14 +83,13 @@ def settings_problem(options: Mapping[str, Any]) -> str | None:
     # Generation refuses in-process retries that cannot fit one attempt's time limit (config_for): refused here
     # too, so that a longer timeout given to a running study does not fail every question it asks.
     given = options.get("timeout")
-    timeout = float(getattr(settings, "LLM_TIMEOUT", 120.0) if given is None else given)
+    timeout = float(server.timeout if given is None else given)
     config = ChatConfig(base_url="", model="", timeout=timeout, max_retries=int(options.get("max_retries") or 0))
-    return _time_limit_problem(config)
+    return _time_limit_problem(config, server.attempt_time_limit_s)
 
 
-def _time_limit_problem(config: ChatConfig) -> str | None:
+def _time_limit_problem(config: ChatConfig, limit: float) -> str | None:
     worst = worst_case_s(config)
-    limit = float(getattr(settings, "GENERATION_SOFT_TIME_LIMIT_S", 240))
     # One call longer than the limit is cut by the soft time limit and retried by the task; stacked
     # in-process retries that cannot all fit would only be cut short, so they are refused.
     if config.max_retries and worst >= limit:
@@ -122,46 +121,7 @@ def close_clients() -> None:
 atexit.register(close_clients)
 
 
-_configured = False
-
-
-def configure_model_servers() -> None:
-    """Apply the model-server settings to this process once: the shared limit (MODEL_SERVER_LIMIT_URL,
-    a Redis URL), the cache policy (LLM_CACHE: dir, cache or off) and the cap on a reply's size
-    (MODEL_SERVER_MAX_RESPONSE_BYTES; docs/backends.md). Judges and stress-test rewrites in this process use
-    them too."""
-    global _configured
-    if _configured:
-        return
-    from django.core.cache import caches
-
-    from modelserver.cache import KeyValueCache, configure_cache
-    from modelserver.client import DEFAULT_MAX_RESPONSE_BYTES, configure_max_response_bytes
-    from modelserver.limits import configure_limiter
-
-    configure_limiter(
-        getattr(settings, "MODEL_SERVER_LIMIT_URL", "") or None,
-        lease_s=float(getattr(settings, "MODEL_SERVER_LEASE_S", 30.0)),
-        research_share=settings.MODEL_SERVER_RESEARCH_SHARE,
-    )
-    configure_max_response_bytes(int(getattr(settings, "MODEL_SERVER_MAX_RESPONSE_BYTES", DEFAULT_MAX_RESPONSE_BYTES)))
-    mode = str(getattr(settings, "LLM_CACHE", "dir"))
-    if mode == "cache":
-        store = caches[str(getattr(settings, "LLM_CACHE_ALIAS", "default"))]
-        configure_cache("shared", KeyValueCache(store, timeout=getattr(settings, "LLM_CACHE_TTL", None)))
-    else:
-        configure_cache(mode)
-    _configured = True
-
-
-def base_urls(value: Any) -> tuple[str, ...]:
-    """One model server or its replicas: a URL, a comma-separated string of them, or a list."""
-    items = value if isinstance(value, (list, tuple)) else str(value or "").split(",")
-    return tuple(u for u in (str(item).strip() for item in items) if u)
-
-
 def _client_for(config: ChatConfig, cache_dir: Path | None) -> ChatClient:
-    configure_model_servers()
     key = (config, str(cache_dir or ""))
     with _clients_lock:
         client = _clients.get(key)
@@ -192,8 +152,9 @@ def worst_case_s(config: ChatConfig) -> float:
 class OpenAIChatGeneration:
     """GenerationBackend that sends the rendered prompt as one user message."""
 
-    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, options: Mapping[str, Any] | None, server: ModelServerConfig) -> None:
         self.options: dict[str, Any] = dict(options or {})
+        self.server = server
         unknown = sorted(set(self.options) - SETTING_KEYS)
         if unknown:
             raise BackendError(
@@ -202,11 +163,9 @@ class OpenAIChatGeneration:
             )
 
     def config_for(self, model: str) -> ChatConfig:
-        """The client configuration for `model`: backend settings first, then Django settings."""
-        o = self.options
-        urls = base_urls(
-            o.get("base_url") or getattr(settings, "LLM_BASE_URLS", "") or getattr(settings, "LLM_BASE_URL", "")
-        )
+        """The client configuration for `model`: backend settings first, then the deployment's."""
+        o, server = self.options, self.server
+        urls = base_urls(o["base_url"]) if o.get("base_url") else server.base_urls
         if not urls:
             raise BackendError(
                 "No model server configured: set base_url in the system's backend settings or LLM_BASE_URL "
@@ -217,26 +176,28 @@ class OpenAIChatGeneration:
             raise BackendError("The study system has no model name.", transient=False)
         key_env = str(o.get("api_key_env") or "")
         if key_env:
+            # Read when the call is made, never stored: the study names its own variable, so settings cannot
+            # list it in advance (docs/architecture.md, "Configuration").
             api_key = os.environ.get(key_env, "")
             if not api_key:
                 raise BackendError(f"The environment variable {key_env} (the API key) is not set.", transient=False)
         else:
-            api_key = str(getattr(settings, "LLM_API_KEY", "") or "EMPTY")
+            api_key = server.api_key
         config = ChatConfig(
             base_url=urls[0],
             base_urls=urls if len(urls) > 1 else (),
             model=model,
             api_key=api_key,
-            temperature=_number(o, "temperature", getattr(settings, "LLM_TEMPERATURE", 0.0), float),
-            max_tokens=_number(o, "max_tokens", getattr(settings, "LLM_MAX_TOKENS", 1024), int),
-            seed=_number(o, "seed", getattr(settings, "LLM_SEED", None), int),
-            timeout=_number(o, "timeout", getattr(settings, "LLM_TIMEOUT", 120.0), float),
+            temperature=_number(o, "temperature", server.temperature, float),
+            max_tokens=_number(o, "max_tokens", server.max_tokens, int),
+            seed=_number(o, "seed", server.seed, int),
+            timeout=_number(o, "timeout", server.timeout, float),
             # The generation task owns the retries (annotation/tasks.py): one call per attempt unless a
             # study system asks for in-process retries, and then their worst case must fit the time limit.
             max_retries=_number(o, "max_retries", 0, int),
-            concurrency=_number(o, "concurrency", getattr(settings, "LLM_CONCURRENCY", 4), int),
+            concurrency=_number(o, "concurrency", server.concurrency, int),
         )
-        if problem := _time_limit_problem(config):
+        if problem := _time_limit_problem(config, server.attempt_time_limit_s):
             raise BackendError(f"{problem}.", transient=False)
         return config
 
@@ -245,8 +206,7 @@ class OpenAIChatGeneration:
 
     def generate(self, request: GenerationRequest) -> Generation:
         config = self.config_for(request.model)
-        cache_setting = getattr(settings, "LLM_CACHE_DIR", None)
-        cache_dir = Path(cache_setting) if cache_setting else None
+        cache_dir = self.server.cache_dir
         use_cache = bool(self.options.get("use_cache", True))
         client = _client_for(config, cache_dir)
         try:

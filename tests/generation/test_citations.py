@@ -1,6 +1,6 @@
 """Flagging summaries that cite sources that do not exist, or none."""
 
-from annotation.backends.citations import check_citations
+from generation.citations import check_citations
 
 
 def test_valid_citations_pass() -> None:

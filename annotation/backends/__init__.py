@@ -1,1 +1,0 @@
-"""Retrieval and generation backends behind small interfaces, chosen per study by name."""
