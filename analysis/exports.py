@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 
 from analysis.stats._results import ResultMixin
 from analysis.stats.provenance import TIMESTAMP_COLUMNS, code_version, now_iso, table_checksum
@@ -161,10 +166,6 @@ def neutralize_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
     """pyarrow's C++ CSV writer (fast on wide float tables); pandas when a column has mixed types."""
-    # pyarrow is heavy; only the CSV writer imports it here (Parquet goes through pandas).
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
     try:
         table = pa.Table.from_pandas(frame, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
@@ -195,9 +196,6 @@ def _iso_json(series: pd.Series) -> Any:
     """JSON texts (quoted ISO 8601, or null) of UTC timestamps as ``Timestamp.isoformat()`` writes them
     (a fraction only when there is one, ``+00:00``), vectorised; None when the column needs ``isoformat()``
     itself (naive or other time zones, nanoseconds)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     tz = getattr(series.dtype, "tz", None)
     if tz is None or str(tz) != "UTC":
         return None
@@ -216,10 +214,6 @@ def _json_texts(series: pd.Series) -> Any:
     """The JSON text of every value of one column, as a pyarrow string array without nulls: what the
     former ``json.dumps`` row writer gave, parsed (floats as the shortest text that reads back exactly,
     with ``.0`` on whole numbers; NaN and missing as null; infinity refused; times as ISO 8601 text)."""
-    import orjson
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     dtype = series.dtype
     if isinstance(dtype, pd.DatetimeTZDtype) or str(dtype).startswith("datetime64"):
         iso = _iso_json(series)
@@ -276,10 +270,6 @@ def _write_jsonl(frame: pd.DataFrame, path: Path) -> None:
     (``_json_texts``: pyarrow's float formatting, orjson for text), and pyarrow joins them row-wise with the
     keys into lines whose bytes are written straight from the array's buffer. A large table is never one
     string, nor a Python object per cell."""
-    import orjson
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     keys = [orjson.dumps(str(c)).decode() for c in frame.columns]
     with path.open("wb") as fh:
         for start in range(0, len(frame), JSONL_CHUNK_ROWS):
@@ -475,9 +465,6 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     buffers are alive at once, Arrow's buffers pass to pandas without a copy (``self_destruct``), and the
     pool's unused memory goes back to the system at the end (at a million rows x 87 columns: peak 1.2 GB
     over the frame's 0.8 GB for one read, 1.0 GB by groups, and a quarter of the CPU time)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     convert = {"self_destruct": True, "split_blocks": True}
     file = pq.ParquetFile(path)
     names = file.schema_arrow.names

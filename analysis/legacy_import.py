@@ -44,6 +44,8 @@ from annotation.models import (
     StudySystem,
 )
 from annotation.services.study import study_create
+from corpus.models import CorpusDocument
+from generation.settings import openalex_retrieval
 from kernel.backends import BackendError, Document
 
 NEITHER = "N"
@@ -301,18 +303,13 @@ def legacy_text_warnings(*, study: Study) -> list[str]:
 
 
 def _fetch_openalex(ids: list[str], retrieval: Any | None) -> dict[str, Document]:
-    if retrieval is None:
-        # The real client as the deployment configures it: Django's cache, polite pool (generation.settings).
-        from generation.settings import openalex_retrieval
-
+    if retrieval is None:  # the real client: Django's cache, polite pool, retries
         retrieval = openalex_retrieval()
     found: dict[str, Document] = retrieval.works(ids)
     return found
 
 
 def _fetch_corpus(ids: list[str]) -> dict[str, Document]:
-    from corpus.models import CorpusDocument
-
     keys = {i: i for i in ids} | {f"https://openalex.org/{i}": i for i in ids}
     found: dict[str, Document] = {}
     for doc in CorpusDocument.objects.filter(external_id__in=list(keys)):

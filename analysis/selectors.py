@@ -9,10 +9,20 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+import pandas as pd
 from django.conf import settings
 from django.db.models import Min, QuerySet
 
+from analysis.exports import (
+    PAGE_COLUMNS,
+    PAGE_TIMESTAMP_COLUMNS,
+    SUMMARY_COLUMNS,
+    SUMMARY_TEXT_COLUMNS,
+    SUMMARY_TIMESTAMP_COLUMNS,
+)
+from analysis.stats.exclusion import AnnotatorFlags, ExclusionRule, apply_exclusion, exclusion_summary
 from analysis.stats.systems import system_id
+from analysis.stats.table import CHOICE_DETAIL_COLUMNS, COLUMNS
 from annotation.models import Candidate, Judgment, Match, Participation, Query, Study
 from annotation.selectors.quality import participation_quality
 from kernel.exceptions import ApplicationError
@@ -244,8 +254,6 @@ def annotator_flags(*, study: Study) -> dict[str, Any]:
     A preview or a participation screened out before annotating is never data, so the rule never "leaves it
     out" either: with a flag here it would be counted among the excluded participations (a researcher's
     preview clicked through is speed-flagged) and listed among the excluded codes."""
-    from analysis.stats.exclusion import AnnotatorFlags  # the statistics package loads pandas: on demand only
-
     analysed = set(analysed_participations(study=study).values_list("code", flat=True))
     return {
         q.code: AnnotatorFlags(checks=q.checks_flagged, speed=q.speed_flagged, manual=q.excluded)
@@ -258,8 +266,6 @@ def comparison_rows_kept(
     *, study: Study, exclude: str | Sequence[str] | None = None, with_scores: bool = True
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The comparison rows the exclusion rule keeps, and what it left out (``ExclusionSummary.to_dict()``)."""
-    from analysis.stats.exclusion import ExclusionRule, exclusion_summary  # loads pandas: on demand only
-
     rule = ExclusionRule(exclusion_reasons(study=study, exclude=exclude))
     rows = comparison_rows(study=study, with_scores=with_scores)
     summary = exclusion_summary(Counter(str(r["annotator"]) for r in rows), annotator_flags(study=study), rule)
@@ -273,18 +279,11 @@ def analysis_frame(
     """The comparison table as every analysis and export of the study uses it: without attention checks, and
     without the comparisons the exclusion rule (``exclude``, default the study's) leaves out; with the
     ``ExclusionSummary`` saying what was left out, for the report and the manifest."""
-    from analysis.stats.exclusion import ExclusionRule, apply_exclusion  # loads pandas: on demand only
-
     rule = ExclusionRule(exclusion_reasons(study=study, exclude=exclude))
     return apply_exclusion(comparison_frame(study=study, metrics=metrics), annotator_flags(study=study), rule)
 
 
 def comparison_frame(*, study: Study, metrics: list[str] | None = None) -> Any:
-    # pandas (and the statistics package) load only when a frame is asked for, not in every web request.
-    import pandas as pd
-
-    from analysis.stats.table import CHOICE_DETAIL_COLUMNS, COLUMNS
-
     rows = comparison_rows(study=study, metrics=metrics)
     return pd.DataFrame(rows, columns=None if rows else [*COLUMNS, *CHOICE_DETAIL_COLUMNS])
 
@@ -343,10 +342,6 @@ def summary_rows(*, study: Study, include_texts: bool = False) -> list[dict[str,
 def summary_frame(*, study: Study, include_texts: bool = False) -> Any:
     """``summary_rows`` as a typed DataFrame (whole numbers nullable, times tz-aware UTC), with its columns
     even when the study has no candidates."""
-    import pandas as pd
-
-    from analysis.exports import SUMMARY_COLUMNS, SUMMARY_TEXT_COLUMNS, SUMMARY_TIMESTAMP_COLUMNS
-
     columns = [*SUMMARY_COLUMNS, *(SUMMARY_TEXT_COLUMNS if include_texts else ())]
     frame = pd.DataFrame(summary_rows(study=study, include_texts=include_texts), columns=columns)
     for col in (
@@ -417,10 +412,6 @@ def page_rows(*, study: Study) -> list[dict[str, Any]]:
 
 def page_frame(*, study: Study) -> Any:
     """``page_rows`` as a typed DataFrame (times tz-aware UTC, ids nullable), with its columns when empty."""
-    import pandas as pd
-
-    from analysis.exports import PAGE_COLUMNS, PAGE_TIMESTAMP_COLUMNS
-
     frame = pd.DataFrame(page_rows(study=study), columns=list(PAGE_COLUMNS))
     for col in ("query_id", "query_index"):
         frame[col] = frame[col].astype("Int64")

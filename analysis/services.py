@@ -17,12 +17,16 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from analysis.exports import export_comparisons, export_summaries
 from analysis.models import ResearchJob
 from analysis.selectors import analysis_frame, exclusion_reasons, summary_frame
+from analysis.stats.analyze import analyze
 from analysis.stats.config import DEFAULT_RESAMPLES, DEFAULT_SEED, AnalysisConfig  # one default for every way in
+from analysis.texts import with_texts
 from annotation.models import Candidate, Participation, Study
 from annotation.models_audit import AuditEvent, AuditOrigin
 from annotation.services.audit import audit_record
+from generation.settings import configure_model_servers
 from kernel import leases
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
@@ -30,10 +34,15 @@ from kernel.storable import json_problem
 from kernel.tasks import enqueue_on_commit, lost_if_sent_before
 from kernel.yielding import research_pause
 from scoring.inputs import candidate_rows
+from scoring.stress.perturb import TESTS, TestKind
+from scoring.stress.runner import run_stress
 
 logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
+# The job's task, sent by the name it is registered and routed under (analysis/tasks.py imports this module,
+# so this module names the task rather than import it: kernel/tasks.py).
+RUN_RESEARCH_JOB = "analysis.tasks.run_research_job"
 
 
 def requeue_queued_after() -> timedelta:
@@ -134,9 +143,6 @@ NEEDS_MODEL = (
 
 def stress_tests_blocked() -> dict[str, str]:
     """Every stress test, with why it cannot run as a research job ("" when it can)."""
-    # scoring.stress brings numpy and the openai client into the web process; load it only here.
-    from scoring.stress.perturb import TESTS, TestKind
-
     return {name: NEEDS_MODEL if spec.kind is TestKind.LLM else "" for name, spec in TESTS.items()}
 
 
@@ -178,9 +184,6 @@ def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
         except ValueError as exc:
             raise ApplicationError(f"config: {exc}.", field="config") from exc
     elif kind == ResearchJob.Kind.STRESS:
-        # scoring.stress brings numpy and the openai client into the web process; load it only here.
-        from scoring.stress import TESTS
-
         tests = options.get("tests") or []
         if not _texts(tests):
             raise ApplicationError(f"tests must be a list of names among: {', '.join(TESTS)}.", field="tests")
@@ -205,7 +208,7 @@ def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
         if not _texts(metrics):
             raise ApplicationError("metrics must be a list of metric names.", field="metrics")
         # The stress runner's names: the suite's metrics, or "offline" / "all" (docs/stress-tests.md).
-        from scoring.core.api import metric_specs  # the metric suite loads on first use
+        from scoring.core.api import metric_specs  # the metric suite: rouge-score, nltk, scikit-learn
 
         try:
             metric_specs([m for m in metrics if m not in ("offline", "all")])
@@ -298,12 +301,11 @@ def research_job_request(
 def _job_send(*, job_id: int) -> None:
     """Send the job once the transaction commits. A send the broker refuses (it is down or restarting) leaves
     the job queued with no send time (`queued_at` empty): the next sweep sends it again."""
-    from analysis.tasks import run_research_job  # a cycle: analysis.tasks imports this module
 
     def unsent() -> None:
         ResearchJob.objects.filter(pk=job_id, status=ResearchJob.Status.QUEUED).update(queued_at=None)
 
-    enqueue_on_commit(run_research_job, job_id, on_send_failed=unsent)
+    enqueue_on_commit(RUN_RESEARCH_JOB, job_id, on_send_failed=unsent)
 
 
 def _progress(job: ResearchJob, percent: int, stage: str, pause: Callable[[], None] | None = None) -> None:
@@ -480,9 +482,6 @@ def research_jobs_sweep(*, now: datetime | None = None) -> dict[str, int]:
 
 
 def _run_export(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[str, Any]:
-    # The export module loads pandas and pyarrow: in the worker, not the web process.
-    from analysis.exports import export_comparisons, export_summaries
-
     if job.options.get("table") == "summaries":
         _progress(job, 10, "reading summaries", pause)
         summaries = summary_frame(study=job.study, include_texts=bool(job.options.get("include_texts")))
@@ -492,8 +491,6 @@ def _run_export(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[
     _progress(job, 10, "reading comparisons", pause)
     frame, exclusion = analysis_frame(study=job.study, exclude=job.options.get("exclude"))
     if job.options.get("include_texts"):
-        from analysis.texts import with_texts  # beside the frame: pandas is loaded by now
-
         frame = with_texts(frame, study=job.study)
     _progress(job, 60, f"writing {len(frame)} rows", pause)
     manifest = export_comparisons(
@@ -515,9 +512,7 @@ def analysis_config_for(frame: Any, *, seed: int, n_resamples: int, extra: dict[
 
 
 def _run_report(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[str, Any]:
-    # The report and statistics modules load pandas, scipy and matplotlib: in the worker, not the web process.
-    from analysis.report.bundle import write_analysis
-    from analysis.stats.analyze import analyze
+    from analysis.report.bundle import write_analysis  # matplotlib: in the worker, not the web process
 
     _progress(job, 10, "reading comparisons", pause)
     frame, exclusion = analysis_frame(study=job.study, exclude=job.options.get("exclude"))
@@ -539,10 +534,6 @@ def _run_report(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[
 
 
 def _run_stress(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[str, Any]:
-    # The stress runner loads numpy, the openai client and the metric suite: in the worker only.
-    from generation.settings import configure_model_servers
-    from scoring.stress.runner import run_stress
-
     configure_model_servers()  # LLM rewrites and judges share the deployment's model-server limit and cache
 
     _progress(job, 5, "reading candidates", pause)

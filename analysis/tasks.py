@@ -19,7 +19,13 @@ def _job_failed(task: Task, exc: BaseException, task_id: str, args: Any, kwargs:
 
 
 @shared_task(
-    bind=True, acks_late=True, reject_on_worker_lost=True, soft_time_limit=3600, time_limit=3700, on_failure=_job_failed
+    name=services.RUN_RESEARCH_JOB,  # the name the services send it by
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=3600,
+    time_limit=3700,
+    on_failure=_job_failed,
 )
 def run_research_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))

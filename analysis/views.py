@@ -68,9 +68,9 @@ def researcher_required(view: View) -> View:
 
 
 def _offline_metrics() -> list[str]:
-    # The metric suite (rouge-score, nltk, scipy) is not loaded by the web process for a list of names.
+    # The web process does not load the metric suite for a list of names.
     try:
-        from scoring.core.api import OFFLINE_METRICS
+        from scoring.core.api import OFFLINE_METRICS  # the metric suite: rouge-score, nltk, scikit-learn
 
         return list(OFFLINE_METRICS)
     except ImportError:  # pragma: no cover - the suite ships with the project

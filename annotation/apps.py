@@ -1,6 +1,9 @@
 from django.apps import AppConfig
 from django.conf import settings
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
+
+from kernel.checks import broker_persistence, embedded_defaults, research_storage
 
 
 class AnnotationConfig(AppConfig):
@@ -9,10 +12,6 @@ class AnnotationConfig(AppConfig):
     verbose_name = "Annotation studies"
 
     def ready(self) -> None:
-        from django.core import checks
-
-        from kernel.checks import broker_persistence, embedded_defaults, research_storage
-
         checks.register(embedded_defaults, checks.Tags.database, deploy=True)
         checks.register(research_storage, checks.Tags.files, deploy=True)
         checks.register(broker_persistence, checks.Tags.database, deploy=True)

@@ -24,13 +24,20 @@ from celery.exceptions import Reject, SoftTimeLimitExceeded
 from django.conf import settings
 
 from annotation.services.generation import (
+    GENERATE_CANDIDATE,
     MAX_ATTEMPTS,
     candidate_generate,
     candidate_mark_failed,
     candidate_mark_unsent,
     candidate_retry_later,
 )
-from annotation.services.query import background_sweep, query_lease_renew, query_mark_failed, query_retrieve
+from annotation.services.query import (
+    RETRIEVE_QUERY,
+    background_sweep,
+    query_lease_renew,
+    query_mark_failed,
+    query_retrieve,
+)
 from generation import openai_chat  # noqa: F401 - imported before the pool forks, not per child
 from kernel.backends import BackendError
 from kernel.tasks import FIRST, LATER, OrderedTask, unreachable_service
@@ -63,6 +70,7 @@ def _generation_failed(task: Task, exc: BaseException, task_id: str, args: Any, 
 
 
 @shared_task(
+    name=RETRIEVE_QUERY,  # the name the services send it by
     bind=True,
     base=OrderedTask,
     order=LATER,  # behind the generations of questions already retrieved (kernel/tasks.py)
@@ -93,6 +101,7 @@ def retrieve_query(self, query_id: int) -> None:  # type: ignore[no-untyped-def]
 
 
 @shared_task(
+    name=GENERATE_CANDIDATE,  # the name the services send it by
     bind=True,
     base=OrderedTask,
     order=FIRST,

@@ -66,6 +66,9 @@ from annotation.services.prewritten import prewritten_query_next
 from annotation.services.quality import check_warning
 from annotation.services.query import query_discard, query_mark_wait_shown, query_resend, query_submit
 from annotation.services.tournament import NOTHING_TO_ANSWER, bracket_settle, judgment_record_on_page, match_mark_shown
+from corpus.models import CorpusDocument
+from corpus.selectors import corpus_coverage, coverage_from_labels
+from generation.offline_retrieval import DEFAULT_CORPUS_PATH, load_corpus_index
 from kernel.exceptions import ApplicationError
 
 
@@ -589,17 +592,11 @@ def _sources_coverage(study_obj: Study) -> dict[str, Any] | None:
     backend = study_obj.retrieval_backend
     settings_ = study_obj.retrieval_settings if isinstance(study_obj.retrieval_settings, dict) else {}
     if backend == "corpus":
-        from corpus.models import CorpusDocument
-        from corpus.selectors import corpus_coverage
-
         latest = CorpusDocument.objects.order_by("-updated_at").values_list("updated_at", flat=True).first()
         # A timestamp, not the datetime's text (its space is not allowed in a memcached key).
         key = f"sources-coverage:corpus:{CorpusDocument.objects.count()}:{latest.timestamp() if latest else 0}"
         return cache.get_or_set(key, corpus_coverage, 3600)
     if backend == "demo":
-        from corpus.selectors import coverage_from_labels
-        from generation.offline_retrieval import DEFAULT_CORPUS_PATH, load_corpus_index
-
         path = str(settings_.get("corpus_path") or DEFAULT_CORPUS_PATH)
 
         def compute() -> dict[str, Any] | None:

@@ -1,10 +1,16 @@
 """The Celery application: one per process, configured from Django settings."""
 
+import logging
 import os
 from typing import Any
 
 from celery import Celery
 from celery.signals import beat_init, task_postrun, task_prerun, worker_init
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+from kernel.beat_lock import beat_lock_acquire
+from kernel.yielding import annotator_work_began, annotator_work_ended
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
@@ -20,10 +26,10 @@ def _load_before_the_pool_forks(**kwargs: Any) -> None:
     every model it calls) and the bundled corpus's index. A prefork pool's processes inherit them. Only a
     head start: what cannot be loaded here (a CA bundle that SSL_CERT_FILE names but is missing) is said in
     the log, and the task that needs it fails with the reason, as it would have without this."""
-    import logging
-
-    from generation.offline_retrieval import DemoCorpusRetrieval
-    from modelserver.client import preload
+    # Here, not with the settings that import this module: the corpus index loads numpy and scipy, the
+    # model-server client the openai package and pydantic (seconds of every process's start otherwise).
+    from generation.offline_retrieval import DemoCorpusRetrieval  # numpy, scipy
+    from modelserver.client import preload  # openai, pydantic
 
     for load in (preload, lambda: DemoCorpusRetrieval().index):
         try:
@@ -36,19 +42,12 @@ def _load_before_the_pool_forks(**kwargs: Any) -> None:
 def _one_beat_per_deployment(**kwargs: Any) -> None:
     """Hold the deployment's beat lock before the first tick; a second beat waits as a standby
     (kernel/beat_lock.py, docs/deploy.md)."""
-    from django.conf import settings
-    from django.db import connection
-
-    from kernel.beat_lock import beat_lock_acquire
-
     beat_lock_acquire(
         settings_dict=dict(connection.settings_dict), vendor=connection.vendor, poll_s=settings.BEAT_LOCK_POLL_S
     )
 
 
 def _annotator_task(task: Any) -> bool:
-    from django.conf import settings
-
     return task is not None and task.name in settings.ANNOTATOR_TASKS and not task.request.is_eager
 
 
@@ -56,16 +55,12 @@ def _annotator_task(task: Any) -> bool:
 def _annotator_work_began(sender: Any = None, task_id: str = "", task: Any = None, **kwargs: Any) -> None:
     """Research work on this host pauses while an annotator task runs (kernel/yielding.py)."""
     if _annotator_task(task):
-        from kernel.yielding import annotator_work_began
-
         annotator_work_began(task_id)
 
 
 @task_postrun.connect
 def _annotator_work_ended(sender: Any = None, task_id: str = "", task: Any = None, **kwargs: Any) -> None:
     if _annotator_task(task):
-        from kernel.yielding import annotator_work_ended
-
         annotator_work_ended(task_id)
 
 
@@ -81,8 +76,6 @@ def _database_connections_as_in_a_request(sender: object = None, **kwargs: objec
     to leave it alone (CELERY_DB_REUSE_MAX, config/settings/base.py): a new PostgreSQL connection per task
     cost the generation queue more CPU than the task's own statements (bench/README.md, "Generation queue").
     It still closes the pool as each pool process starts, so a forked process never uses its parent's."""
-    from django.db import close_old_connections
-
     # An eager task runs inside its caller, whose connection (and transaction) it must leave alone.
     if getattr(getattr(sender, "request", None), "is_eager", False):
         return

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.conf import settings
+from django.template import TemplateDoesNotExist, TemplateSyntaxError, engines
+from django.urls import get_resolver
+from django.utils import translation
+
+from config.celery import app
+
 
 def preload() -> None:
-    from django.conf import settings
-    from django.template import TemplateDoesNotExist, TemplateSyntaxError, engines
-    from django.urls import get_resolver
-    from django.utils import translation
-
-    import annotation.tasks  # noqa: F401 - the module the first question's send imports
-    from config.celery import app
-
     resolver = get_resolver()
     resolver.url_patterns  # noqa: B018 - imports the URLconf and every view module it names
     resolver.reverse_dict  # noqa: B018 - builds the reverse lookup that redirects and templates use
@@ -31,6 +30,7 @@ def preload() -> None:
                     engine.get_template(str(path.relative_to(folder)))  # compiled into the cached loader
                 except (TemplateDoesNotExist, TemplateSyntaxError):
                     continue
+    app.autodiscover_tasks(force=True)  # every app's tasks module, which the first send imports (kernel/tasks.py)
     app.finalize(auto=True)  # binds the tasks (at the first send otherwise)
     app.backend  # noqa: B018 - resolving it scans the installed packages' entry points
     app.connection_for_write().transport  # noqa: B018 - imports the transport (the redis package), unconnected

@@ -1,4 +1,7 @@
-"""Enqueueing background work: a task is sent only once the transaction that wrote its rows commits."""
+"""Enqueueing background work by task name: a task is sent only once the transaction that wrote its rows commits.
+
+A service names the task it enqueues ("annotation.tasks.generate_candidate") and never imports its module: the
+tasks import the services they call, so the reverse import would be a cycle (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -6,41 +9,52 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from celery import Task as CeleryTask
+from celery import current_app
+from celery.canvas import Signature
 from django.db import transaction
 from django.utils import timezone
+from kombu.exceptions import OperationalError
 
 logger = logging.getLogger(__name__)
 
 
-class Task(Protocol):
-    """What the helper needs of a Celery task: `delay` sends it to the broker, `name` names it in logs."""
-
-    name: str
-
-    def delay(self, *args: Any) -> Any: ...
+def task_signature(name: str, *args: Any, app: Any = None) -> Signature:
+    """The call `name(*args)` of the task registered under `name`, sent when applied as the task itself sends
+    it: its queue from the routes (CELERY_TASK_ROUTES, by name), its priority from `OrderedTask`, in-process
+    under CELERY_TASK_ALWAYS_EAGER. A name this process has not registered yet has every app's tasks module
+    imported first, as a worker imports them when it starts; a name no app registers is a LookupError here,
+    not a message no worker would take."""
+    app = app or current_app
+    if name not in app.tasks:
+        app.autodiscover_tasks(force=True)  # imports every installed app's tasks module, as a worker does
+    if name not in app.tasks:
+        raise LookupError(f"no Celery task is registered as {name!r}")
+    return app.signature(name, args=args)
 
 
 def enqueue_on_commit(
-    task: Task,
+    task_name: str,
     *args: Any,
     on_sent: Callable[[], None] | None = None,
     on_send_failed: Callable[[], None] | None = None,
 ) -> None:
-    """Send `task.delay(*args)` after the current transaction commits, so a worker never sees a row that
-    is not committed yet (outside a transaction it is sent at once; after a rollback, never).
+    """Send the task registered as `task_name` with `args` (`task_signature`) after the current transaction
+    commits, so a worker never sees a row that is not committed yet (outside a transaction it is sent at
+    once; after a rollback, never).
 
     The rows are committed by then, so a broker that cannot be reached must not turn the request into a
     500: the failure is logged at error and `on_send_failed` may record it; the periodic sweepers send
     work whose message never arrived (docs/backends.md, "Sweepers")."""
+    signature = task_signature(task_name, *args)  # a misspelt name fails here, in the caller's transaction
 
     def send() -> None:
         try:
-            task.delay(*args)
+            signature.apply_async()
         except Exception:  # kombu's OperationalError, redis/amqp connection errors: whatever an outage raises
-            logger.exception("could not send %s%r to the broker; a sweeper will send it again", task.name, args)
+            logger.exception("could not send %s%r to the broker; a sweeper will send it again", task_name, args)
             if on_send_failed is not None:
                 on_send_failed()
             return
@@ -124,17 +138,14 @@ def broker_started_at(*, app: Any = None) -> datetime | None:
     """When the Redis the tasks are sent through last started (from its uptime, rounded down a second so
     that a message sent in the same second counts as sent before); None for other brokers, or when it cannot
     be reached (then nothing is sent now: the sweepers run again once it is back)."""
-    if app is None:
-        from celery import current_app
-
-        app = current_app
+    app = app or current_app
     url = str(app.conf.broker_url or "")
     if not url.startswith(("redis://", "rediss://", "unix://")):
         return None
     try:
         client = _broker_clients.get(url)
         if client is None:
-            import redis
+            import redis  # the broker's client takes most of a second to import: only where Redis is the broker
 
             client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
             _broker_clients[url] = client
@@ -155,11 +166,9 @@ def lost_if_sent_before(*, window: timedelta, now: datetime, app: Any = None) ->
 def unreachable_service(error: BaseException) -> bool:
     """Whether `error` says a broker or a Redis (the model-server limiter, a shared cache) could not be
     reached right now (restarting, failing over): a fault a retry with backoff outlives."""
-    from kombu.exceptions import OperationalError
-
     kinds: tuple[type[BaseException], ...] = (OperationalError, ConnectionError, TimeoutError)
     try:
-        import redis
+        import redis  # most of a second to import (see broker_started_at); absent without the redis extra
     except ImportError:  # pragma: no cover - the broker's client ships with the platform
         pass
     else:

@@ -197,8 +197,8 @@ class ChatClient:
         self._cache = cache if cache is not None else cache_for(self.cache_dir)
         self._limiter = limiter if limiter is not None else default_limiter()
         self._down_until: dict[int, float] = {}
-        # How long a time-out marks its server slow for every client sharing the limiter: one time-out, so that
-        # the generation task's next attempt (within 5 s: annotation.tasks.backoff) finds the mark.
+        # How long a time-out marks the request slow on its server, for every client sharing the limiter: one
+        # time-out, so that the generation task's next attempt (within 5 s: annotation.tasks.backoff) finds it.
         self.slow_mark_s = config.timeout
 
     def close(self) -> None:
@@ -219,7 +219,7 @@ class ChatClient:
         Raises LLMError after the retries are spent (transient) or at once (permanent).
         """
         cache = self._cache
-        key = cache_key(self.config, messages) if cache is not None else ""
+        key = cache_key(self.config, messages)
         if use_cache and cache is not None:
             hit = cache.read(key)
             if hit is not None:
@@ -232,7 +232,7 @@ class ChatClient:
         last: LLMError | None = None
         for attempt in range(attempts):
             try:
-                result = self._call_once(messages)
+                result = self._call_once(messages, key)
             except LLMError as exc:
                 if not exc.transient:
                     raise
@@ -271,7 +271,12 @@ class ChatClient:
 
     # -- one HTTP call ------------------------------------------------------------------
 
-    def _call_once(self, messages: list[dict[str, str]]) -> ChatResult:
+    def _slow_key(self, replica: int, request: str) -> str:
+        """The limiter's name for this request on one replica: a time-out marks the request, not the server, so a
+        server that was slow once for one request does not fail the others (issue 30)."""
+        return f"{self._replicas[replica].rstrip('/')}#{request[:32]}"
+
+    def _call_once(self, messages: list[dict[str, str]], request: str) -> ChatResult:
         """One call; a replica that refuses the connection is marked down and the next one is tried."""
         tried: set[int] = set()
         while True:
@@ -279,11 +284,11 @@ class ChatClient:
             live = [i for i in range(len(self._replicas)) if i not in tried and self._down_until.get(i, 0) <= now]
             if not live:
                 live = [i for i in range(len(self._replicas)) if i not in tried]
-            answering = [i for i in live if self._limiter.slow_for(self._replicas[i]) <= 0]
+            answering = [i for i in live if self._limiter.slow_for(self._slow_key(i, request)) <= 0]
             if not answering:
-                raise self._slow_error(live)
+                raise self._slow_error(live, request)
             try:
-                return self._call_replica(messages, answering)
+                return self._call_replica(messages, answering, request)
             except _ReplicaDown as down:
                 tried.add(down.index)
                 self._down_until[down.index] = time.monotonic() + self.REPLICA_COOLDOWN_S
@@ -291,20 +296,21 @@ class ChatClient:
                     raise down.error from down.error.__cause__
                 logger.warning("%s; trying another replica", down.error.reason)
 
-    def _slow_error(self, replicas: list[int]) -> LLMError:
-        """Every replica left timed out a moment ago (`Limiter.mark_slow`). An annotator's summary fails now,
-        with its way out (an administrator's or the annotator's retry), instead of waiting out another time-out
-        on a server that hangs; research calls are told when to try again."""
+    def _slow_error(self, replicas: list[int], request: str) -> LLMError:
+        """This very request timed out a moment ago on every replica left (`Limiter.mark_slow`): the generation
+        task's next attempt at the same summary. An annotator's summary fails now, with its way out (an
+        administrator's or the annotator's retry), instead of waiting out another time-out on a server that hangs;
+        research calls are told when to try again. Other requests to the server go on as usual."""
         where = ", ".join(self._replicas[i].rstrip("/") for i in replicas)
-        left = max(self._limiter.slow_for(self._replicas[i]) for i in replicas)
+        left = max(self._limiter.slow_for(self._slow_key(i, request)) for i in replicas)
         reason = (
-            f"{where} did not answer within {self.config.timeout:g}s a moment ago; not asked again for "
-            f"{left:.0f}s (retry once it answers)"
+            f"{where} did not answer this request within {self.config.timeout:g}s a moment ago; not asked it again "
+            f"for {left:.0f}s (retry once the server answers)"
         )
         research = self.config.lane == "research"
         return LLMError(reason, transient=research, retry_after=left if research else None, timed_out=True)
 
-    def _call_replica(self, messages: list[dict[str, str]], candidates: list[int]) -> ChatResult:
+    def _call_replica(self, messages: list[dict[str, str]], candidates: list[int], request: str) -> ChatResult:
         cfg = self.config
         extra: dict[str, Any] = {}
         if cfg.seed is not None:
@@ -334,7 +340,7 @@ class ChatClient:
         except LimitTimeout as exc:
             raise LLMError(f"{exc} (the model-server limit is {cfg.concurrency} per replica)", transient=True) from exc
         except openai.APITimeoutError as exc:
-            self._limiter.mark_slow(where, self.slow_mark_s)
+            self._limiter.mark_slow(self._slow_key(index, request), self.slow_mark_s)
             raise LLMError(
                 f"timed out after {cfg.timeout:g}s waiting for {where}", transient=True, timed_out=True
             ) from exc

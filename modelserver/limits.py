@@ -76,11 +76,12 @@ class Limiter(Protocol):
     ) -> AbstractContextManager[int]: ...
 
     def mark_slow(self, base_url: str, seconds: float) -> None:
-        """Note that a call to the server timed out: for `seconds`, callers can learn so (`slow_for`) and fail
-        at once instead of each waiting out its own time-out on a server that hangs."""
+        """Note that a call timed out: `base_url` names the server, or a request on it (`ChatClient` marks
+        "<server>#<request>"). For `seconds`, callers can learn so (`slow_for`) and fail at once instead of waiting
+        out the same time-out again on a server that hangs."""
 
     def slow_for(self, base_url: str) -> float:
-        """Seconds left of the server's slow mark; 0 when it has none."""
+        """Seconds left of the mark; 0 when there is none."""
 
 
 # The share of a server's slots research calls may hold at once (MODEL_SERVER_RESEARCH_SHARE).

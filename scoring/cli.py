@@ -14,6 +14,7 @@ same arguments.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kernel.jsonl import JsonlError, iter_jsonl
+from scoring.core.abstractiveness import RISK_BANDS
 
 __all__ = ["build_parser", "format_registry", "main"]
 
@@ -55,9 +57,7 @@ def format_registry() -> str:
     Whether the embeddings extra is installed is judged without importing torch, so
     listing stays fast; ``scoring.core.api.OFFLINE_METRICS`` does the real import check.
     """
-    import importlib.util
-
-    from scoring.core.registry import groups
+    from scoring.core.registry import groups  # the metric suite: rouge-score, nltk, sacrebleu
 
     extra = all(importlib.util.find_spec(m) is not None for m in ("torch", "sentence_transformers"))
     header = ("metric", "family", "needs (besides summary)", "better", "offline", "version")
@@ -142,8 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --input and --metrics are required (or use --list)", file=sys.stderr)
         return 2
 
-    from scoring.core.abstractiveness import RISK_BANDS
-    from scoring.core.api import metric_specs, offline_metrics, score_rows
+    # Here, not at the top: usage errors and --help answer without loading the metric suite.
+    from scoring.core.api import metric_specs, offline_metrics, score_rows  # rouge-score, nltk, scikit-learn
 
     names = [m.strip() for m in args.metrics.split(",") if m.strip()]
     if not names:
@@ -177,15 +177,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     judge: Any = None
     if args.judge_base_url and args.judge_model:
-        from modelserver import ChatConfig
-        from modelserver.client import configure_max_response_bytes_from_env
+        from modelserver import ChatConfig  # the openai client, only when a judge is asked for
+        from modelserver.client import configure_max_response_bytes_from_env  # the openai client
 
         try:  # the cap the platform's settings read, for a judge called from here too
             configure_max_response_bytes_from_env()
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        from scoring.core.judges import JudgeRunner
+        from scoring.core.judges import JudgeRunner  # the openai client
 
         config = ChatConfig(base_url=args.judge_base_url, model=args.judge_model, api_key=args.judge_api_key or "EMPTY")
         judge = JudgeRunner(config, cache_dir=Path(args.judge_cache) if args.judge_cache else None)

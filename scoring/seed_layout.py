@@ -28,9 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from kernel.cli import at_least_one, out_dir_problem
+from scoring.core import hf_models
 from scoring.core.factuality import FACTUALITY_METRICS, weights_manifest
 from scoring.core.longdoc import SentenceEmbedder, TfidfEmbedder, default_embedder, embedder_warning
 from scoring.core.windowed import MemoEmbedder, MemoMetrics, WindowedMetrics
+from scoring.stress.datasets import shared_data_dir, squality_rows
+from scoring.stress.perturb import MEANING_PRESERVING, StressError, StressRow
 
 __all__ = ["SEED_METRICS", "SeedLayoutResult", "build_parser", "main", "run_seed_layout"]
 
@@ -146,7 +149,7 @@ def _digest(rows: Sequence[Any]) -> str:
 
 
 def _metric_versions(names: Sequence[str]) -> dict[str, str]:
-    from scoring.core.registry import specs_by_name
+    from scoring.core.registry import specs_by_name  # the metric suite: rouge-score, nltk, sacrebleu
 
     table = specs_by_name()
     return {n: table[n][0].version for n in names if n in table}
@@ -173,10 +176,8 @@ def run_seed_layout(
     given, else to ``added_source_text``, the one that needs no model. ``backend`` is the metric suite
     (default: the registry's, `scoring.stress.runner.CoreMetrics`).
     """
-    from scoring.core import hf_models
-    from scoring.stress.longdoc import long_document_analysis
-    from scoring.stress.perturb import MEANING_PRESERVING, StressError, StressRow
-    from scoring.stress.runner import CoreMetrics, resolve_metrics, resolve_tests, run_stress
+    from scoring.stress.longdoc import long_document_analysis  # scipy and the openai client
+    from scoring.stress.runner import CoreMetrics, resolve_metrics, resolve_tests, run_stress  # the same
 
     stress_rows = [r if isinstance(r, StressRow) else StressRow.from_mapping(r) for r in rows]
     if not stress_rows:
@@ -355,10 +356,8 @@ def build_parser(
 
 def _rows(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]:
     if args.dataset == "squality":
-        from scoring.stress.datasets import shared_data_dir, squality_rows
-
         return squality_rows(args.limit), str(shared_data_dir() / "squality" / "v1-3_txt_test.jsonl")
-    from scoring.stress.cli import load_rows
+    from scoring.stress.cli import load_rows  # scipy and the openai client (scoring.stress.runner)
 
     return load_rows(args.input, args.limit), str(args.input)
 
@@ -376,9 +375,6 @@ def main(
     if problem:
         print(f"error: --out: {problem}", file=sys.stderr)
         return 2
-    from scoring.core import hf_models
-    from scoring.stress.perturb import StressError
-
     try:
         hf_models.configure(weights_dir=args.weights_dir, device=args.device, batch_size=args.batch_size)
     except ValueError as exc:
@@ -389,7 +385,7 @@ def main(
         if not (args.llm_base_url and args.llm_model):
             print("error: give both --llm-base-url and --llm-model for the LLM rewriter", file=sys.stderr)
             return 2
-        from modelserver import ChatConfig
+        from modelserver import ChatConfig  # the openai client, only for an LLM rewriter
 
         judge = ChatConfig(
             base_url=args.llm_base_url, model=args.llm_model, api_key=os.environ.get(args.llm_api_key_env, "EMPTY")

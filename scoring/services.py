@@ -17,12 +17,19 @@ from annotation.models import Candidate, Judgment, Participation, Study
 from annotation.models_audit import AuditEvent, AuditOrigin
 from annotation.services.audit import audit_record
 from annotation.services.generation import broker_restarted
-from generation.settings import judge_from_settings
+from generation.settings import configure_model_servers, judge_from_settings
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
 from kernel.tasks import broker_started_at, enqueue_on_commit
 from kernel.yielding import research_pause
-from scoring.core.judges import PROMPT_VERSIONS, JudgeIdentity, metric_prompt_version
+from modelserver import ChatConfig, map_concurrently
+from scoring.core.judges import (
+    PROMPT_VERSIONS,
+    JudgeError,
+    JudgeIdentity,
+    JudgeRunner,
+    metric_prompt_version,
+)
 from scoring.inputs import REFERENCE_CHOICES, SOURCE_CHOICES, candidate_rows, persona_text
 from scoring.models import CandidateScore, PairwiseVote, ScoringRun
 
@@ -32,6 +39,9 @@ CHUNK_SIZE = 50
 # were lost) has its unfinished chunks sent again, with a window of `requeue_window()` before the next
 # look; after MAX_RESTARTS such restarts without finishing, it fails with its progress in the reason.
 MAX_RESTARTS = 10
+# The chunk's task, sent by the name it is registered and routed under (scoring/tasks.py imports this module,
+# so this module names the task rather than import it: kernel/tasks.py).
+SCORE_CHUNK = "scoring.tasks.score_chunk"
 
 
 def requeue_window() -> timedelta:
@@ -44,8 +54,8 @@ def _lease() -> timedelta:
 
 
 def _specs(metrics: list[str]) -> dict[str, Any]:
-    # The metric suite (rouge-score, nltk, scipy) loads on first use, not in every web process.
-    from scoring.core.api import metric_specs
+    # The metric suite loads on first use, not in every web process.
+    from scoring.core.api import metric_specs  # rouge-score, nltk, scikit-learn
 
     try:
         return {spec.name: spec for spec in metric_specs(metrics)}
@@ -82,10 +92,6 @@ def _judge_option(judge: Mapping[str, Any] | None) -> dict[str, str] | None:
 
 
 def _judge_runner(options: Mapping[str, Any]) -> Any:
-    from generation.settings import configure_model_servers
-    from modelserver import ChatConfig
-    from scoring.core.judges import JudgeRunner
-
     configure_model_servers()  # the deployment's model-server limit and LLM cache (docs/backends.md)
 
     judge = options.get("judge")
@@ -142,7 +148,7 @@ def scoring_run_start(
         raise ApplicationError("Choose at least one metric.", field="metrics")
     if metrics == ["offline"]:
         # As `python -m scoring.cli --metrics offline`: every metric that runs here with no network.
-        from scoring.core.api import offline_metrics
+        from scoring.core.api import offline_metrics  # the metric suite: rouge-score, nltk, scikit-learn
 
         metrics = list(offline_metrics())
     if reference not in REFERENCE_CHOICES:
@@ -216,10 +222,8 @@ def _sent(run: ScoringRun) -> int:
 
 
 def _send_chunks(*, run: ScoringRun, indexes: Any) -> None:
-    from scoring.tasks import score_chunk  # a cycle: scoring.tasks imports this module
-
     for index in indexes:
-        enqueue_on_commit(score_chunk, run.pk, run.chunks[index], index)
+        enqueue_on_commit(SCORE_CHUNK, run.pk, run.chunks[index], index)
 
 
 def _chunk_index(run: ScoringRun, candidate_ids: list[int], chunk_index: int | None) -> int | None:
@@ -237,7 +241,7 @@ def scoring_run_lease_renew(*, run_id: int) -> None:
 def scoring_run_chunk(*, run_id: int, candidate_ids: list[int], chunk_index: int | None = None) -> int:
     """Score one chunk and store the results; re-running a chunk overwrites the same rows, and a chunk
     delivered twice is counted once (the run records which chunks are done)."""
-    from scoring.core.api import score_rows  # the metric suite, as in _specs
+    from scoring.core.api import score_rows  # the metric suite: rouge-score, nltk, scikit-learn
 
     run = ScoringRun.objects.get(pk=run_id)
     index = _chunk_index(run, candidate_ids, chunk_index)
@@ -374,9 +378,6 @@ _SIDE = {"A": "left", "B": "right", "Neither": "neither"}
 
 def _judge_matches(run: ScoringRun, match_ids: list[int]) -> Any:
     """Ask the pairwise judge about a chunk of answered matches in both orders (outside a transaction)."""
-    from modelserver import map_concurrently
-    from scoring.core.judges import JudgeError
-
     judge = run.options["judge"]
     runner = _judge_runner(run.options)
     judgments = list(

@@ -19,6 +19,7 @@ def _chunk_failed(task: Task, exc: BaseException, task_id: str, args: Any, kwarg
 
 
 @shared_task(
+    name=services.SCORE_CHUNK,  # the name the services send it by
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,

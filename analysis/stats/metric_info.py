@@ -34,10 +34,9 @@ class MetricInfo(ResultMixin):
 
 
 def _registry() -> dict[str, tuple[str, bool, bool]]:
-    # Deferred: the registry imports the metric suite (rouge-score, nltk, sacrebleu), which a table of
-    # unknown metrics never needs.
+    # Deferred: a table of unknown metrics never needs the metric suite the registry imports.
     try:
-        from scoring.core.registry import specs_by_name
+        from scoring.core.registry import specs_by_name  # the metric suite: rouge-score, nltk, sacrebleu
     except ImportError:  # pragma: no cover - the suite is a dependency; a notebook may lack an extra
         return {}
     return {

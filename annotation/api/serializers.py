@@ -8,6 +8,7 @@ from django.utils.text import normalize_newlines
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from annotation.links import invitation_link
 from annotation.models import (
     Candidate,
     Invitation,
@@ -23,6 +24,8 @@ from annotation.models import (
     study_languages,
 )
 from annotation.models_audit import AuditEvent
+from annotation.selectors.generation import generation_progress
+from annotation.selectors.query import query_document_values, query_wait_state
 from annotation.services.participation import (
     participation_ended,
     participation_needs_screening,
@@ -205,8 +208,6 @@ class QuerySerializer(serializers.ModelSerializer):
         # One read of the candidates serves the progress rows, the message and the deadline.
         cached: list[dict[str, object]] | None = getattr(obj, "_progress_rows", None)
         if cached is None:
-            from annotation.selectors.generation import generation_progress
-
             cached = generation_progress(query=obj)
             obj._progress_rows = cached  # type: ignore[attr-defined]
         return cached
@@ -216,8 +217,6 @@ class QuerySerializer(serializers.ModelSerializer):
         return list(CandidateProgressSerializer(self._progress(obj), many=True).data)
 
     def _state(self, obj: Query) -> Any:
-        from annotation.selectors.query import query_wait_state
-
         return query_wait_state(query=obj, progress=self._progress(obj))
 
     def get_message(self, obj: Query) -> str:
@@ -317,9 +316,6 @@ def query_body(query: Query) -> dict[str, Any]:
     request: the status poll is the annotator's most frequent request, and ModelSerializer's fields, built
     again for every instance, were half of its CPU. tests/annotation/test_api_bodies.py holds it to the
     serializer's output."""
-    from annotation.selectors.generation import generation_progress
-    from annotation.selectors.query import query_document_values, query_wait_state
-
     progress = generation_progress(query=query)
     # The waiting page's own reading of the question (views.wait and views.status): the two never disagree.
     state = query_wait_state(query=query, progress=progress)
@@ -522,8 +518,6 @@ class InvitationSerializer(serializers.ModelSerializer):
         fields = ["id", "token", "link", "max_uses", "uses", "expires_at", "note", "created_at"]
 
     def get_link(self, obj: Invitation) -> str:
-        from annotation.links import invitation_link
-
         return invitation_link(obj)
 
 

@@ -28,6 +28,7 @@ from annotation.selectors.query import query_documents, query_with_study
 from annotation.services.audit import audit_record
 from annotation.services.study import prompt_template_default
 from annotation.services.tournament import bracket_create
+from generation.citations import check_citations
 from generation.registry import get_generation_backend
 from kernel import leases
 from kernel.backends import BackendError, GenerationRequest
@@ -37,6 +38,9 @@ from kernel.tasks import enqueue_on_commit, lost_if_sent_before
 
 logger = logging.getLogger(__name__)
 
+# The generation task, sent by the name it is registered and routed under (annotation/tasks.py imports this
+# module, so this module names the task rather than import it: kernel/tasks.py).
+GENERATE_CANDIDATE = "annotation.tasks.generate_candidate"
 # Attempts per candidate, each one model call (the task owns the retries: annotation/tasks.py). A
 # worker lost mid-call costs an attempt too, so a candidate that kills its worker ends failed.
 MAX_ATTEMPTS = 4
@@ -217,10 +221,6 @@ def candidate_retry_later(*, candidate_id: int, reason: str) -> bool:
 
 
 def citation_flags(*, text: str, n_documents: int) -> dict[str, Any]:
-    try:
-        from generation.citations import check_citations
-    except ImportError:  # pragma: no cover - the helper module ships with the real backends
-        return {}
     result = check_citations(text, n_documents)
     return result.to_dict() if hasattr(result, "to_dict") else dict(vars(result))
 
@@ -256,11 +256,8 @@ def candidate_send(*, candidate_id: int) -> None:
     """Send the candidate's generation once the transaction commits. A send the broker refuses (it is
     down or restarting) leaves the candidate queued with no send time (`queued_at` empty): its message is
     known to be lost, and the next sweep sends it again (`candidates_sweep`)."""
-    # At call time: annotation.tasks imports this module.
-    from annotation.tasks import generate_candidate
-
     enqueue_on_commit(
-        generate_candidate, candidate_id, on_send_failed=lambda: candidate_mark_unsent(candidate_id=candidate_id)
+        GENERATE_CANDIDATE, candidate_id, on_send_failed=lambda: candidate_mark_unsent(candidate_id=candidate_id)
     )
 
 

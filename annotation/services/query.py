@@ -24,6 +24,7 @@ from annotation.selectors.participation import participation_locked
 from annotation.selectors.query import query_with_study
 from annotation.services.audit import audit_record
 from annotation.services.generation import (
+    GENERATE_CANDIDATE,
     candidate_requeue,
     candidate_send,
     candidates_sweep,
@@ -50,6 +51,9 @@ from kernel.heartbeat import heartbeat
 from kernel.stamps import stamp_first
 from kernel.tasks import enqueue_on_commit, lost_if_sent_before
 from kernel.text import CorpusTermStats, sources_miss_question
+
+# The retrieval task, sent by the name it is registered and routed under (kernel/tasks.py).
+RETRIEVE_QUERY = "annotation.tasks.retrieve_query"
 
 
 def retrieval_deadline() -> timedelta:
@@ -83,13 +87,10 @@ def _send_retrieval_on_commit(query: Query) -> None:
     stays saved as `retrieving` and the sweeper that re-queues queries stuck in `retrieving` (added with
     the retrieval's background work) sends it again later; so here the failure is only logged and stamped
     on the row, for the waiting page and the API to say so in plain words instead of answering 500."""
-    # At call time: annotation.tasks imports this module.
-    from annotation.tasks import retrieve_query
-
-    _send_on_commit(query, retrieve_query, query.pk)
+    _send_on_commit(query, RETRIEVE_QUERY, query.pk)
 
 
-def _send_on_commit(query: Query, task: Any, *args: Any) -> None:
+def _send_on_commit(query: Query, task_name: str, *args: Any) -> None:
     """Send a query's work after commit; a send that fails is stamped on the row (`queue_failed_at`) for
     the waiting page and the API to say so, and the next sweep sends it again."""
 
@@ -103,7 +104,7 @@ def _send_on_commit(query: Query, task: Any, *args: Any) -> None:
             Query.objects.filter(pk=query.pk).update(queue_failed_at=None)
             query.queue_failed_at = None
 
-    enqueue_on_commit(task, *args, on_sent=sent, on_send_failed=failed)
+    enqueue_on_commit(task_name, *args, on_sent=sent, on_send_failed=failed)
 
 
 def _visible(text: str) -> bool:
@@ -224,8 +225,6 @@ def query_resend(*, query: Query) -> Query:
     not sent again; a generation task claims only a queued (or long-stalled) candidate. A question set
     aside, stopped or already ranked is left as it is. Refused while the study is paused or closed (no model
     calls are spent for a paused study) or once the participation has ended."""
-    from annotation.tasks import generate_candidate, retrieve_query
-
     participation_require_active(participation=query.participation)
     query.refresh_from_db(fields=["status", "lease_expires_at"])
     if query.status not in (Query.Status.RETRIEVING, Query.Status.GENERATING, Query.Status.FAILED):
@@ -233,10 +232,10 @@ def query_resend(*, query: Query) -> Query:
     Query.objects.filter(pk=query.pk).update(retrieval_queued_at=timezone.now())
     if query.status == Query.Status.RETRIEVING:
         if query.lease_expires_at is None or query.lease_expires_at < timezone.now():
-            _send_on_commit(query, retrieve_query, query.pk)
+            _send_on_commit(query, RETRIEVE_QUERY, query.pk)
     elif query.status == Query.Status.GENERATING:
         for candidate_id in query.candidates.filter(status=Candidate.Status.QUEUED).values_list("pk", flat=True):
-            _send_on_commit(query, generate_candidate, candidate_id)
+            _send_on_commit(query, GENERATE_CANDIDATE, candidate_id)
     _query_requeue_failed(query=query)
     query.refresh_from_db()
     return query
@@ -382,9 +381,6 @@ def queries_sweep(*, now: datetime | None = None) -> dict[str, int]:
     """The sweeper's part for questions: a retrieval whose message was lost is sent again (stamped: once
     per broker start, or per `retrieval_requeue_after()`), one still retrieving past `retrieval_deadline()`
     fails with a reason, and a query whose candidates are all done but that has no bracket gets one."""
-    # At call time: annotation.tasks imports this module.
-    from annotation.tasks import retrieve_query
-
     now = now or timezone.now()
     deadline = retrieval_deadline()
     retrieving = Query.objects.filter(status=Query.Status.RETRIEVING).alias(
@@ -417,7 +413,7 @@ def queries_sweep(*, now: datetime | None = None) -> dict[str, int]:
         # if that message is lost too (after the broker's next start, or the window).
         Query.objects.filter(pk__in=lost).update(retrieval_requeued_at=now, lease_expires_at=None)
         for query_id in lost:
-            enqueue_on_commit(retrieve_query, query_id)
+            enqueue_on_commit(RETRIEVE_QUERY, query_id)
         # A retrieval whose lease lapsed lost its worker mid-search (or its retry waited out its backoff and
         # was not taken): sent again now, stamped; the next sweeps leave it to the new message for
         # RETRIEVAL_RESENT_LEASE (a second message would find it claimed anyway).
@@ -430,12 +426,12 @@ def queries_sweep(*, now: datetime | None = None) -> dict[str, int]:
         )
         Query.objects.filter(pk__in=orphaned).update(retrieval_requeued_at=now, lease_expires_at=None)
         for query_id in orphaned:
-            enqueue_on_commit(retrieve_query, query_id)
+            enqueue_on_commit(RETRIEVE_QUERY, query_id)
     # A question whose retrieval could not be sent (the broker was down when it was asked) is known to be
     # lost: every sweep tries again until a send succeeds, which clears the stamp.
     unsent = list(retrieving.filter(queue_failed_at__isnull=False).only("pk", "queue_failed_at"))
     for query in unsent:
-        _send_on_commit(query, retrieve_query, query.pk)
+        _send_on_commit(query, RETRIEVE_QUERY, query.pk)
     unbracketed = list(
         Query.objects.filter(status=Query.Status.GENERATING, bracket__isnull=True, created_at__lt=now - _SETTLE)
         .filter(candidates__isnull=False)
@@ -469,10 +465,7 @@ def _query_requeue_failed(*, query: Query) -> tuple[bool, list[int]]:
         Query.objects.filter(pk=query.pk).update(
             status=Query.Status.RETRIEVING, failure_reason="", retrieval_queued_at=timezone.now(), lease_expires_at=None
         )
-        # At call time: annotation.tasks imports this module.
-        from annotation.tasks import retrieve_query
-
-        _send_on_commit(query, retrieve_query, query.pk)
+        _send_on_commit(query, RETRIEVE_QUERY, query.pk)
     retried = [
         candidate.pk
         for candidate in query.candidates.filter(status=Candidate.Status.FAILED)

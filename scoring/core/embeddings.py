@@ -66,7 +66,7 @@ def resolve_device(
     if value != "auto":
         return value
     if cuda_available is None or mps_available is None:
-        import torch  # only when a device has to be chosen
+        import torch  # the optional embeddings extra: only when a device has to be chosen
 
         if cuda_available is None:
             cuda_available = bool(torch.cuda.is_available())
@@ -172,7 +172,7 @@ class EmbeddingModel:
         that are encoded separately and concatenated. Each distinct text is encoded
         once, and chunks are batched by length to keep padding small.
         """
-        import torch
+        import torch  # the optional embeddings extra, seconds to import
 
         batch_size = batch_size or int(_settings["batch_size"])
         unique = list(dict.fromkeys(texts))
@@ -238,7 +238,7 @@ def load_model(name: str | None = None, *, device: str | None = None) -> Embeddi
             return cached
         if resolved in _FAILED:
             raise EmbeddingsUnavailable(_FAILED[resolved])
-        from sentence_transformers import SentenceTransformer
+        from sentence_transformers import SentenceTransformer  # the optional embeddings extra (torch)
 
         try:
             model = SentenceTransformer(resolved, device=where, local_files_only=True)

@@ -8,6 +8,7 @@ of a batch of rows goes through the model in batches of METRICS_BATCH_SIZE.
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -326,7 +327,7 @@ def _minicheck_model() -> ClassifierModel | Seq2SeqModel:
             "ConditionalGeneration" in a for a in architectures
         )
     else:  # a model id in the HF cache
-        import transformers
+        import transformers  # the optional embeddings extra (torch), seconds to import
 
         encoder_decoder = bool(
             transformers.AutoConfig.from_pretrained(weights.location, local_files_only=True).is_encoder_decoder
@@ -394,8 +395,6 @@ BY_NAME: dict[str, FactualityMetric] = {m.name: m for m in FACTUALITY_METRICS}
 
 def transformers_unavailable_reason() -> str | None:
     """None when torch and transformers import; otherwise why not (the ``embeddings`` extra is missing)."""
-    import importlib
-
     for module in ("torch", "transformers"):
         try:
             importlib.import_module(module)

@@ -81,7 +81,7 @@ def _folder_name(model_id: str) -> str:
 
 def _in_hf_cache(model_id: str) -> bool:
     try:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # the optional embeddings extra
     except ImportError:
         return False
     found = try_to_load_from_cache(model_id, "config.json")
@@ -135,7 +135,7 @@ def _load_once(key: str, loader: Callable[[], Any]) -> Any:
     with _LOCK:
         if key not in _LOADED:
             _offline()
-            import transformers
+            import transformers  # the optional embeddings extra (torch), seconds to import
 
             transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # logs are no terminal
             _LOADED[key] = loader()
@@ -205,7 +205,7 @@ class ClassifierModel:
     ) -> FloatArray:
         """softmax(logits) of each (premise, hypothesis) pair, one row per pair; a premise longer than the
         model's window is truncated (the hypothesis never is). Pairs run in batches sorted by length."""
-        import torch
+        import torch  # the optional embeddings extra, seconds to import
 
         if len(premises) != len(hypotheses):
             raise ValueError("premises and hypotheses must have the same length")
@@ -259,7 +259,7 @@ class Seq2SeqModel:
     ) -> list[float]:
         """(1/m) sum_t log p(y_t | y_<t, x) for each (source x, target y), y as the tokenizer encodes it
         (with its special tokens); the source is truncated to the model's window."""
-        import torch
+        import torch  # the optional embeddings extra, seconds to import
 
         if len(sources) != len(targets):
             raise ValueError("sources and targets must have the same length")
@@ -302,7 +302,7 @@ class Seq2SeqModel:
         self, inputs: Sequence[str], token_ids: Sequence[int], *, batch_size: int | None = None
     ) -> FloatArray:
         """softmax over the whole vocabulary at the first decoder step, read at ``token_ids``: one row per input."""
-        import torch
+        import torch  # the optional embeddings extra, seconds to import
 
         out = np.zeros((len(inputs), len(token_ids)), dtype=np.float64)
         size = batch_size or current_batch_size()
@@ -340,7 +340,7 @@ def load_classifier(weights: ResolvedWeights, *, default_max_length: int = 512) 
     device = current_device()
 
     def load() -> ClassifierModel:
-        import transformers
+        import transformers  # the optional embeddings extra (torch), seconds to import
 
         tokenizer = transformers.AutoTokenizer.from_pretrained(weights.location, local_files_only=True)
         model = transformers.AutoModelForSequenceClassification.from_pretrained(weights.location, local_files_only=True)
@@ -357,7 +357,7 @@ def load_seq2seq(weights: ResolvedWeights, *, default_max_length: int = 1024) ->
     device = current_device()
 
     def load() -> Seq2SeqModel:
-        import transformers
+        import transformers  # the optional embeddings extra (torch), seconds to import
 
         tokenizer = transformers.AutoTokenizer.from_pretrained(weights.location, local_files_only=True)
         model = transformers.AutoModelForSeq2SeqLM.from_pretrained(weights.location, local_files_only=True)

@@ -13,6 +13,7 @@ import functools
 from typing import Any
 
 import nltk
+from nltk.corpus import wordnet
 from nltk.stem.porter import PorterStemmer
 from nltk.translate.meteor_score import meteor_score
 from rouge_score import rouge_scorer
@@ -115,7 +116,5 @@ def meteor(summary: str, reference: str) -> float:
     hypothesis = tokenize(summary)
     ref = tokenize(reference)
     if wordnet_available():
-        from nltk.corpus import wordnet
-
         return float(meteor_score([ref], hypothesis, stemmer=_stemmer(), wordnet=wordnet))
     return float(meteor_score([ref], hypothesis, stemmer=_stemmer(), wordnet=_NoSynonyms()))

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kernel.text import split_sentences, tokenize
+from scoring.core.embeddings import EmbeddingsUnavailable, embeddings_unavailable_reason, load_model
 
 __all__ = [
     "LongDocResult",
@@ -84,8 +85,6 @@ class MiniLMEmbedder:
     """Sentence embeddings from the sentence-transformers model (default all-MiniLM-L6-v2)."""
 
     def __init__(self, model_name: str | None = None) -> None:
-        from scoring.core.embeddings import load_model
-
         self._model = load_model(model_name)
         self.name = self._model.name
 
@@ -96,8 +95,6 @@ class MiniLMEmbedder:
 def default_embedder() -> SentenceEmbedder:
     """MiniLM when the embeddings extra and its model load, else TF-IDF: that fallback is logged as a warning
     and its ``fallback_reason`` says why, so that a report can say which embedder retrieved the evidence."""
-    from scoring.core.embeddings import EmbeddingsUnavailable, embeddings_unavailable_reason
-
     reason = embeddings_unavailable_reason()
     if reason is None:
         try:

@@ -139,7 +139,7 @@ class TransformersMaskedLM:
         return list(self._tokenizer.tokenize(text))
 
     def fill(self, context: Sequence[str], masked: Sequence[str]) -> list[str]:
-        import torch
+        import torch  # the optional embeddings extra, seconds to import
 
         tok = self._tokenizer
         budget = self.max_length - len(masked) - 3

@@ -71,8 +71,9 @@ def test_a_research_call_retries_a_timeout() -> None:
 
 def test_a_hanging_server_costs_an_annotators_summary_one_time_out() -> None:
     """Issue 30: with a server that hangs, every summary used to wait out the time-out on each of its attempts
-    (8 annotators waited 156-163 s at a 30 s time-out). One attempt times out; the calls that follow while the
-    server is marked slow fail at once, saying why, without reaching it; once the mark lapses it is asked again."""
+    (8 annotators waited 156-163 s at a 30 s time-out). One attempt times out; the same request's next attempt
+    (the generation task's retry) fails at once, saying why, without reaching the server, while other requests
+    still go to it; once the mark lapses the request is sent again."""
     with openai_standin(script=["timeout"], hang_s=5.0) as server:
         started = time.perf_counter()
         with pytest.raises(LLMError) as first:
@@ -83,16 +84,22 @@ def test_a_hanging_server_costs_an_annotators_summary_one_time_out() -> None:
 
         started = time.perf_counter()
         with pytest.raises(LLMError) as second:
-            client_for(server.base_url, timeout=1.0).complete(MESSAGES)  # another summary, another client
+            client_for(server.base_url, timeout=1.0).complete(MESSAGES)  # the task's retry: a new client
         assert time.perf_counter() - started < 0.5
         assert not second.value.transient  # the generation fails now, with its way out, rather than waiting
-        assert "did not answer within 1s" in second.value.reason
+        assert "did not answer this request within 1s" in second.value.reason
         assert server.base_url.rstrip("/") in second.value.reason
-        assert server.completions == 1  # the hanging server was not asked again
+        assert server.completions == 1  # the hanging request was not sent again
 
-        time.sleep(1.1)  # the mark lapses; the server (now answering) is asked again
+        # Another summary (another prompt) is not failed by one slow request: it is sent, and answered.
+        other = [{"role": "user", "content": "What helps patients sleep in hospital?"}]
+        assert client_for(server.base_url, timeout=1.0).complete(other).finish_reason == "stop"
+        assert server.completions == 2
+
+        time.sleep(1.1)  # the mark lapses; the request is sent again
         result = client_for(server.base_url, timeout=1.0, max_retries=0).complete(MESSAGES)
     assert result.finish_reason == "stop"
+    assert server.completions == 3
 
 
 def test_retries_are_bounded_and_the_reason_survives() -> None:

@@ -358,8 +358,10 @@ def test_production_refuses_a_placeholder_in_the_other_secrets() -> None:
     """A "change me" left in a server URL's password or an API key stops start-up naming which; the env.example
     values (the compose database's password, empty keys) start."""
     example = _env_example()
-    assert "change" not in example["DATABASE_URL"].lower()
-    assert settings_of(["SECRET_KEY"], DATABASE_URL=example["DATABASE_URL"], LLM_API_KEY=example["LLM_API_KEY"])
+    # In compose the app's DATABASE_URL is the example's, or the bundled database's on its POSTGRES_PASSWORD.
+    database_url = example.get("DATABASE_URL") or f"postgres://satisfy:{example['POSTGRES_PASSWORD']}@db:5432/satisfy"
+    assert "change" not in database_url.lower()
+    assert settings_of(["SECRET_KEY"], DATABASE_URL=database_url, LLM_API_KEY=example["LLM_API_KEY"])
     assert "The password in DATABASE_URL is a placeholder" in refused(
         DATABASE_URL="postgres://satisfy:change-me@db:5432/satisfy"
     )

@@ -6,6 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from generation.settings import configure_model_servers
+from scoring.cli import main
+
 
 class Command(BaseCommand):
     help = "Score rows.jsonl (id, summary, source, reference, query, persona) with the named metrics."
@@ -19,9 +22,6 @@ class Command(BaseCommand):
 
     def run_from_argv(self, argv: list[str]) -> None:
         # Hand everything after the command name to the plain-Python CLI, so both accept the same flags.
-        from generation.settings import configure_model_servers
-        from scoring.cli import main
-
         # The plain-Python CLI knows no Django settings: apply the deployment's model-server limit
         # (MODEL_SERVER_LIMIT_URL) and LLM cache (LLM_CACHE) to the judges and rewrites it runs.
         configure_model_servers()

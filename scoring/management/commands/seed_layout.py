@@ -7,6 +7,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from generation.settings import configure_model_servers
+from scoring.seed_layout import main
+
 
 class Command(BaseCommand):
     help = (
@@ -15,9 +18,6 @@ class Command(BaseCommand):
     )
 
     def run_from_argv(self, argv: list[str]) -> None:
-        from generation.settings import configure_model_servers
-        from scoring.seed_layout import main
-
         # The rewrites go through the deployment's model-server limit and LLM cache, as `stress_test`'s do.
         configure_model_servers()
         defaults = {

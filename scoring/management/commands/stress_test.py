@@ -6,14 +6,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
+from generation.settings import configure_model_servers
+from scoring.stress.cli import main
+
 
 class Command(BaseCommand):
     help = "Perturb summaries and check that metrics move as they should: --input rows.jsonl --tests NAMES --metrics NAMES --out DIR."
 
     def run_from_argv(self, argv: list[str]) -> None:
-        from generation.settings import configure_model_servers
-        from scoring.stress.cli import main
-
         # The plain-Python CLI knows no Django settings: apply the deployment's model-server limit
         # (MODEL_SERVER_LIMIT_URL) and LLM cache (LLM_CACHE) to the judges and rewrites it runs.
         configure_model_servers()
