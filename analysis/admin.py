@@ -3,7 +3,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from analysis.models import ResearchJob
-from annotation.admin import STUDY_FILTER, RecordAdmin
+from studies.admin import STUDY_FILTER, RecordAdmin
 
 
 @admin.register(ResearchJob)

@@ -28,8 +28,9 @@ from django.db.migrations.recorder import MigrationRecorder
 from analysis.models import ResearchJob
 from analysis.services import research_storage, stored_keys
 from analysis.stats.provenance import code_version
-from annotation.models import Candidate, Judgment, Match, Participation, Query, Study
+from annotation.models import Candidate, Judgment, Match, Participation, Query
 from kernel.exceptions import ApplicationError
+from studies.models import Study
 
 MANIFEST = "backup.json"
 FORMAT_VERSION = 1

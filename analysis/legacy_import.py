@@ -40,13 +40,12 @@ from annotation.models import (
     PersonaProfile,
     Query,
     RetrievedDocument,
-    Study,
-    StudySystem,
 )
-from annotation.services.study import study_create
 from corpus.models import CorpusDocument
 from generation.settings import openalex_retrieval
 from kernel.backends import BackendError, Document
+from studies.models import Study, StudySystem
+from studies.services.study import study_create
 
 NEITHER = "N"
 LEGACY_CODE_PREFIX = "L-"

@@ -18,7 +18,7 @@ class ResearchJob(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
 
-    study = models.ForeignKey("annotation.Study", on_delete=models.CASCADE, related_name="research_jobs")
+    study = models.ForeignKey("studies.Study", on_delete=models.CASCADE, related_name="research_jobs")
     kind = models.CharField(max_length=8, choices=Kind.choices)
     options = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)

@@ -2,7 +2,7 @@
 
 Two questions, answered separately: may this account use the research site at all (a superuser, or a
 member of the "researchers" group: never an annotator, and being staff is not enough), and which studies
-(its study memberships, read through annotation.selectors.membership, the rules the admin uses too).
+(its study memberships, read through studies.selectors.membership, the rules the admin uses too).
 A study the account is no member of is 404, as if it did not exist; one it may see but not act on is 403.
 """
 
@@ -19,9 +19,9 @@ from rest_framework.permissions import BasePermission
 
 from analysis.models import ResearchJob
 from analysis.services import job_file_key, research_storage
-from annotation.models import Study
-from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
 from scoring.models import ScoringRun
+from studies.models import Study
+from studies.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
 
 RESEARCHERS_GROUP = "researchers"
 

@@ -23,11 +23,12 @@ from analysis.exports import (
 from analysis.stats.exclusion import AnnotatorFlags, ExclusionRule, apply_exclusion, exclusion_summary
 from analysis.stats.systems import system_id
 from analysis.stats.table import CHOICE_DETAIL_COLUMNS, COLUMNS
-from annotation.models import Candidate, Judgment, Match, Participation, Query, Study
+from annotation.models import Candidate, Judgment, Match, Participation, Query
 from annotation.selectors.quality import participation_quality
 from kernel.exceptions import ApplicationError
 from scoring.core.judges import JudgeIdentity, judge_column
 from scoring.models import CandidateScore, PairwiseVote
+from studies.models import Study
 
 # The reasons of analysis.stats.exclusion.REASONS, here too so that the web process checks a rule without
 # loading the statistics package (pandas).

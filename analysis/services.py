@@ -23,9 +23,7 @@ from analysis.selectors import analysis_frame, exclusion_reasons, summary_frame
 from analysis.stats.analyze import analyze
 from analysis.stats.config import DEFAULT_RESAMPLES, DEFAULT_SEED, AnalysisConfig  # one default for every way in
 from analysis.texts import with_texts
-from annotation.models import Candidate, Participation, Study
-from annotation.models_audit import AuditEvent, AuditOrigin
-from annotation.services.audit import audit_record
+from annotation.models import Candidate, Participation
 from generation.settings import configure_model_servers
 from kernel import leases
 from kernel.exceptions import ApplicationError
@@ -36,6 +34,9 @@ from kernel.yielding import research_pause
 from scoring.inputs import candidate_rows
 from scoring.stress.perturb import TESTS, TestKind
 from scoring.stress.runner import run_stress
+from studies.models import Study
+from studies.models_audit import AuditEvent, AuditOrigin
+from studies.services.audit import audit_record
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ import json
 from typing import Any
 
 from analysis.exports import TEXT_COLUMNS
-from annotation.models import Candidate, Query, Study
+from annotation.models import Candidate, Query
+from studies.models import Study
 
 __all__ = ["TEXT_COLUMNS", "comparison_texts", "with_texts"]
 

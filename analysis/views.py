@@ -39,15 +39,15 @@ from analysis.permissions import (
 )
 from analysis.selectors import SCREENED_BEFORE_ANNOTATING, analysed_participations, exclusion_default
 from analysis.serializers import job_json
-from annotation.links import PROLIFIC_SUFFIX, open_link
 from annotation.models import Candidate, Judgment, Participation, Query
-from annotation.models_audit import AuditOrigin
-from annotation.selectors.membership import StudyAction, study_allows
 from annotation.selectors.quality import participation_quality
 from annotation.services.quality import participation_exclude, participation_include
 from kernel.exceptions import ApplicationError
 from scoring.models import ScoringRun
 from scoring.services import scoring_run_start
+from studies.links import PROLIFIC_SUFFIX, open_link
+from studies.models_audit import AuditOrigin
+from studies.selectors.membership import StudyAction, study_allows
 
 View = TypeVar("View", bound=Callable[..., HttpResponseBase])
 

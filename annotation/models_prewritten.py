@@ -11,7 +11,7 @@ class PrewrittenItem(models.Model):
     """One item of a pre-written study: what the annotator reads before the pairs (its prompt or title and its
     sources), imported by `manage.py import_outputs` under the lab's own key."""
 
-    study = models.ForeignKey("annotation.Study", on_delete=models.CASCADE, related_name="prewritten_items")
+    study = models.ForeignKey("studies.Study", on_delete=models.CASCADE, related_name="prewritten_items")
     key = models.CharField(max_length=200, help_text="The item's id in the imported file.")
     prompt = models.TextField(
         blank=True, default="", help_text="Shown to the annotator as the question (empty: the first source's title)."
@@ -33,7 +33,7 @@ class PrewrittenOutput(models.Model):
     """The text one study system wrote for an item (the candidate it becomes is a snapshot of it)."""
 
     item = models.ForeignKey(PrewrittenItem, on_delete=models.CASCADE, related_name="outputs")
-    system = models.ForeignKey("annotation.StudySystem", on_delete=models.PROTECT, related_name="prewritten_outputs")
+    system = models.ForeignKey("studies.StudySystem", on_delete=models.PROTECT, related_name="prewritten_outputs")
     text = models.TextField()
 
     class Meta:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import string
 from collections.abc import Sequence
 
-MAX_BRACKET_SIZE = 32
-"""The largest bracket: positions A to Z, then AA to AF."""
+from studies.models import MAX_BRACKET_SIZE as MAX_BRACKET_SIZE  # the largest bracket: A to Z, then AA to AF
 
 
 def position_name(index: int) -> str:

@@ -21,11 +21,8 @@ from annotation.models import (
     Match,
     Participation,
     PersonaProfile,
-    PromptTemplate,
     Query,
     RetrievedDocument,
-    Study,
-    StudySystem,
 )
 from kernel.queries import (
     RowShape,
@@ -38,6 +35,7 @@ from kernel.queries import (
     rows_by,
     select_list,
 )
+from studies.models import PromptTemplate, Study, StudySystem
 
 
 def _table(model: type[Any]) -> str:

@@ -23,10 +23,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from annotation import practice
 from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, PracticeForm, QueryForm, ScreeningForm
-from annotation.models import Participation, Query, Study
-from annotation.models_audit import AuditOrigin
+from annotation.models import Participation, Query
 from annotation.selectors.generation import generation_progress
-from annotation.selectors.membership import StudyAction, study_allows
 from annotation.selectors.participation import participation_by_invitation, participation_for
 from annotation.selectors.prewritten import study_has_prewritten
 from annotation.selectors.query import (
@@ -70,6 +68,9 @@ from corpus.models import CorpusDocument
 from corpus.selectors import corpus_coverage, coverage_from_labels
 from generation.offline_retrieval import DEFAULT_CORPUS_PATH, load_corpus_index
 from kernel.exceptions import ApplicationError
+from studies.models import Study
+from studies.models_audit import AuditOrigin
+from studies.selectors.membership import StudyAction, study_allows
 
 
 def _error_page(

@@ -39,11 +39,11 @@ METRICS = (
 
 
 def _play(*, annotators: int, questions: int, seed: int) -> None:
-    from annotation.models import Study
     from annotation.selectors.tournament import match_current
     from annotation.services.participation import participation_finish
     from annotation.services.query import query_submit
     from annotation.services.tournament import judgment_record
+    from studies.models import Study
     from tests.annotation.factories import join
 
     study = Study.objects.get(slug="demo")

@@ -255,10 +255,11 @@ def peak_concurrency(answered: list[float], delay: float) -> int:
 
 def make_study(*, slug: str, base_url: str, limit: int | None, participants: int) -> tuple[Any, list[Any]]:
     """An open study with 4 "openai" systems on the stand-in and demo retrieval, and participants with a persona."""
-    from annotation.models import Study
-    from annotation.services.participation import invitation_accept, invitation_create_bulk
+    from annotation.services.participation import invitation_accept
     from annotation.services.persona import persona_save
-    from annotation.services.study import study_create
+    from studies.models import Study
+    from studies.services.invitation import invitation_create_bulk
+    from studies.services.study import study_create
 
     settings: dict[str, Any] = {"base_url": base_url, "timeout": 30, "max_retries": 0, "use_cache": False}
     if limit is not None:

@@ -216,11 +216,13 @@ def our_matches(levels: list[tuple[int, int]]) -> list[list[tuple[str, list[tupl
     from django.utils import timezone
     from rest_framework.authtoken.models import Token
 
-    from annotation.models import Candidate, Match, Query, Study
-    from annotation.services.participation import invitation_create_bulk, invitation_join
+    from annotation.models import Candidate, Match, Query
+    from annotation.services.participation import invitation_join
     from annotation.services.persona import persona_save
-    from annotation.services.study import study_create
     from annotation.services.tournament import bracket_create
+    from studies.models import Study
+    from studies.services.invitation import invitation_create_bulk
+    from studies.services.study import study_create
 
     study = study_create(slug=f"peer-{secrets.token_hex(3)}", title="Peer benchmark", status=Study.Status.OPEN)
     systems = list(study.systems.order_by("order"))

@@ -738,10 +738,11 @@ def first_question_probe(args: argparse.Namespace, env: dict[str, str], work: Pa
     from django.db import connections
     from rest_framework.authtoken.models import Token
 
-    from annotation.models import Study
-    from annotation.services.participation import invitation_create_bulk, invitation_join
+    from annotation.services.participation import invitation_join
     from annotation.services.persona import persona_save
-    from annotation.services.study import study_create
+    from studies.models import Study
+    from studies.services.invitation import invitation_create_bulk
+    from studies.services.study import study_create
 
     lines: list[str] = []
     for label, conf in (
@@ -833,9 +834,9 @@ def run(args: argparse.Namespace, env: dict[str, str], services: Services, port:
     django.setup()
     from django.db import connections
 
-    from annotation.models import Study
-    from annotation.services.participation import invitation_create_bulk
-    from annotation.services.study import study_create
+    from studies.models import Study
+    from studies.services.invitation import invitation_create_bulk
+    from studies.services.study import study_create
 
     probe: list[str] = []
     if not args.no_first_question:

@@ -83,7 +83,7 @@ def _replaced() -> dict[str, Callable[..., Any]]:
     against: each as it stood in annotation/selectors and annotation/services before."""
     from django.db import connection
 
-    from annotation.models import Candidate, Participation, PromptTemplate, Query, RetrievedDocument, Study
+    from annotation.models import Candidate, Participation, Query, RetrievedDocument
     from kernel.queries import (
         RowShape,
         column,
@@ -93,6 +93,7 @@ def _replaced() -> dict[str, Callable[..., Any]]:
         model_columns,
         select_list,
     )
+    from studies.models import PromptTemplate, Study
 
     q = connection.ops.quote_name
     participation_shape: RowShape = [

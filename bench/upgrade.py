@@ -337,7 +337,7 @@ def main() -> int:
         tokens = previous.python(
             "import django; django.setup()\n"
             "from annotation.models import Study\n"
-            "from annotation.services.study import study_create\n"
+            "from studies.services.study import study_create\n"
             "from annotation.services.participation import invitation_create_bulk\n"
             f"study = study_create(slug={slug!r}, title='Upgrade rehearsal', status=Study.Status.OPEN,"
             " queries_per_annotator=3)\n"

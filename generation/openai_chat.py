@@ -40,7 +40,7 @@ SETTING_KEYS = frozenset(
 # How the call is made, not what the summary is: where the server is and how long to wait for it, how hard
 # to press it, whether an earlier identical answer may be reused, and max_tokens, which only bounds the
 # reply's length (a reply cut short fails or says so in its finish reason, stored with the candidate). These
-# may change on a study whose summaries exist (annotation/services/study.py); the others are its design.
+# may change on a study whose summaries exist (studies/services/study.py); the others are its design.
 OPERATIONAL_KEYS = frozenset(
     {"base_url", "api_key_env", "timeout", "max_retries", "concurrency", "use_cache", "max_tokens"}
 )

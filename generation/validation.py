@@ -1,6 +1,6 @@
 """The checks a study's backend choices must pass before it is saved: a system's own model server, the model
 it asks for, and the demo backend's corpus file. Each returns what is wrong, or None; the study service
-(annotation/services/study.py) raises it against the field. No Django: the configuration is passed in."""
+(studies/services/study.py) raises it against the field. No Django: the configuration is passed in."""
 
 from __future__ import annotations
 

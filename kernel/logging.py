@@ -28,7 +28,7 @@ PLATFORM_ID_IN_QUERY = re.compile(
 )
 # The admin's invitation list searches by token (InvitationAdmin.search_fields): its `q` may be one.
 TOKEN_IN_ADMIN_SEARCH = re.compile(
-    r"(?P<prefix>/admin/annotation/invitation/[^\s\"'?]*\?(?:[^\s\"'#]*&)?q=)(?P<token>[^&#\s\"']+)"
+    r"(?P<prefix>/admin/studies/invitation/[^\s\"'?]*\?(?:[^\s\"'#]*&)?q=)(?P<token>[^&#\s\"']+)"
 )
 
 

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
-from annotation.admin import STUDY_FILTER, RecordAdmin
 from scoring.models import CandidateScore, PairwiseVote, ScoringRun
+from studies.admin import STUDY_FILTER, RecordAdmin
 
 
 @admin.register(ScoringRun)

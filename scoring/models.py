@@ -15,7 +15,7 @@ class ScoringRun(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
 
-    study = models.ForeignKey("annotation.Study", on_delete=models.CASCADE, related_name="scoring_runs")
+    study = models.ForeignKey("studies.Study", on_delete=models.CASCADE, related_name="scoring_runs")
     metrics = models.JSONField()
     options = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)

@@ -13,9 +13,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from annotation.models import Candidate, Judgment, Participation, Study
-from annotation.models_audit import AuditEvent, AuditOrigin
-from annotation.services.audit import audit_record
+from annotation.models import Candidate, Judgment, Participation
 from annotation.services.generation import broker_restarted
 from generation.settings import configure_model_servers, judge_from_settings
 from kernel.exceptions import ApplicationError
@@ -32,6 +30,9 @@ from scoring.core.judges import (
 )
 from scoring.inputs import REFERENCE_CHOICES, SOURCE_CHOICES, candidate_rows, persona_text
 from scoring.models import CandidateScore, PairwiseVote, ScoringRun
+from studies.models import Study
+from studies.models_audit import AuditEvent, AuditOrigin
+from studies.services.audit import audit_record
 
 logger = logging.getLogger(__name__)
 CHUNK_SIZE = 50

@@ -23,10 +23,10 @@ from analysis.models import ResearchJob
 from analysis.permissions import IsResearcher, research_job, research_job_file, research_study
 from analysis.selectors import comparison_rows_kept
 from analysis.serializers import job_json
-from annotation.models_audit import AuditOrigin
-from annotation.selectors.membership import StudyAction
 from kernel.storable import json_problem
 from scoring.services import scoring_run_start
+from studies.models_audit import AuditOrigin
+from studies.selectors.membership import StudyAction
 
 T = TypeVar("T")
 

@@ -10,8 +10,8 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from analysis.services import EXPORT_FORMATS
-from annotation.models import Study
 from kernel.cli import out_dir_problem
+from studies.models import Study
 
 
 def add_export_arguments(parser: Any, *, texts: str) -> None:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.contrib.auth import get_user_model, update_session_auth_hash
+from django.contrib.auth import update_session_auth_hash
 from django.db import transaction
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions, permissions, status, viewsets
+from drf_spectacular.utils import extend_schema
+from rest_framework import permissions, status, viewsets
 from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -18,12 +16,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.api import serializers as s
-from annotation.links import PROLIFIC_SUFFIX, open_link
-from annotation.models import Candidate, Match, Participation, Query, Study
-from annotation.models_audit import AuditEvent, AuditOrigin
-from annotation.selectors.audit import AUDIT_ACTION, audit_log_of_study, audit_row
+from annotation.models import Candidate, Match, Participation, Query
 from annotation.selectors.generation import candidates_failed
-from annotation.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
 from annotation.selectors.participation import participation_own
 from annotation.selectors.prewritten import study_has_prewritten
 from annotation.selectors.quality import participation_quality
@@ -31,14 +25,7 @@ from annotation.selectors.query import query_of_annotator
 from annotation.selectors.study import study_progress
 from annotation.selectors.tournament import match_current_shown
 from annotation.services.generation import candidate_retry, candidates_retry_failed
-from annotation.services.membership import (
-    membership_remove_as,
-    membership_set_as,
-    study_create_owned,
-    study_update_as,
-)
 from annotation.services.participation import (
-    invitation_create_bulk,
     invitation_join,
     participation_finish,
     participation_resume_link_replace,
@@ -51,6 +38,11 @@ from annotation.services.quality import check_warning, participation_exclude, pa
 from annotation.services.query import query_discard, query_resend, query_submit
 from annotation.services.tournament import bracket_settle, judgment_record_as, match_mark_shown
 from kernel.exceptions import ApplicationError
+from studies.api import serializers as study_s
+from studies.api.views import ModelPermissionsByAction, StudyScopedViewSet, require_role
+from studies.links import PROLIFIC_SUFFIX, open_link
+from studies.models_audit import AuditOrigin
+from studies.selectors.membership import StudyAction, scoped_to_studies
 
 
 class InvitationAcceptApi(APIView):
@@ -298,127 +290,27 @@ class MatchViewSet(viewsets.GenericViewSet):
 # both. A study the caller is no member of is 404 (lists leave it out); a role too low for the action, 403.
 
 
-class ModelPermissionsByAction(permissions.BasePermission):
-    """The Django model permissions the view's `required_permissions` names for this action and method."""
+# Under the study's admin paths, /admin/studies/<slug>/...: studies/api/views.py serves the study's design there.
+class StudyParticipationsAdminViewSet(StudyScopedViewSet):
+    """A study's participations, for its researchers: progress per participation, manual exclusions, and the open
+    link with the participants it counts; and, for its owners, the import of pre-written outputs."""
 
-    message = "Your account lacks the permission for this (ask an administrator to grant it)."
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        # A method the view does not offer is 405 for everyone: DRF would answer it only after the
-        # permissions, and this table has no row for it (DELETE on a study is `destroy`, left out).
-        if request.method not in view.allowed_methods:
-            raise exceptions.MethodNotAllowed(str(request.method))
-        user = request.user
-        if not (user and user.is_authenticated and user.is_active):
-            return False
-        table: dict[str, list[str]] = view.required_permissions
-        action = getattr(view, "action", None) or ""
-        needed = table.get(f"{action}:{request.method}", table.get(action))
-        if needed is None:
-            return False  # an action with no row is refused, never left open
-        return user.has_perms(needed)
-
-
-def _require_role(request: Request, study: Study, action: StudyAction) -> None:
-    if not study_allows(user=request.user, study=study, action=action):
-        raise ApplicationError(REFUSED_ROLE[action], status=403)
-
-
-AUDIT_PAGE = 1000  # rows of the audit log per answer, at most
-
-REFUSED_ROLE = {
-    StudyAction.SEE: "You are not a member of this study.",
-    StudyAction.ANALYSE: "Your role in this study does not include this (researchers and owners only).",
-    StudyAction.MANAGE: "Only the study's owners may change it.",
-}
-
-
-class StudyAdminViewSet(viewsets.ModelViewSet):
-    """Studies, scoped to the caller's memberships; creating one makes the caller its owner."""
-
-    throttle_scope = "admin"  # docs/api.md, "Request rates"
-    permission_classes = [ModelPermissionsByAction]
     required_permissions = {
-        "list": ["annotation.view_study"],
-        "retrieve": ["annotation.view_study"],
-        "create": ["annotation.add_study"],
-        "update": ["annotation.change_study"],
-        "partial_update": ["annotation.change_study"],
-        "status": ["annotation.change_study"],
-        "invitations:GET": ["annotation.view_study", "annotation.view_invitation"],
-        "invitations:POST": ["annotation.view_study", "annotation.add_invitation"],
-        "progress": ["annotation.view_study", "annotation.view_participation"],
+        "progress": ["studies.view_study", "annotation.view_participation"],
         # A manual exclusion is a research decision on the data, not an edit of the participation: the read
         # permission with an owner's or researcher's role (docs/permissions.md).
-        "exclusion": ["annotation.view_study", "annotation.view_participation"],
-        "open_link": ["annotation.view_study", "annotation.view_invitation"],
-        "audit": ["annotation.view_study", "annotation.view_studyauditlog"],
-        "outputs": ["annotation.view_study", "annotation.change_study"],
-        "metadata": ["annotation.view_study"],  # OPTIONS
+        "exclusion": ["studies.view_study", "annotation.view_participation"],
+        "open_link": ["studies.view_study", "studies.view_invitation"],
+        "outputs": ["studies.view_study", "studies.change_study"],
+        "metadata": ["studies.view_study"],  # OPTIONS
     }
-    serializer_class = s.StudySerializer
-    lookup_field = "slug"
-    queryset = Study.objects.none()  # the schema's path types; requests use get_queryset
-    http_method_names = ["get", "post", "put", "patch", "head", "options"]
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
-        return studies_for(
-            user=self.request.user, action=StudyAction.SEE, queryset=Study.objects.prefetch_related("systems")
-        )
-
-    def create(self, request: Request) -> Response:  # type: ignore[override]
-        body = s.StudySerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = dict(body.validated_data)
-        systems = data.pop("systems", None)
-        study = study_create_owned(by=request.user, origin=AuditOrigin.ADMIN_API, **data, systems=systems)
-        return Response(s.StudySerializer(study).data, status=status.HTTP_201_CREATED)
-
-    def update(self, request: Request, slug: str, partial: bool = False) -> Response:  # type: ignore[override]
-        """PUT and PATCH: the same rules as creating, through study_update. `systems`, when given, is the
-        full list (systems left out are removed); it cannot change once summaries exist (409)."""
-        study = self.get_object()
-        _require_role(request, study, StudyAction.MANAGE)
-        body = s.StudySerializer(study, data=request.data, partial=partial)
-        body.is_valid(raise_exception=True)
-        data = dict(body.validated_data)
-        systems = data.pop("systems", None)
-        study = study_update_as(by=request.user, study=study, origin=AuditOrigin.ADMIN_API, systems=systems, **data)
-        return Response(s.StudySerializer(Study.objects.prefetch_related("systems").get(pk=study.pk)).data)
-
-    @extend_schema(request=s.StudyStatusSerializer, responses=s.StudySerializer)
-    @action(detail=True, methods=["post"])
-    def status(self, request: Request, slug: str) -> Response:
-        study = self.get_object()
-        _require_role(request, study, StudyAction.MANAGE)
-        body = s.StudyStatusSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        study = study_update_as(
-            by=request.user, study=study, origin=AuditOrigin.ADMIN_API, status=body.validated_data["status"]
-        )
-        return Response(s.StudySerializer(study).data)
-
-    @extend_schema(request=s.InvitationBulkSerializer, responses={201: s.InvitationSerializer(many=True)})
-    @action(detail=True, methods=["post", "get"])
-    def invitations(self, request: Request, slug: str) -> Response:
-        study = self.get_object()
-        if request.method == "GET":
-            _require_role(request, study, StudyAction.ANALYSE)
-            return Response(s.InvitationSerializer(study.invitations.all(), many=True).data)
-        _require_role(request, study, StudyAction.MANAGE)
-        body = s.InvitationBulkSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        invitations = invitation_create_bulk(
-            study=study, by=request.user, origin=AuditOrigin.ADMIN_API, **body.validated_data
-        )
-        return Response(s.InvitationSerializer(invitations, many=True).data, status=status.HTTP_201_CREATED)
-
-    @extend_schema(responses=s.OpenLinkSerializer)
+    @extend_schema(responses=study_s.OpenLinkSerializer)
     @action(detail=True, methods=["get"], url_path="open-link")
     def open_link(self, request: Request, slug: str) -> Response:
         """The study's open link for recruiting platforms (docs/crowd.md), for those who may see invitations."""
         study = self.get_object()
-        _require_role(request, study, StudyAction.ANALYSE)
+        require_role(request, study, StudyAction.ANALYSE)
         link = open_link(study)
         body = {
             "enabled": study.open_link_enabled,
@@ -428,32 +320,7 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
             "expires_at": study.open_link_expires_at,
             "participants": study_participants_counted(study=study),
         }
-        return Response(s.OpenLinkSerializer(body).data)
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("event_type", str, enum=AuditEvent.values, description="Only this kind of event."),
-            OpenApiParameter("actor", str, description="Only this user's actions (a username)."),
-            OpenApiParameter("before", int, description="Only rows older than this id (the next page)."),
-            OpenApiParameter("limit", int, description=f"At most this many rows (default and most {AUDIT_PAGE})."),
-        ],
-        responses=s.AuditEntrySerializer(many=True),
-    )
-    @action(detail=True, methods=["get"])
-    def audit(self, request: Request, slug: str) -> Response:
-        """The study's audit log, newest first: who changed what, when, from where, before and after
-        (owners and researchers of the study). Pages of `limit` rows; `?before=` the last id for the next."""
-        study = self.get_object()
-        _require_role(request, study, AUDIT_ACTION)
-        params = request.query_params
-        rows = audit_log_of_study(
-            user=request.user, study=study, event_type=params.get("event_type"), actor=params.get("actor")
-        )
-        rows = rows.order_by("-pk")  # the order `before` pages by (ids grow as rows are written)
-        if before := params.get("before"):
-            rows = rows.filter(pk__lt=_whole_number(before, "before"))
-        limit = min(_whole_number(params.get("limit") or str(AUDIT_PAGE), "limit"), AUDIT_PAGE)
-        return Response(s.AuditEntrySerializer([audit_row(row) for row in rows[:limit]], many=True).data)
+        return Response(study_s.OpenLinkSerializer(body).data)
 
     @extend_schema(request=s.OutputsImportSerializer, responses=s.OutputsImportResultSerializer)
     @action(detail=True, methods=["post"])
@@ -462,7 +329,7 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
         "columns": {"item": ..., ...}}, or the file as multipart `file`. As `manage.py import_outputs`: all or
         nothing, idempotent, and a bad file is a 400 naming each line and field in `extra.problems`."""
         study = self.get_object()
-        _require_role(request, study, StudyAction.MANAGE)
+        require_role(request, study, StudyAction.MANAGE)
         body = s.OutputsImportSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
@@ -495,72 +362,6 @@ class StudyAdminViewSet(viewsets.ModelViewSet):
             participation_include(participation=participation, by=request.user, origin=AuditOrigin.ADMIN_API)
         (quality,) = participation_quality(study=study, code=code)
         return Response(s.QualitySerializer(quality.to_dict()).data)
-
-
-class StudyMembersApi(APIView):
-    """A study's members and their roles: GET for members who may analyse, POST {username, role} to add one
-    or change a role (owners). Members are edited with the study (its admin page's inline), so they take
-    the study's model permissions."""
-
-    throttle_scope = "admin"  # docs/api.md, "Request rates"
-    permission_classes = [ModelPermissionsByAction]
-    required_permissions = {":GET": ["annotation.view_study"], ":POST": ["annotation.change_study"]}
-
-    @extend_schema(responses=s.MembershipSerializer(many=True))
-    def get(self, request: Request, slug: str) -> Response:
-        study = _member_study(request, slug, StudyAction.ANALYSE)
-        return Response(_members(study))
-
-    @extend_schema(request=s.MembershipSerializer, responses=s.MembershipSerializer(many=True))
-    def post(self, request: Request, slug: str) -> Response:
-        study = _member_study(request, slug, StudyAction.SEE)
-        body = s.MembershipSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        user = _member_user(body.validated_data["username"])
-        membership_set_as(
-            by=request.user, study=study, user=user, role=body.validated_data["role"], origin=AuditOrigin.ADMIN_API
-        )
-        return Response(_members(study))
-
-
-class StudyMemberApi(APIView):
-    """DELETE ends one membership (owners; idempotent; never the last owner's)."""
-
-    throttle_scope = "admin"  # docs/api.md, "Request rates"
-    permission_classes = [ModelPermissionsByAction]
-    required_permissions = {":DELETE": ["annotation.change_study"]}
-
-    @extend_schema(request=None, responses={204: None})
-    def delete(self, request: Request, slug: str, username: str) -> Response:
-        study = _member_study(request, slug, StudyAction.SEE)
-        membership_remove_as(by=request.user, study=study, user=_member_user(username), origin=AuditOrigin.ADMIN_API)
-        return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-def _whole_number(value: str, field: str) -> int:
-    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= 2**63 - 1:
-        raise ApplicationError(f"{field} must be a whole number of at least 1.", field=field)
-    return int(value)
-
-
-def _member_study(request: Request, slug: str, action: StudyAction) -> Study:
-    study = get_object_or_404(
-        studies_for(user=request.user, action=StudyAction.SEE, queryset=Study.objects.all()), slug=slug
-    )
-    _require_role(request, study, action)
-    return study
-
-
-def _members(study: Study) -> Any:
-    rows = study.memberships.select_related("user").order_by("user__username")
-    return s.MembershipSerializer([{"username": m.user.username, "role": m.role} for m in rows], many=True).data
-
-
-def _member_user(username: str) -> Any:
-    user = get_user_model().objects.filter(username=username).first()
-    if user is None:
-        raise ApplicationError(f"No user named {username!r}.", field="username")
-    return user
 
 
 class FailedCandidateAdminViewSet(viewsets.ReadOnlyModelViewSet):
@@ -597,7 +398,7 @@ class FailedCandidateAdminViewSet(viewsets.ReadOnlyModelViewSet):
             ),
             pk=pk,
         )
-        _require_role(request, candidate.query.participation.study, StudyAction.MANAGE)
+        require_role(request, candidate.query.participation.study, StudyAction.MANAGE)
         return Response(
             s.AdminCandidateSerializer(
                 candidate_retry(candidate=candidate, by=request.user, origin=AuditOrigin.ADMIN_API)

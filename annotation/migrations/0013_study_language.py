@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-import annotation.models
+import studies.models  # study_languages moved with Study (studies/migrations/0001_initial.py)
 
 
 class Migration(migrations.Migration):
@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
             model_name="study",
             name="language",
             field=models.CharField(
-                choices=annotation.models.study_languages,
+                choices=studies.models.study_languages,
                 default="en",
                 help_text="The language of the annotator pages. The study's title, instructions and consent text are shown as written, so write them in this language.",
                 max_length=16,

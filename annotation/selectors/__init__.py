@@ -3,10 +3,10 @@ entity like `annotation.services`; callers import them from their entity's modul
 models only, never a service.
 
 - `participation`: the asking annotator's own participation in a study.
-- `study`: a study's progress per participation.
-- `membership`: who may do what with a study (roles, actions, scoping querysets to the allowed studies).
+- `study`: a study's progress per participation, and the language of its annotator pages.
 - `query`: the annotator's own query by number, the one being worked on, and a query's frozen sources.
 - `generation`: anonymous per-candidate progress for the waiting page, and the failed candidates.
 - `tournament`: the match to answer next and how far through the bracket the annotator is.
-- `audit`: the audit log rows a user may read, one study's filtered, and as CSV.
+
+Who may do what with a study, and the audit log's reads, are studies/selectors/.
 """

@@ -10,7 +10,7 @@ from django.utils.translation import gettext_lazy
 
 from annotation import queries
 from annotation.models import Candidate, Query
-from annotation.selectors.membership import StudyAction, scoped_to_studies
+from studies.selectors.membership import StudyAction, scoped_to_studies
 
 PROGRESS_LABELS: dict[str, str | Promise] = {
     Candidate.Status.QUEUED: gettext_lazy("waiting"),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.db.models import Count, Q
 
-from annotation.models import Participation, PrewrittenItem, Query, Study
+from annotation.models import Participation, PrewrittenItem, Query
+from studies.models import Study
 
 
 def study_has_prewritten(*, study: Study) -> bool:

@@ -7,7 +7,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from statistics import median
 
-from annotation.models import Judgment, Participation, Study
+from annotation.models import Judgment, Participation
+from studies.models import Study
 
 # A median over fewer timed comparisons says little about a participant's pace: no speed flag below this.
 SPEED_MIN_COMPARISONS = 3

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.db.models import Count, Q, QuerySet
 
-from annotation.models import Participation, Query, Study
+from annotation.models import Participation, Query
+from studies.models import Study
 
 
 def study_progress(*, study: Study) -> QuerySet[Participation]:

@@ -1,13 +1,11 @@
-"""Every state change of a study, one module per entity (in the manner of Zulip's `zerver/actions/`).
+"""Every state change of the annotators' work, one module per entity (in the manner of Zulip's `zerver/actions/`).
 Each service is keyword-only, typed and atomic where it writes; views, the API, admin and tasks
 import them from their entity's module. Listed in layer order: a module imports only those listed
 before it, so there is no import cycle (tests/annotation/test_module_layers.py holds it to that).
 
-- `audit`: writing the audit log (who changed what in a study, before and after), called by the services below
-  in the transaction of the change they record.
-- `study`: the default prompt template, a study's design check, creating it, setting its status, and
-  the check that it is open for annotation.
-- `participation`: invitations (bulk creation, checking a link, accepting or joining it idempotently)
+The study's design (audit log, study, invitations, membership) is studies/services/, below these.
+
+- `participation`: invitations (checking a link, accepting or joining it idempotently)
   and a participation's questions used and finish (which is also "stop the study").
 - `quality`: attention checks (inserting one into a bracket, counting failures), the study's check policy
   (screening a participation out), and a researcher's manual exclusion of a participation and its undo.
@@ -21,6 +19,4 @@ before it, so there is no import cycle (tests/annotation/test_module_layers.py h
   stuck work and retrying it, and marking its waiting page shown.
 - `prewritten`: studies of pre-written outputs: importing items and outputs from a file (checked by line and
   field), and giving an annotator the next item as a question whose bracket is drawn at once.
-- `membership`: study membership, and the guarded writes of a study (its creator becomes its owner; only
-  owners edit it; only superusers set a model server's address or a file path).
 """

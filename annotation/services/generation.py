@@ -15,18 +15,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from annotation import queries
-from annotation.models import (
-    Candidate,
-    Query,
-    Study,
-    StudySystem,
-    SweeperRun,
-)
-from annotation.models_audit import AuditEvent, AuditOrigin
-from annotation.prompts import render_prompt
+from annotation.models import Candidate, Query, SweeperRun
 from annotation.selectors.query import query_documents, query_with_study
-from annotation.services.audit import audit_record
-from annotation.services.study import prompt_template_default
 from annotation.services.tournament import bracket_create
 from generation.citations import check_citations
 from generation.registry import get_generation_backend
@@ -35,6 +25,11 @@ from kernel.backends import BackendError, GenerationRequest
 from kernel.heartbeat import heartbeat
 from kernel.similarity import likeness
 from kernel.tasks import enqueue_on_commit, lost_if_sent_before
+from studies.models import Study, StudySystem
+from studies.models_audit import AuditEvent, AuditOrigin
+from studies.prompts import render_prompt
+from studies.services.audit import audit_record
+from studies.services.study import prompt_template_default
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +146,7 @@ def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candi
         ) from error
     # The settings read with the candidate are the ones the backend below is built from: the claim records
     # them, so that a candidate says what produced it after a system's operational settings changed
-    # (annotation/services/study.py lets them change on a study whose summaries exist).
+    # (studies/services/study.py lets them change on a study whose summaries exist).
     claimed = candidate_claim(
         candidate=candidate, redelivered=redelivered, prompt=prompt, generation_settings=system.backend_settings
     )

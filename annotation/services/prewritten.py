@@ -24,7 +24,6 @@ from annotation.models import (
     PrewrittenOutput,
     Query,
     RetrievedDocument,
-    Study,
 )
 from annotation.selectors.participation import participation_locked
 from annotation.selectors.prewritten import prewritten_item_next
@@ -35,10 +34,11 @@ from annotation.services.participation import (
     screening_first,
 )
 from annotation.services.persona import persona_current
-from annotation.services.study import study_require_open
 from annotation.services.tournament import bracket_create
 from kernel.exceptions import ApplicationError
 from kernel.jsonl import JsonlError, iter_jsonl
+from studies.models import Study
+from studies.services.study import study_require_open
 
 # The candidates' generation backend snapshot: what exports say produced a pre-written output.
 PREWRITTEN_BACKEND = "prewritten"

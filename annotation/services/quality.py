@@ -12,14 +12,15 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
-from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Study
-from annotation.models_audit import AuditEvent, AuditOrigin
+from annotation.models import Bracket, Candidate, Judgment, Match, Participation
 from annotation.positions import position_name, span_label
-from annotation.selectors.membership import StudyAction, study_allows
-from annotation.services.audit import audit_record
 from annotation.services.participation import participation_screen_out
 from kernel.exceptions import ApplicationError
 from kernel.storable import unstorable_text
+from studies.models import Study
+from studies.models_audit import AuditEvent, AuditOrigin
+from studies.selectors.membership import StudyAction, study_allows
+from studies.services.audit import audit_record
 
 # A check match sits after the real matches of its round (index 90 and up), so that (round, index) order
 # shows it between two rounds (round 0: before the final of a bracket whose only round is the final), and the

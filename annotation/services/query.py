@@ -19,10 +19,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from annotation.models import Candidate, Judgment, Participation, Query, RetrievedDocument
-from annotation.models_audit import AuditEvent, AuditOrigin
 from annotation.selectors.participation import participation_locked
 from annotation.selectors.query import query_with_study
-from annotation.services.audit import audit_record
 from annotation.services.generation import (
     GENERATE_CANDIDATE,
     candidate_requeue,
@@ -39,7 +37,6 @@ from annotation.services.participation import (
     screening_first,
 )
 from annotation.services.persona import persona_current
-from annotation.services.study import study_prompt_template, study_require_open
 from corpus import index as corpus_index
 from corpus.search import CorpusBM25Retrieval, CorpusRetrieval
 from generation.offline_retrieval import DemoCorpusRetrieval
@@ -51,6 +48,9 @@ from kernel.heartbeat import heartbeat
 from kernel.stamps import stamp_first
 from kernel.tasks import enqueue_on_commit, lost_if_sent_before
 from kernel.text import CorpusTermStats, sources_miss_question
+from studies.models_audit import AuditEvent, AuditOrigin
+from studies.services.audit import audit_record
+from studies.services.study import study_prompt_template, study_require_open
 
 # The retrieval task, sent by the name it is registered and routed under (kernel/tasks.py).
 RETRIEVE_QUERY = "annotation.tasks.retrieve_query"

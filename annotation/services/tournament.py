@@ -16,15 +16,16 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from annotation import queries
-from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study, StudySystem
+from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query
 from annotation.positions import position_name, span_label
 from annotation.services.participation import participation_require_active
 from annotation.services.quality import check_apply_policy, check_due, check_failed, check_match_create
-from annotation.services.study import study_require_open
 from kernel.exceptions import ApplicationError
 from kernel.similarity import token_likeness
 from kernel.stamps import stamp_first
 from kernel.text import tokenize
+from studies.models import Study, StudySystem
+from studies.services.study import study_require_open
 
 COMMENT_MAX_CHARS = 2000
 

@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "csp",
+    "studies",
     "annotation",
     "corpus",
     "scoring",
@@ -329,7 +330,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
-        "StudyStatusEnum": "annotation.models.Study.Status",
+        "StudyStatusEnum": "studies.models.Study.Status",
         "MatchStatusEnum": "annotation.models.Match.Status",
         "QueryStatusEnum": "annotation.models.Query.Status",
         "ChoiceEnum": "annotation.models.Judgment.Choice",

@@ -44,7 +44,7 @@ def researcher_client(played_study) -> Client:
     staff (the research pages need no admin rights)."""
     from django.contrib.auth.models import Group
 
-    from annotation.models import StudyMembership
+    from studies.models import StudyMembership
 
     user = get_user_model().objects.create_user("researcher", password="pw")
     user.groups.add(Group.objects.get_or_create(name="researchers")[0])

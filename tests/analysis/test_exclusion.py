@@ -184,9 +184,10 @@ def test_a_preview_or_a_participation_screened_out_before_annotating_is_never_co
     their codes listed among the excluded annotators)."""
     from django.contrib.auth.models import Group
 
-    from annotation.models import Judgment, Participation, StudyMembership
+    from annotation.models import Judgment, Participation
     from annotation.services.participation import participation_preview_start, participation_screen_out
     from annotation.services.persona import persona_save
+    from studies.models import StudyMembership
     from tests.annotation.factories import PERSONA
 
     study = StudyFactory(slug="previewed-excl", speed_threshold_seconds=30)

@@ -17,7 +17,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from annotation.models import Judgment, Participation, Query, Study, StudySystem
+from annotation.models import Judgment, Participation, Query
+from studies.models import Study, StudySystem
 from tests.analysis.legacy_fixture import annotation, make_legacy_zip
 
 pytestmark = pytest.mark.django_db

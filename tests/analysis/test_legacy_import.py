@@ -15,8 +15,9 @@ from analysis.legacy import parse_legacy_export
 from analysis.legacy_import import legacy_enrich, legacy_import
 from analysis.selectors import comparison_frame
 from analysis.stats import AnalysisConfig, analyze
-from annotation.models import Participation, Query, RetrievedDocument, Study, StudySystem
+from annotation.models import Participation, Query, RetrievedDocument
 from corpus.models import CorpusDocument
+from studies.models import Study, StudySystem
 from tests.analysis.legacy_fixture import make_legacy_zip
 from tests.annotation.factories import StudyFactory
 from tests.support.openalex_standin import make_work, openalex_standin

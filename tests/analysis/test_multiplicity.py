@@ -13,7 +13,7 @@ from statsmodels.stats.multitest import multipletests
 
 from analysis.cli import main
 from analysis.stats import AnalysisConfig, analyze
-from analysis.stats.multiplicity import adjust_p_values
+from analysis.stats.multiplicity import adjust_p_values, p_value_family
 from analysis.stats.synthetic import SyntheticStudy, simulate_comparisons
 
 REFERENCE = {"holm": "holm", "bh": "fdr_bh"}
@@ -111,3 +111,44 @@ def test_an_unknown_method_is_refused_by_name(tmp_path, frame):
     args = ["--comparisons", str(source), "--out", str(tmp_path / "o"), "--config", str(settings)]
     assert main(args, stderr=stderr) == 2
     assert "multiplicity must be one of holm, bh, none, not 'bonferroni'" in stderr.getvalue()
+
+
+def test_a_family_without_any_p_value_stays_missing():
+    for method in ("holm", "bh", "none"):
+        assert np.isnan(adjust_p_values([float("nan"), float("nan")], method)).all()
+        assert adjust_p_values([], method).tolist() == []
+
+
+def test_the_default_method_is_holm_and_ties_keep_their_order():
+    p = [0.02, 0.01, 0.02, 0.04]
+    # Holm by hand: sorted 0.01, 0.02, 0.02, 0.04 times 4, 3, 2, 1 = 0.04, 0.06, 0.04, 0.04, running max.
+    assert adjust_p_values(p).tolist() == pytest.approx([0.06, 0.04, 0.06, 0.06])
+    # BH by hand: times 4/1, 4/2, 4/3, 4/4 = 0.04, 0.04, 0.0267, 0.04, then the running minimum from the
+    # largest carries 0.0267 down to the first two.
+    assert adjust_p_values(p, "bh").tolist() == pytest.approx([0.08 / 3, 0.08 / 3, 0.08 / 3, 0.04])
+    # A matrix of p-values is one family, read row by row.
+    assert adjust_p_values(np.array([[0.01, 0.04], [0.03, 0.005]]), "holm").tolist() == pytest.approx(
+        [0.03, 0.06, 0.06, 0.02]
+    )
+
+
+def test_a_family_names_its_tests_counts_them_and_says_how_they_were_adjusted():
+    family = p_value_family(
+        name="win rates: variant",
+        description="each variant against 50 %",
+        labels=["a", "b", "c"],
+        p_values=[0.01, float("nan"), 0.04],
+        method="bh",
+    )
+    assert family.labels == ("a", "b", "c") and family.method == "bh"
+    assert family.p_values[0] == 0.01 and np.isnan(family.p_values[1])
+    assert family.p_adjusted[0] == pytest.approx(0.02) and family.p_adjusted[2] == pytest.approx(0.04)
+    assert family.m == 2
+    assert family.sentence() == (
+        "win rates: variant: each variant against 50 %; 2 tests, adjusted by Benjamini-Hochberg (false discovery rate)"
+    )
+    holm = p_value_family(name="n", description="d", labels=["x"], p_values=[0.2], method="holm")
+    assert holm.sentence() == "n: d; 1 tests, adjusted by Holm (family-wise error rate)"
+    assert p_value_family(name="n", description="d", labels=["x"], p_values=[0.2], method="none").sentence() == (
+        "n: d; 1 tests, adjusted by none (raw p-values)"
+    )

@@ -20,10 +20,11 @@ from analysis import services
 from analysis.models import ResearchJob
 from analysis.selectors import comparison_rows
 from analysis.tasks import run_research_job
-from annotation.models import Candidate, Judgment, Match, Study
+from annotation.models import Candidate, Judgment, Match
 from kernel.exceptions import ApplicationError
 from scoring.models import CandidateScore, ScoringRun
 from scoring.services import scoring_run_start
+from studies.models import Study
 from tests.annotation.factories import join
 
 pytestmark = pytest.mark.django_db
@@ -388,10 +389,10 @@ def test_a_stress_job_leaves_a_researchers_preview_out(researcher_client, django
     to test), as the scoring runs, so a preview restarted while it runs cannot change what it measured."""
     from django.contrib.auth import get_user_model
 
-    from annotation.models import StudyMembership
     from annotation.services.participation import participation_preview_start
     from annotation.services.persona import persona_save
     from annotation.services.query import query_submit
+    from studies.models import StudyMembership
     from tests.analysis.conftest import QUESTIONS
     from tests.annotation.factories import PERSONA, StudyFactory
 

@@ -15,10 +15,10 @@ from django.test import override_settings
 
 from analysis import services
 from analysis.models import ResearchJob
-from annotation.models import Study
 from annotation.selectors.tournament import match_current
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
+from studies.models import Study
 from tests.annotation.factories import StudyFactory, join
 from tests.integration.test_object_storage import _web_storages, s3  # noqa: F401  (a fixture)
 

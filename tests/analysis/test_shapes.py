@@ -15,7 +15,8 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from analysis.selectors import comparison_frame
-from annotation.models import Bracket, Match, Study
+from annotation.models import Bracket, Match
+from studies.models import Study
 from tests.annotation.factories import PERSONA
 from tests.support.openai_standin import openai_standin
 

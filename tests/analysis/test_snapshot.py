@@ -12,7 +12,8 @@ from rest_framework.test import APIClient
 
 from analysis.exports import read_comparisons, write_comparisons
 from analysis.selectors import comparison_frame, comparison_rows
-from annotation.models import Candidate, StudySystem
+from annotation.models import Candidate
+from studies.models import StudySystem
 
 pytestmark = pytest.mark.django_db
 

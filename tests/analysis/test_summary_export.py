@@ -18,9 +18,10 @@ from django.test import Client
 from analysis.exports import read_comparisons
 from analysis.models import ResearchJob
 from analysis.stats import table_checksum
-from annotation.models import Candidate, StudyMembership
+from annotation.models import Candidate
 from annotation.services.participation import participation_preview_start
 from annotation.services.persona import persona_save
+from studies.models import StudyMembership
 from tests.annotation.factories import PERSONA, StudyFactory, ask_and_answer, join, served_study
 from tests.support.openai_standin import openai_standin
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import factory
 from django.contrib.auth import get_user_model
 
-from annotation.models import Participation, Query, Study
-from annotation.services.participation import invitation_accept, invitation_create_bulk, participation_screen
+from annotation.models import Participation, Query
+from annotation.services.participation import invitation_accept, participation_screen
 from annotation.services.persona import persona_save
-from annotation.services.study import study_create
+from studies.models import Study
+from studies.services.invitation import invitation_create_bulk
+from studies.services.study import study_create
 
 PERSONA = {
     "role": "practising nurse",

@@ -8,8 +8,9 @@ from typing import Any
 from django.db import models
 from django.db.models import Count, OuterRef, Subquery
 
-from annotation.models import Candidate, Match, Participation, Query, RetrievedDocument, Study
+from annotation.models import Candidate, Match, Participation, Query, RetrievedDocument
 from annotation.queries import CHOICE_STUDY_FIELDS
+from studies.models import Study
 
 
 def fields_except(prefix: str, model: type[models.Model], keep: tuple[str, ...]) -> tuple[str, ...]:

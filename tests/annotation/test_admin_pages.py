@@ -81,14 +81,14 @@ def test_every_admin_page_opens_for_a_superuser(client, rf, everything):
 def test_an_invitation_added_on_its_admin_page_has_a_working_link_and_a_second_one_can_be_added(client):
     """The add page saved an invitation without a token (a link that joins nothing), and every add after it
     was a 500 on the token's unique constraint."""
-    from annotation.links import invitation_link
-    from annotation.models import Invitation, Study
+    from studies.links import invitation_link
+    from studies.models import Invitation, Study
 
     admin = get_user_model().objects.create_superuser("root", "root@example.org", "pw")
     client.force_login(admin)
     study = StudyFactory(status=Study.Status.OPEN)
     for note in ("first", "second"):
-        added = client.post("/admin/annotation/invitation/add/", {"study": study.pk, "max_uses": "2", "note": note})
+        added = client.post("/admin/studies/invitation/add/", {"study": study.pk, "max_uses": "2", "note": note})
         assert added.status_code == 302, added.content.decode()[-3000:]
     first, second = Invitation.objects.filter(study=study).order_by("pk")
     assert first.token and second.token and first.token != second.token
@@ -101,12 +101,12 @@ def test_an_invitation_added_on_its_admin_page_has_a_working_link_and_a_second_o
 def test_an_invitations_limit_cannot_go_below_the_annotators_who_joined_with_it(client):
     """`uses` is shown, not edited, so the database's check (uses <= max_uses) did not run with the form: a
     limit below the uses was a 500; and a save wrote back the count it had read, over joins made meanwhile."""
-    from annotation.models import Invitation
+    from studies.models import Invitation
 
     admin = get_user_model().objects.create_superuser("root", "root@example.org", "pw")
     client.force_login(admin)
     invitation = Invitation.objects.create(study=StudyFactory(), token="t0ken", max_uses=5, uses=2)
-    url = f"/admin/annotation/invitation/{invitation.pk}/change/"
+    url = f"/admin/studies/invitation/{invitation.pk}/change/"
     refused = client.post(url, {"max_uses": "1", "note": "fewer"})
     assert refused.status_code == 200
     assert "2 annotator(s) have already joined with this invitation: allow at least 2 uses." in refused.content.decode()

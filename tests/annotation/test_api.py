@@ -7,8 +7,9 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from annotation.models import Judgment, Match, Participation, Study
-from annotation.services.participation import invitation_create_bulk
+from annotation.models import Judgment, Match, Participation
+from studies.models import Study
+from studies.services.invitation import invitation_create_bulk
 from tests.annotation.factories import PERSONA, StudyFactory, study_with_a_failing_system
 from tests.support.openai_standin import openai_standin
 

@@ -9,13 +9,14 @@ import pytest
 from rest_framework.test import APIClient
 
 from analysis.selectors import comparison_rows
-from annotation.models import Candidate, Judgment, Match, Query, Study
+from annotation.models import Candidate, Judgment, Match, Query
 from annotation.selectors.tournament import match_current, match_progress
 from annotation.services.generation import MAX_REGENERATIONS
-from annotation.services.participation import invitation_create_bulk
 from annotation.services.query import query_submit
 from annotation.services.tournament import COMMENT_MAX_CHARS, judgment_record
 from kernel.exceptions import ApplicationError
+from studies.models import Study
+from studies.services.invitation import invitation_create_bulk
 from tests.annotation.factories import PERSONA, StudyFactory, join
 from tests.support.openai_standin import openai_standin
 

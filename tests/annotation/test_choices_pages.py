@@ -9,7 +9,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation.models import Judgment, Match, Query, Study
+from annotation.models import Judgment, Match, Query
+from studies.models import Study
 from tests.annotation.factories import PERSONA, StudyFactory
 from tests.annotation.test_choices import SAME, _standin_study
 from tests.support.openai_standin import openai_standin
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 def _start(client: Client, study: Study, capture) -> str:
     """Join, describe oneself, skip nothing, ask one question; returns the comparison page's URL."""
-    from annotation.services.participation import invitation_create_bulk
+    from studies.services.invitation import invitation_create_bulk
 
     token = invitation_create_bulk(study=study, count=1)[0].token
     assert client.post(reverse("annotation:join", args=[token]), {"consent": "on"}).status_code == 302
@@ -114,7 +115,7 @@ def test_identical_summaries_come_with_a_notice_that_names_no_system(client, dja
 
 
 def test_the_practice_round_comes_first_gives_feedback_and_stores_nothing(client, django_capture_on_commit_callbacks):
-    from annotation.services.participation import invitation_create_bulk
+    from studies.services.invitation import invitation_create_bulk
 
     study = StudyFactory(slug="practice", practice_round=True)
     token = invitation_create_bulk(study=study, count=1)[0].token

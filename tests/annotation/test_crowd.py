@@ -21,21 +21,18 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from analysis.selectors import comparison_rows
-from annotation.models import Participation, Query, Study, StudyMembership
+from annotation.models import Participation, Query
 from annotation.selectors.study import study_progress
 from annotation.selectors.tournament import match_current
-from annotation.services.participation import (
-    ExternalIds,
-    invitation_create_bulk,
-    open_link_join,
-    participation_finish,
-)
+from annotation.services.participation import ExternalIds, open_link_join, participation_finish
 from annotation.services.persona import persona_save
 from annotation.services.query import query_submit
-from annotation.services.study import study_update
 from annotation.services.tournament import judgment_record
 from kernel.exceptions import ApplicationError
 from kernel.logging import RedactTokensFilter
+from studies.models import Study, StudyMembership
+from studies.services.invitation import invitation_create_bulk
+from studies.services.study import study_update
 from tests.annotation.factories import PERSONA, StudyFactory
 
 pytestmark = pytest.mark.django_db
@@ -287,8 +284,8 @@ def test_a_screening_question_added_midway_is_asked_only_of_those_not_yet_past_i
 
 
 def test_the_admin_warns_that_a_screening_question_added_midway_does_not_reach_those_already_past_it():
-    from tests.annotation.test_admin_races import _loaded_state
-    from tests.annotation.test_study_rules import _change_url, _form_data
+    from tests.studies.test_admin_races import _loaded_state
+    from tests.studies.test_study_rules import _change_url, _form_data
 
     study = crowd_study()
     at_work, _ = arrive(study, "at-work")
@@ -767,7 +764,8 @@ def test_an_invitation_join_does_not_wait_for_an_arrival_holding_a_capped_studys
 ) -> None:
     """A capped study queues its open-link arrivals on its row; an invitation's participant joining the same
     study meanwhile is not queued behind them."""
-    from annotation.services.participation import invitation_create_bulk, invitation_join
+    from annotation.services.participation import invitation_join
+    from studies.services.invitation import invitation_create_bulk
 
     study = crowd_study(participant_cap=10)
     invitation = invitation_create_bulk(study=study, count=1)[0]
@@ -804,9 +802,9 @@ def test_the_admin_shows_the_open_link_to_paste_and_each_participants_resume_lin
     participation = Participation.objects.get(external_id="admin-view")
     admin = Client()
     admin.force_login(get_user_model().objects.create_superuser("boss", "boss@example.org", "pw"))
-    page = admin.get(f"/admin/annotation/study/{study.pk}/change/").content.decode().replace("&amp;", "&")
+    page = admin.get(f"/admin/studies/study/{study.pk}/change/").content.decode().replace("&amp;", "&")
     assert f"/open/{study.open_link_token}/?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}&STUDY_ID=" in page
-    listed = admin.get("/admin/annotation/study/").content.decode()
+    listed = admin.get("/admin/studies/study/").content.decode()
     assert f"/study/{study.slug}/preview/" in listed
     detail = admin.get(f"/admin/annotation/participation/{participation.pk}/change/").content.decode()
     assert f"/resume/{participation.resume_token}/" in detail and "admin-view" in detail

@@ -11,13 +11,14 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.test import APIClient
 
-from annotation.models import Participation, Study
+from annotation.models import Participation
 from annotation.selectors.tournament import match_current
 from annotation.services.participation import participation_finish, participation_screen_out
 from annotation.services.quality import participation_stop_by_checks
 from annotation.services.query import query_submit
-from annotation.services.study import study_set_status, study_update
 from annotation.services.tournament import judgment_record
+from studies.models import Study
+from studies.services.study import study_set_status, study_update
 from tests.annotation.factories import StudyFactory
 
 pytestmark = pytest.mark.django_db
@@ -289,5 +290,5 @@ def test_the_trust_setting_is_validated_and_shown_where_study_settings_are_edite
 
     admin = Client()
     admin.force_login(get_user_model().objects.get(username="root"))
-    page = admin.get(f"/admin/annotation/study/{study.pk}/change/").content.decode()
+    page = admin.get(f"/admin/studies/study/{study.pk}/change/").content.decode()
     assert 'name="trust_platform_id"' in page and "Weaker" in page

@@ -13,10 +13,11 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.admin import format_latency
-from annotation.models import Candidate, Match, Query, Study
+from annotation.models import Candidate, Match, Query
 from annotation.selectors.tournament import match_current
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
+from studies.models import Study
 from tests.annotation.factories import StudyFactory, join
 
 pytestmark = pytest.mark.django_db

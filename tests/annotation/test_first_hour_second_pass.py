@@ -12,15 +12,16 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import translation
 
-from annotation.models import Match, Query, Study
+from annotation.models import Match, Query
 from annotation.selectors.query import query_wait_state
+from studies.models import Study
 from tests.annotation.factories import PERSONA, StudyFactory
 
 pytestmark = pytest.mark.django_db
 
 
 def _arrive(client: Client, study: Study) -> None:
-    from annotation.services.participation import invitation_create_bulk
+    from studies.services.invitation import invitation_create_bulk
 
     token = invitation_create_bulk(study=study, count=1)[0].token
     assert client.post(reverse("annotation:join", args=[token]), {"consent": "on"}).status_code == 302
@@ -136,7 +137,7 @@ def test_the_api_docs_name_the_system_counts_the_code_opens_a_study_with() -> No
     """docs/api.md said 2, 4 or 8 systems while the code took 16 too (issue 33): held to BRACKET_SIZES."""
     from pathlib import Path
 
-    from annotation.services.study import BRACKET_SIZES
+    from studies.services.study import BRACKET_SIZES
 
     sizes = f"{BRACKET_SIZES[0]} to {BRACKET_SIZES[-1]}"
     docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text(encoding="utf-8").split())

@@ -8,9 +8,10 @@ import threading
 import pytest
 from django.db import connection
 
-from annotation.models import Bracket, Candidate, Match, Query, Study
+from annotation.models import Bracket, Candidate, Match, Query
 from annotation.services.generation import candidate_generate
 from annotation.services.query import query_submit
+from studies.models import Study
 from tests.annotation.factories import StudyFactory, join
 from tests.support.openai_standin import openai_standin
 
@@ -89,7 +90,7 @@ def test_settings_raised_while_a_summary_is_generated_are_not_the_ones_it_record
     # An owner raises max_tokens (an operational setting, allowed on a running study) while a summary's model
     # call is in flight: that summary was asked with the old value, and must say so, not the new one; the
     # next generation asks with the new one.
-    from annotation.services.study import study_update, system_spec
+    from studies.services.study import study_update, system_spec
     from tests.annotation.factories import served_study
 
     in_call, raised = threading.Event(), threading.Event()

@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 
-from annotation.models import PromptTemplate, Query
+from annotation.models import Query
 from annotation.selectors.query import query_with_study
 from annotation.services.query import query_submit
+from studies.models import PromptTemplate
 from tests.annotation.factories import StudyFactory, join
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from annotation.models import Participation
-from annotation.services.participation import invitation_create_bulk, invitation_join
+from annotation.services.participation import invitation_join
+from studies.services.invitation import invitation_create_bulk
 from tests.annotation.factories import PERSONA, StudyFactory, UserFactory
 
 

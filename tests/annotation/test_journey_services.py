@@ -9,17 +9,19 @@ from celery.exceptions import Retry
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from annotation.models import Candidate, Judgment, Match, Query, Study
+from annotation.models import Candidate, Judgment, Match, Query
 from annotation.selectors.generation import candidates_failed
 from annotation.selectors.tournament import match_current
 from annotation.services.generation import MAX_ATTEMPTS, candidate_retry
-from annotation.services.participation import invitation_accept, invitation_create_bulk
+from annotation.services.participation import invitation_accept
 from annotation.services.persona import persona_save
 from annotation.services.query import query_resend, query_submit
-from annotation.services.study import study_set_status
 from annotation.services.tournament import judgment_record
 from annotation.tasks import generate_candidate
 from kernel.exceptions import ApplicationError
+from studies.models import Study
+from studies.services.invitation import invitation_create_bulk
+from studies.services.study import study_set_status
 from tests.annotation.factories import StudyFactory, join, served_study, study_with_a_failing_system
 from tests.support.openai_standin import openai_standin
 from tests.support.openalex_standin import openalex_standin

@@ -9,9 +9,8 @@ import annotation
 
 ROOT = Path(annotation.__file__).parent
 # Bottom up, as annotation/services/__init__.py lists them.
+# (The study's own services, audit, study, invitation and membership, are studies/'s: tests/studies/test_layering.py.)
 SERVICE_LAYERS = [
-    "audit",
-    "study",
     "participation",
     "quality",
     "persona",
@@ -19,7 +18,6 @@ SERVICE_LAYERS = [
     "generation",
     "query",
     "prewritten",
-    "membership",
 ]
 
 

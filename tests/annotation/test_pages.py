@@ -8,7 +8,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation.models import Judgment, Match, Participation, PersonaProfile, Query, Study
+from annotation.models import Judgment, Match, Participation, PersonaProfile, Query
+from studies.models import Study
 from tests.annotation.factories import PERSONA, StudyFactory
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +22,7 @@ def study():
 
 @pytest.fixture
 def invitation(study):
-    from annotation.services.participation import invitation_create_bulk
+    from studies.services.invitation import invitation_create_bulk
 
     return invitation_create_bulk(study=study, count=1, max_uses=5)[0]
 
@@ -220,7 +221,7 @@ def test_a_persona_edit_from_a_tab_opened_before_the_first_question_says_it_was_
 @pytest.mark.django_db(transaction=True)
 def test_a_persona_edit_overtaken_by_a_question_asked_in_another_tab_says_it_was_not_saved(invitation):
     from annotation.services.query import query_submit
-    from tests.annotation.test_admin_races import after_statement
+    from tests.studies.test_admin_races import after_statement
 
     client = Client()
     _join(client, invitation)
@@ -272,7 +273,7 @@ def test_a_joined_annotator_opening_their_expired_or_deleted_invitation_gets_bac
 
     from django.utils import timezone
 
-    from annotation.models import Invitation
+    from studies.models import Invitation
 
     _join(client, invitation)
     _persona(client)

@@ -10,8 +10,9 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation.models import Match, Participation, PersonaProfile, Query, Study
-from annotation.services.participation import invitation_create_bulk
+from annotation.models import Match, Participation, PersonaProfile, Query
+from studies.models import Study
+from studies.services.invitation import invitation_create_bulk
 from tests.annotation.factories import PERSONA, StudyFactory
 
 pytestmark = pytest.mark.django_db
@@ -357,7 +358,7 @@ def test_after_stopping_the_pages_of_the_journey_lead_to_the_stop_page(study, dj
 
 
 def test_the_admin_edits_the_minimum_under_the_same_rules(study, client):
-    from tests.annotation.test_study_rules import _change_url, _form_data
+    from tests.studies.test_study_rules import _change_url, _form_data
 
     client.force_login(get_user_model().objects.create_superuser("root", "r@example.org", "pw"))
     assert 'name="min_ranked_questions"' in client.get(_change_url(study)).content.decode()

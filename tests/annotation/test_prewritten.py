@@ -18,7 +18,7 @@ from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
 from annotation.models import Judgment, PrewrittenAssignment, PrewrittenItem, PrewrittenOutput, Query
-from annotation.services.participation import invitation_create_bulk
+from studies.services.invitation import invitation_create_bulk
 from tests.annotation.factories import PERSONA, StudyFactory
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation.models import Judgment, Match, Participation, Query, StudyMembership
+from annotation.models import Judgment, Match, Participation, Query
 from annotation.selectors.quality import participation_quality, speed_flagged
 from annotation.selectors.tournament import match_current, match_progress
 from annotation.services.participation import participation_finish
@@ -22,6 +22,7 @@ from annotation.services.quality import check_due, participation_exclude, partic
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record, judgment_record_on_page
 from kernel.exceptions import ApplicationError
+from studies.models import StudyMembership
 from tests.annotation.factories import PERSONA, StudyFactory, join
 
 pytestmark = pytest.mark.django_db

@@ -16,13 +16,14 @@ from django.utils import timezone
 
 from annotation import queries
 from annotation.api.serializers import DOCUMENT_FIELDS, QUERY_SHOWN, match_body
-from annotation.models import Candidate, Match, Participation, Query, Study
+from annotation.models import Candidate, Match, Participation, Query
 from annotation.selectors.tournament import match_current
 from annotation.services.participation import participation_require_active
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
 from annotation.views import PAGE_DOCUMENT_FIELDS
 from kernel.exceptions import ApplicationError
+from studies.models import Study
 from tests.annotation import orm_reads
 from tests.annotation.factories import StudyFactory, join
 

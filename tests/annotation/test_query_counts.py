@@ -20,7 +20,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from annotation.models import Match, Query
-from annotation.services.participation import invitation_create_bulk
+from studies.services.invitation import invitation_create_bulk
 from tests.annotation.factories import PERSONA, StudyFactory
 
 pytestmark = pytest.mark.django_db

@@ -8,9 +8,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from annotation.models import Study
 from generation.openai_chat import OpenAIChatGeneration
 from generation.registry import get_generation_backend
+from studies.models import Study
 
 
 def openai_backend(options: dict[str, Any]) -> OpenAIChatGeneration:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from annotation.models import Candidate, StudyAuditLog
-from annotation.models_audit import AuditEvent, AuditOrigin
+from annotation.models import Candidate
 from annotation.services.generation import candidate_retry
 from annotation.services.query import query_submit
+from studies.models import StudyAuditLog
+from studies.models_audit import AuditEvent, AuditOrigin
 from tests.annotation.factories import StudyFactory, join
 from tests.support.races import at_once
 

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotation.models import Invitation, Study
+from studies.models import Invitation, Study
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _ask_page(client: Client, slug: str) -> str:
-    from annotation.services.participation import invitation_create_bulk
+    from studies.services.invitation import invitation_create_bulk
 
     study = StudyFactory._meta.model.objects.get(slug=slug)
     invitation = invitation_create_bulk(study=study, count=1, max_uses=5)[0]

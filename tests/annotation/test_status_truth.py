@@ -12,8 +12,8 @@ from rest_framework.test import APIClient
 
 from annotation.models import Candidate, Participation, Query
 from annotation.services.generation import candidate_mark_failed
-from annotation.services.participation import invitation_create_bulk
 from annotation.services.query import query_retrieve
+from studies.services.invitation import invitation_create_bulk
 from tests.annotation.factories import PERSONA, StudyFactory
 
 pytestmark = pytest.mark.django_db

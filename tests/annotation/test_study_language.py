@@ -10,11 +10,12 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation.models import Query, Study
-from annotation.services.participation import invitation_create_bulk
+from annotation.models import Query
 from annotation.services.query import NO_MATCH_NOTE
-from annotation.services.study import study_create, study_update
 from kernel.exceptions import ApplicationError
+from studies.models import Study
+from studies.services.invitation import invitation_create_bulk
+from studies.services.study import study_create, study_update
 from tests.annotation.factories import PERSONA, StudyFactory
 
 pytestmark = pytest.mark.django_db
@@ -67,7 +68,7 @@ def test_the_admin_api_refuses_an_unknown_language_in_the_services_words():
 def test_the_admin_form_offers_the_languages_by_name():
     admin = Client()
     admin.force_login(get_user_model().objects.create_superuser("root", "root@example.org", "pw"))
-    page = admin.get(reverse("admin:annotation_study_add")).content.decode()
+    page = admin.get(reverse("admin:studies_study_add")).content.decode()
     assert '<option value="de">Deutsch</option>' in page
     assert '<option value="en" selected>English</option>' in page
 

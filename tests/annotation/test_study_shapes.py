@@ -9,10 +9,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from annotation.models import Bracket, Candidate, Match, Query, Study
+from annotation.models import Bracket, Candidate, Match, Query
 from annotation.selectors.tournament import match_progress
 from annotation.services.query import query_submit
 from annotation.services.tournament import bracket_create, judgment_record
+from studies.models import Study
 from tests.annotation.factories import StudyFactory, join
 
 pytestmark = pytest.mark.django_db
@@ -173,7 +174,7 @@ def test_every_first_round_pairing_over_many_draws(django_capture_on_commit_call
 
 
 def test_admin_form_sets_the_constrained_first_round_and_explains_a_refusal(client):
-    from tests.annotation.test_study_rules import _change_url, _form_data
+    from tests.studies.test_study_rules import _change_url, _form_data
 
     client.force_login(get_user_model().objects.create_superuser("boss", "boss@example.org", "pw"))
     study = StudyFactory(status=Study.Status.DRAFT)  # the default 2x2 design: 2 persona, 2 generic

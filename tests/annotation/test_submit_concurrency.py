@@ -80,8 +80,8 @@ def test_no_statement_of_an_annotators_journey_locks_the_study_row(django_captur
     from django.test.utils import CaptureQueriesContext
     from rest_framework.test import APIClient
 
-    from annotation.models import Study
-    from annotation.services.participation import invitation_create_bulk
+    from studies.models import Study
+    from studies.services.invitation import invitation_create_bulk
     from tests.annotation.factories import PERSONA
 
     study = StudyFactory(slug="no-study-lock")

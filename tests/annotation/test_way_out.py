@@ -13,8 +13,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from annotation.models import Judgment, Match, Participation, Query
-from annotation.services.participation import invitation_create_bulk
-from annotation.services.study import study_set_status
+from studies.services.invitation import invitation_create_bulk
+from studies.services.study import study_set_status
 from tests.annotation.factories import PERSONA, StudyFactory
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,8 @@ from typing import Any
 
 from playwright.sync_api import Browser, BrowserContext, Page
 
-from annotation.models import Study
-from annotation.services.participation import invitation_create_bulk
+from studies.models import Study
+from studies.services.invitation import invitation_create_bulk
 
 
 def arrive_and_describe_yourself(

@@ -14,11 +14,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import Browser, Page, expect
 
-from annotation.models import Query, Study
+from annotation.models import Query
 from annotation.selectors.tournament import match_current
-from annotation.services.participation import invitation_create_bulk
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
+from studies.models import Study
+from studies.services.invitation import invitation_create_bulk
 from tests.annotation.factories import StudyFactory, join
 from tests.e2e import a11y
 from tests.e2e.viewports import SIZES

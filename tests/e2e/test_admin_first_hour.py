@@ -76,14 +76,14 @@ def test_the_admin_shows_failed_generations_and_fits_1280_px(browser: Browser, l
     expect(row.locator("td.field-short_reason")).to_contain_text("503 Service Unavailable")
     page.screenshot(path=str(SCREENS / "admin-failed-generations-desktop.png"), full_page=True)
 
-    page.goto(f"{live_server.url}/admin/annotation/study/")
+    page.goto(f"{live_server.url}/admin/studies/study/")
     for name in ("Create invitations", "Statistics and exports", "Preview as annotator"):
         _on_screen(page, page.get_by_role("link", name=name).first, f"the study list's {name!r}")
     assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH
     page.screenshot(path=str(SCREENS / "admin-study-list-desktop.png"), full_page=True)
 
     fresh = StudyFactory(slug="fresh")  # no summaries yet: its systems are editable
-    page.goto(f"{live_server.url}/admin/annotation/study/{fresh.pk}/change/")
+    page.goto(f"{live_server.url}/admin/studies/study/{fresh.pk}/change/")
     backend = page.locator("#id_systems-0-generation_backend")
     options = backend.locator("option").evaluate_all("options => options.map(o => o.value).filter(Boolean)")
     assert options == list(GENERATION_BACKENDS)

@@ -10,10 +10,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import Browser, expect
 
-from annotation.models import Query, Study
+from annotation.models import Query
 from annotation.selectors.tournament import match_current
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
+from studies.models import Study
 from tests.annotation.factories import StudyFactory, join
 from tests.e2e.viewports import SIZES, Camera, new_context
 
@@ -61,7 +62,7 @@ def test_an_administrator_invites_follows_progress_and_retries(
     camera.shot(page, "index")
 
     # The study list, then the study itself.
-    page.goto("/admin/annotation/study/")
+    page.goto("/admin/studies/study/")
     row = page.locator("#result_list tbody tr", has_text=study.title)
     expect(row).to_contain_text("2")  # participants
     camera.shot(page, "studies")
@@ -70,7 +71,7 @@ def test_an_administrator_invites_follows_progress_and_retries(
     camera.shot(page, "study")
 
     # Invitations: two new links, listed afterwards.
-    page.goto("/admin/annotation/study/")
+    page.goto("/admin/studies/study/")
     page.locator("#result_list tbody tr", has_text=study.title).get_by_role("link", name="Create invitations").click()
     page.get_by_label("Count").fill("2")
     camera.shot(page, "invitations-form")
@@ -78,7 +79,7 @@ def test_an_administrator_invites_follows_progress_and_retries(
     links = page.get_by_label("new invitation links").input_value().split()
     assert len(links) == 2 and all(re.search(r"/join/[\w-]+/$", link) for link in links)
     camera.shot(page, "invitations-created")
-    page.goto(f"/admin/annotation/invitation/?study__id__exact={study.pk}")
+    page.goto(f"/admin/studies/invitation/?study__id__exact={study.pk}")
     expect(page.locator("#result_list tbody tr")).to_have_count(2 + 2)  # one per joined annotator, plus the new
     camera.shot(page, "invitations")
 

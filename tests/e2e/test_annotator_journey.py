@@ -14,9 +14,10 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 from playwright.sync_api import Error as PlaywrightError
 
-from annotation.models import Judgment, Match, Participation, Query, Study
-from annotation.services.participation import invitation_create_bulk
-from annotation.services.study import study_create
+from annotation.models import Judgment, Match, Participation, Query
+from studies.models import Study
+from studies.services.invitation import invitation_create_bulk
+from studies.services.study import study_create
 from tests.e2e.viewports import SIZES, Camera, new_context
 from tests.integration.worker import WorkerPool
 from tests.support.openai_standin import openai_standin

@@ -12,7 +12,8 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 from rest_framework.authtoken.models import Token
 
-from annotation.models import Judgment, Study
+from annotation.models import Judgment
+from studies.models import Study
 from tests.annotation.factories import StudyFactory
 from tests.e2e.a11y import assert_accessible
 from tests.e2e.steps import arrive_and_describe_yourself

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from annotation.models import Participation, Query, Study
+from annotation.models import Participation, Query
+from studies.models import Study
 from tests.annotation.factories import StudyFactory
 from tests.integration.worker import CeleryWorker
 

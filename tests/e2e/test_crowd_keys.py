@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from annotation.models import Participation
-from annotation.services.study import study_update
+from studies.services.study import study_update
 from tests.annotation.factories import StudyFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]

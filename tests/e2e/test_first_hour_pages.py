@@ -128,15 +128,15 @@ def test_the_admin_study_pages_fit_1280_px(browser: Browser, live_server: Any) -
     played = _played_study()  # systems locked (summaries exist): shown as text
     page = _signed_in(browser, live_server)
     for url in (
-        f"/admin/annotation/study/{fresh.pk}/change/",
-        f"/admin/annotation/study/{played.pk}/change/",
-        "/admin/annotation/study/add/",
+        f"/admin/studies/study/{fresh.pk}/change/",
+        f"/admin/studies/study/{played.pk}/change/",
+        "/admin/studies/study/add/",
     ):
         page.goto(f"{live_server.url}{url}")
         expect(page.get_by_role("heading", level=1)).to_be_visible()
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 1280, f"{url} is {width} px wide at 1,280 px"
-    page.goto(f"{live_server.url}/admin/annotation/study/{fresh.pk}/change/")
+    page.goto(f"{live_server.url}/admin/studies/study/{fresh.pk}/change/")
     assert page.locator("#id_systems-0-backend_settings").is_visible()
 
 

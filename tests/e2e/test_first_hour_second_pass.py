@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from annotation.models import Study
-from annotation.services.participation import invitation_create_bulk
+from studies.models import Study
+from studies.services.invitation import invitation_create_bulk
 from tests.annotation.factories import StudyFactory
 from tests.e2e import a11y
 from tests.e2e.steps import arrive_and_describe_yourself

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from annotation.models import Match, Participation, Study
+from annotation.models import Match, Participation
 from annotation.selectors.tournament import match_current
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
+from studies.models import Study
 from tests.annotation.factories import StudyFactory, join
 from tests.e2e.steps import arrive_and_describe_yourself
 

@@ -49,7 +49,7 @@ def test_a_researcher_invites_scores_reports_and_exports(browser, live_server, s
     page.get_by_role("button", name="Sign in").click()
     assert page.get_by_role("link", name="Sleep and shift work trial").is_visible()
     camera.shot(page, "study-list")
-    page.goto(f"{live_server.url}/admin/annotation/study/")
+    page.goto(f"{live_server.url}/admin/studies/study/")
     camera.shot(page, "admin-studies")
 
     # Invitations: bulk-create three and get copyable links.
@@ -63,7 +63,7 @@ def test_a_researcher_invites_scores_reports_and_exports(browser, live_server, s
     assert study.invitations.count() == 2 + 3  # one per joined annotator, plus the new ones
 
     # The study's research page.
-    page.goto(f"{live_server.url}/admin/annotation/study/")
+    page.goto(f"{live_server.url}/admin/studies/study/")
     page.get_by_role("link", name="Statistics and exports").click()
     expect_text = page.locator("dl.stats").inner_text()
     assert re.search(r"Comparisons\s+\d+", expect_text)

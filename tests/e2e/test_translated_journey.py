@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, expect
 
-from annotation.models import Judgment, Query, Study
+from annotation.models import Judgment, Query
 from annotation.services.generation import candidate_generate
-from annotation.services.participation import invitation_create_bulk
 from annotation.services.query import query_retrieve
+from studies.models import Study
+from studies.services.invitation import invitation_create_bulk
 from tests.annotation.factories import StudyFactory
 from tests.integration.worker import WorkerPool
 

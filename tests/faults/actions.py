@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from annotation.models import PromptTemplate, Study
-from annotation.services.participation import invitation_create_bulk
-from annotation.services.study import prompt_template_default, study_create
+from studies.models import PromptTemplate, Study
+from studies.services.invitation import invitation_create_bulk
+from studies.services.study import prompt_template_default, study_create
 from tests.annotation.factories import PERSONA
 
 # Task names that look like a sweeper, besides what the beat schedule runs.
@@ -41,7 +41,7 @@ def researcher(study: Study) -> Any:
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
-    from annotation.models import StudyMembership
+    from studies.models import StudyMembership
 
     user, _ = get_user_model().objects.get_or_create(username="fault-researcher")
     user.groups.add(Group.objects.get_or_create(name="researchers")[0])

@@ -23,8 +23,9 @@ from django.db import connections
 from django.test import Client
 
 from analysis.models import ResearchJob
-from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query, Study
+from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query
 from scoring.models import CandidateScore, ScoringRun
+from studies.models import Study
 from tests.faults import actions
 from tests.integration.worker import CeleryWorker, WorkerPool, celery_app_sending_to
 from tests.support.openai_standin import openai_standin

@@ -10,10 +10,11 @@ from django.contrib.auth.models import Group
 from rest_framework.authtoken.models import Token
 
 from analysis.permissions import RESEARCHERS_GROUP
-from annotation.models import Match, StudyMembership
-from annotation.services.membership import membership_set
-from annotation.services.participation import invitation_create_bulk
+from annotation.models import Match
 from annotation.services.query import query_submit
+from studies.models import StudyMembership
+from studies.services.invitation import invitation_create_bulk
+from studies.services.membership import membership_set
 from tests.annotation.factories import StudyFactory, join
 from tests.fuzz.harness import Role
 

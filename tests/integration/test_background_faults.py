@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from annotation.models import Bracket, Candidate, PromptTemplate, Query, Study
+from annotation.models import Bracket, Candidate, Query
 from annotation.services.query import query_submit
 from scoring.models import ScoringRun
 from scoring.services import scoring_run_start
+from studies.models import PromptTemplate, Study
 from tests.annotation.factories import StudyFactory, join
 from tests.integration.test_worker import QUESTION, candidates, describe, openai_study, settled
 from tests.integration.worker import CeleryWorker, WorkerPool, flush_broker, wait_for

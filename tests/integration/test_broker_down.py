@@ -13,7 +13,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from annotation.models import Query
-from annotation.services.participation import invitation_create_bulk
+from studies.services.invitation import invitation_create_bulk
 from tests.annotation.factories import PERSONA, StudyFactory
 from tests.integration.worker import celery_app_sending_to
 
@@ -84,10 +84,10 @@ def test_research_work_started_while_the_broker_is_down_is_kept_and_sent_when_it
 
     from analysis.models import ResearchJob
     from analysis.services import research_jobs_sweep
-    from annotation.models import StudyMembership
     from annotation.services.query import query_submit
     from scoring.models import ScoringRun
     from scoring.services import scoring_runs_sweep
+    from studies.models import StudyMembership
     from tests.annotation.factories import join
 
     study = StudyFactory(slug="scored-offline")

@@ -19,11 +19,12 @@ from django.test import Client, override_settings
 
 from analysis import services
 from analysis.models import ResearchJob
-from annotation.models import Judgment, Study, StudyMembership
+from annotation.models import Judgment
 from annotation.selectors.tournament import match_current
 from annotation.services.participation import participation_finish
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
+from studies.models import Study, StudyMembership
 from tests.annotation.factories import StudyFactory, join
 from tests.integration.worker import CeleryWorker, WorkerPool, wait_for
 from tests.support.s3_standin import bucket_client, s3_server

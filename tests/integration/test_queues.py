@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 
-from annotation.models import Candidate, Query, Study
+from annotation.models import Candidate, Query
 from annotation.services.query import query_submit
 from scoring import services
 from scoring.models import ScoringRun
+from studies.models import Study
 from tests.annotation.factories import StudyFactory, join
 from tests.integration.test_worker import QUESTION, describe, settled
 from tests.integration.worker import WorkerPool, wait_for

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from annotation.models import Bracket, Candidate, Match, Query, Study
+from annotation.models import Bracket, Candidate, Match, Query
 from annotation.services.query import query_submit
-from annotation.services.study import study_create
+from studies.models import Study
+from studies.services.study import study_create
 from tests.annotation.factories import StudyFactory, join
 from tests.integration.worker import WorkerPool, wait_for
 from tests.support.openai_standin import OpenAIStandIn, openai_standin

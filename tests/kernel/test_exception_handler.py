@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.test import APIRequestFactory
 from rest_framework.views import APIView
 
-from annotation.models import PromptTemplate
+from studies.models import PromptTemplate
 
 pytestmark = pytest.mark.django_db
 

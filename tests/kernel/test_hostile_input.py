@@ -16,10 +16,11 @@ from rest_framework.test import APIClient
 
 from analysis.models import ResearchJob
 from analysis.permissions import RESEARCHERS_GROUP
-from annotation.models import Invitation, Participation, Study, StudyMembership
-from annotation.services.membership import membership_set
-from annotation.services.participation import invitation_create_bulk
+from annotation.models import Participation
 from kernel.storable import MAX_JSON_DEPTH, json_problem, unstorable_text
+from studies.models import Invitation, Study, StudyMembership
+from studies.services.invitation import invitation_create_bulk
+from studies.services.membership import membership_set
 from tests.annotation.factories import StudyFactory
 
 pytestmark = pytest.mark.django_db
@@ -157,7 +158,7 @@ def test_ids_past_the_database_range_or_not_numbers_are_not_found(study, url):
 def test_the_django_admin_treats_a_huge_id_as_missing(study):
     admin = Client()
     admin.force_login(get_user_model().objects.create_superuser("root", "root@example.org", "x"))
-    response = admin.get("/admin/annotation/study/99999999999999999999/change/")
+    response = admin.get("/admin/studies/study/99999999999999999999/change/")
     assert response.status_code == 302  # back to the list, with "does not exist" in the messages
 
 

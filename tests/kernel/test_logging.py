@@ -19,8 +19,8 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from annotation.services.participation import invitation_create_bulk
 from kernel.logging import redact
+from studies.services.invitation import invitation_create_bulk
 from tests.annotation.factories import StudyFactory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,10 +35,10 @@ def test_redact_replaces_the_token_of_every_token_bearing_url():
     assert redact("https://eval.example.org/join/abc?x=1") == "https://eval.example.org/join/[redacted]?x=1"
     assert redact("/study/sleep/ask/") == "/study/sleep/ask/"
     # The admin's invitation search by token.
-    assert redact("GET /admin/annotation/invitation/?study__id__exact=2&q=tok3n HTTP/1.1") == (
-        "GET /admin/annotation/invitation/?study__id__exact=2&q=[redacted] HTTP/1.1"
+    assert redact("GET /admin/studies/invitation/?study__id__exact=2&q=tok3n HTTP/1.1") == (
+        "GET /admin/studies/invitation/?study__id__exact=2&q=[redacted] HTTP/1.1"
     )
-    assert redact("/admin/annotation/study/?q=sleep") == "/admin/annotation/study/?q=sleep"
+    assert redact("/admin/studies/study/?q=sleep") == "/admin/studies/study/?q=sleep"
 
 
 @pytest.mark.django_db

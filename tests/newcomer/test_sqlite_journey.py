@@ -18,7 +18,8 @@ import json, re, sys, time
 import django
 django.setup()
 from django.test import Client
-from annotation.models import Invitation, Judgment, Query
+from annotation.models import Judgment, Query
+from studies.models import Invitation
 
 token = Invitation.objects.get(study__slug="demo", note="demo").token
 out = {}

@@ -14,6 +14,7 @@ from scoring.core.abstractiveness import (
     risk_code,
 )
 from scoring.core.api import score_rows
+from scoring.core.lcs import LcsSource
 
 SOURCE = "The cat sat on the mat today."  # O = 7
 REFERENCE = "The cat sat quietly."  # R = 4
@@ -118,3 +119,59 @@ def test_score_rows_lcs_on_a_source_shared_by_many_summaries_matches_the_hand_co
         assert row["sa_lcs"] == pytest.approx(hm_s * (1 - c_s) ** 3), summary
         assert row["ra_lcs"] == pytest.approx(hm_r * (1 / 4) ** 3), summary
         assert row["ar_lcs"] == pytest.approx((1 - c_s) ** 3 / ((1 / 4) ** 3 + EPSILON)), summary
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "hm"),
+    [(0, 0, 0.0), (3, 3, 3.0), (0.5, 0.5, 0.5), (1, 0, 0.0), (4, 7, 56 / 11), (2.0, 6.0, 3.0)],
+)
+def test_harmonic_mean_by_hand_with_its_edges(x: float, y: float, hm: float) -> None:
+    # HM(x, y) = 2xy / (x + y); HM(0, 0) is 0, not a division by zero; HM(x, x) = x.
+    assert harmonic_mean(x, y) == pytest.approx(hm)
+    assert harmonic_mean(y, x) == pytest.approx(hm)
+
+
+def test_overlap_refuses_texts_without_a_unit_with_a_message() -> None:
+    source = tokenize(SOURCE)
+    for granularity in ("1", "lcs"):
+        with pytest.raises(ValueError, match=r"^no tokens$"):
+            overlap([], source, granularity)
+    with pytest.raises(ValueError, match=r"^fewer than two tokens, so no bigrams$"):
+        overlap(["cat"], source, "2")
+    with pytest.raises(ValueError, match=r"^unknown granularity '3'$"):
+        overlap(["cat", "sat"], source, "3")  # type: ignore[arg-type]
+
+
+def test_two_tokens_make_one_bigram() -> None:
+    source = tokenize(SOURCE)
+    assert overlap(["the", "cat"], source, "2") == 1.0
+    assert overlap(["cat", "the"], source, "2") == 0.0
+    assert overlap(["the", "cat", "ran"], source, "2") == pytest.approx(1 / 2)
+
+
+def test_lcs_overlap_with_a_prepared_source_equals_the_plain_one() -> None:
+    source = tokenize(SOURCE)
+    prepared = LcsSource(source)
+    for text in (["sat", "on", "the", "mat"], ["mat", "the", "on", "sat"], ["dog"]):
+        assert overlap(text, source, "lcs", lcs_source=prepared) == overlap(text, source, "lcs")
+    assert overlap(["mat", "the", "on", "sat"], source, "lcs") == pytest.approx(2 / 4)  # "the mat" / "on ..."
+
+
+def test_empty_texts_are_refused_by_name() -> None:
+    for empty in ("source", "reference", "summary"):
+        texts = {"source": SOURCE, "reference": REFERENCE, "summary": SUMMARY, empty: " . "}
+        with pytest.raises(ValueError, match=rf"^{empty} has no tokens$"):
+            abstractiveness(texts["source"], texts["reference"], texts["summary"])
+
+
+def test_summary_table_shows_the_hand_computed_figures() -> None:
+    # Unigram: RA = HM(4, 7) (1/4)^3 = 0.0795, SA = HM(6, 7) (1/3)^3 = 0.2393, AR = 64/27 = 2.3704.
+    # Bigram: RA = 56/297 = 0.1886, SA = HM(6, 7) 0.4^3 = 0.4135, AR = 1.728. LCS equals unigram here.
+    assert abstractiveness(SOURCE, REFERENCE, SUMMARY).summary().splitlines() == [
+        "O=7 R=4 S=6",
+        "unit         c_R     c_S        RA        SA        AR",
+        "1          0.750   0.667     0.080     0.239    2.3704",
+        "2          0.667   0.600     0.189     0.414    1.7280",
+        "lcs        0.750   0.667     0.080     0.239    2.3704",
+        "risk (bigram AR): moderate",
+    ]

@@ -58,9 +58,9 @@ def test_a_rerun_overwrites_each_score_and_a_candidate_listed_twice_in_a_chunk_i
 def test_a_researchers_preview_is_not_scored(django_user_model):
     """A preview never reaches the analysis (docs/crowd.md), so its summaries cost no metric or judge call, and
     a preview restarted during a run (its summaries deleted) leaves the run nothing to store for them."""
-    from annotation.models import StudyMembership
     from annotation.services.participation import participation_preview_start
     from annotation.services.persona import persona_save
+    from studies.models import StudyMembership
 
     study = StudyFactory()
     query_submit(participation=join(study), text=QUESTION, client_token="")

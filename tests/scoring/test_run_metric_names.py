@@ -10,10 +10,10 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from analysis.permissions import RESEARCHERS_GROUP
-from annotation.models import StudyMembership
-from annotation.services.membership import membership_set
 from scoring.core.api import offline_metrics
 from scoring.models import ScoringRun
+from studies.models import StudyMembership
+from studies.services.membership import membership_set
 from tests.annotation.factories import StudyFactory
 
 pytestmark = pytest.mark.django_db

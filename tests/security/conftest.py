@@ -10,14 +10,16 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 
+from analysis.management.commands.study_member import permissions_named
 from analysis.models import ResearchJob
 from analysis.services import job_dir
-from annotation.models import Candidate, Invitation, Match, Participation, Query, Study, StudyMembership
+from annotation.models import Candidate, Match, Participation, Query
 from annotation.selectors.tournament import match_current
-from annotation.services.participation import invitation_create_bulk
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
 from scoring.models import ScoringRun
+from studies.models import Invitation, Study, StudyMembership
+from studies.services.invitation import invitation_create_bulk
 from tests.annotation.factories import StudyFactory, join
 
 ROLES = (
@@ -33,8 +35,20 @@ ROLES = (
     "admin",
 )
 # What docs/permissions.md suggests the researchers group carries, and an owner adds.
-GROUP_PERMISSIONS = ("view_study", "view_invitation", "view_participation", "view_candidate", "view_studyauditlog")
-OWNER_PERMISSIONS = ("add_study", "change_study", "add_invitation", "change_candidate")
+# docs/permissions.md's suggested group: the study's design is the studies app's, the annotators' work annotation's.
+GROUP_PERMISSIONS = (
+    "studies.view_study",
+    "studies.view_invitation",
+    "annotation.view_participation",
+    "annotation.view_candidate",
+    "studies.view_studyauditlog",
+)
+OWNER_PERMISSIONS = (
+    "studies.add_study",
+    "studies.change_study",
+    "studies.add_invitation",
+    "annotation.change_candidate",
+)
 EXPORT_CSV = b"match_id,choice\n1,left\n"
 
 
@@ -72,7 +86,7 @@ class World:
 
 
 def _perms(*codenames: str) -> list[Permission]:
-    found = list(Permission.objects.filter(content_type__app_label="annotation", codename__in=codenames))
+    found = permissions_named(codenames)
     assert len(found) == len(codenames)
     return found
 

@@ -16,14 +16,15 @@ from django.core.management import call_command
 from django.test import Client
 
 from analysis.models import ResearchJob
-from annotation.models import Candidate, Participation, Study, StudyMembership
-from annotation.models_audit import StudyAuditLog
+from annotation.models import Candidate, Participation
 from annotation.selectors.tournament import match_current
 from annotation.services.participation import participation_finish
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
+from studies.models import Study, StudyMembership
+from studies.models_audit import StudyAuditLog
 from tests.annotation.factories import join
-from tests.annotation.test_study_rules import _form_data
+from tests.studies.test_study_rules import _form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -340,7 +341,7 @@ def test_secrets_are_not_logged(world):
     label = systems[0]["label"]
     assert changed[0].after["systems"][label]["backend_settings"] == {"api_key_env": "MODEL_KEY"}
 
-    from annotation.services.audit import audit_value
+    from studies.services.audit import audit_value
 
     assert audit_value(
         {"backend_settings": {"api_key": "sk-live", "Authorization": "Bearer x", "api_key_env": "K"}}
@@ -354,7 +355,7 @@ def test_admin_edits_are_audited(world):
     owner = world.users["owner_member"]
     client = _client(world, "owner_member")
     study = world.study
-    page = f"/admin/annotation/study/{study.pk}/change/"
+    page = f"/admin/studies/study/{study.pk}/change/"
     data = _form_data(study, title="Edited in the admin")
     data.pop("loaded_state", None)
     # The members inline: the owner stays, the viewer becomes a researcher.
@@ -377,9 +378,7 @@ def test_admin_edits_are_audited(world):
     assert all(r.actor == owner and r.origin == "admin" for r in rows)
 
     paused = _written_by(
-        lambda: client.post(
-            "/admin/annotation/study/", {"action": "pause_studies", "_selected_action": [str(study.pk)]}
-        )
+        lambda: client.post("/admin/studies/study/", {"action": "pause_studies", "_selected_action": [str(study.pk)]})
     )
     assert [(r.event_type, r.before, r.after) for r in paused] == [
         ("study_status_changed", {"status": "open"}, {"status": "paused"})
@@ -387,7 +386,7 @@ def test_admin_edits_are_audited(world):
 
     invited = _written_by(
         lambda: client.post(
-            f"/admin/annotation/study/{study.pk}/invitations/", {"count": "2", "max_uses": "1", "note": "wave 2"}
+            f"/admin/studies/study/{study.pk}/invitations/", {"count": "2", "max_uses": "1", "note": "wave 2"}
         )
     )
     assert [(r.event_type, r.after["count"], r.actor) for r in invited] == [("invitations_created", 2, owner)]
@@ -395,7 +394,7 @@ def test_admin_edits_are_audited(world):
     invitation = world.invitation  # editing one takes the change permission, which the matrix's owner lacks
     changed = _written_by(
         lambda: _client(world, "admin").post(
-            f"/admin/annotation/invitation/{invitation.pk}/change/",
+            f"/admin/studies/invitation/{invitation.pk}/change/",
             {"max_uses": "5", "expires_at_0": "", "expires_at_1": "", "note": "reused"},
         )
     )
@@ -455,29 +454,29 @@ def test_the_admin_log_is_read_only_scoped_and_exported(world):
     ours = StudyAuditLog.objects.get(study=world.study, event_type="study_settings_changed")
 
     # The owner needs the log's view permission (the researchers group has it, as docs/permissions.md says).
-    assert owner.get("/admin/annotation/studyauditlog/").status_code == 200
-    listed = owner.get("/admin/annotation/studyauditlog/?event_type__exact=study_settings_changed")
+    assert owner.get("/admin/studies/studyauditlog/").status_code == 200
+    listed = owner.get("/admin/studies/studyauditlog/?event_type__exact=study_settings_changed")
     assert listed.status_code == 200 and "Renamed" in listed.text and "Theirs" not in listed.text
-    assert owner.get(f"/admin/annotation/studyauditlog/{theirs.pk}/change/").status_code == 302  # as if none
-    assert owner.get(f"/admin/annotation/studyauditlog/{ours.pk}/change/").status_code == 200
+    assert owner.get(f"/admin/studies/studyauditlog/{theirs.pk}/change/").status_code == 302  # as if none
+    assert owner.get(f"/admin/studies/studyauditlog/{ours.pk}/change/").status_code == 200
 
     # Read-only for everyone, superusers included: no change, no delete, no add.
     for client in (owner, root):
-        changed = client.post(f"/admin/annotation/studyauditlog/{ours.pk}/change/", {"object_repr": "x"})
+        changed = client.post(f"/admin/studies/studyauditlog/{ours.pk}/change/", {"object_repr": "x"})
         assert changed.status_code == 403
-        assert client.post(f"/admin/annotation/studyauditlog/{ours.pk}/delete/", {"post": "yes"}).status_code == 403
-        assert client.post("/admin/annotation/studyauditlog/add/", {}).status_code == 403
+        assert client.post(f"/admin/studies/studyauditlog/{ours.pk}/delete/", {"post": "yes"}).status_code == 403
+        assert client.post("/admin/studies/studyauditlog/add/", {}).status_code == 403
     assert StudyAuditLog.objects.get(pk=ours.pk).object_repr == "matrix"
 
     # The CSV is the list as filtered: the owner's rows of the one event type, and only theirs.
-    export = owner.get("/admin/annotation/studyauditlog/export/?event_type__exact=study_settings_changed")
+    export = owner.get("/admin/studies/studyauditlog/export/?event_type__exact=study_settings_changed")
     assert export.status_code == 200 and export["Content-Type"].startswith("text/csv")
     table = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
     assert [(r["id"], r["study"], r["actor"], r["event_type"]) for r in table] == [
         (str(ours.pk), "matrix", "root", "study_settings_changed")
     ]
     assert json.loads(table[0]["after"]) == {"title": "Renamed"}
-    everything = root.get("/admin/annotation/studyauditlog/export/")
+    everything = root.get("/admin/studies/studyauditlog/export/")
     ids = {r["id"] for r in csv.DictReader(io.StringIO(b"".join(everything.streaming_content).decode()))}
     assert {str(ours.pk), str(theirs.pk)} <= ids
 
@@ -531,7 +530,7 @@ def test_rows_survive_their_study_and_actor(world):
     owner.post("/api/v1/admin/studies/", {"slug": "short-lived", "title": "Short"}, content_type="application/json")
     study = Study.objects.get(slug="short-lived")
     root = _client(world, "admin")  # deleting takes the delete permission: a superuser's here
-    deleted = _written_by(lambda: root.post(f"/admin/annotation/study/{study.pk}/delete/", {"post": "yes"}))
+    deleted = _written_by(lambda: root.post(f"/admin/studies/study/{study.pk}/delete/", {"post": "yes"}))
     assert not Study.objects.filter(slug="short-lived").exists()
     assert [(r.event_type, r.study, r.study_slug, r.before["title"], r.actor_name) for r in deleted] == [
         ("study_deleted", None, "short-lived", "Short", "root")
@@ -546,7 +545,7 @@ def test_the_csv_never_hands_a_spreadsheet_a_formula(world):
     get_user_model().objects.create_user("@SUM(A1)", password="pw")
     owner = _client(world, "owner_member")
     owner.post(STUDY + "members/", {"username": "@SUM(A1)", "role": "viewer"}, content_type="application/json")
-    export = owner.get("/admin/annotation/studyauditlog/export/?event_type__exact=member_added")
+    export = owner.get("/admin/studies/studyauditlog/export/?event_type__exact=member_added")
     rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
     assert [(r["object"], r["actor"]) for r in rows] == [("'@SUM(A1)", "owner")]
 

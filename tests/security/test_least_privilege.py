@@ -10,11 +10,11 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from annotation.models import Study, StudyMembership, StudySystem
 from generation.registry import get_retrieval_backend
+from studies.models import Study, StudyMembership, StudySystem
 from tests.annotation.factories import StudyFactory
-from tests.annotation.test_study_rules import _change_url, _form_data
 from tests.security.conftest import EXPORT_CSV
+from tests.studies.test_study_rules import _change_url, _form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -57,11 +57,11 @@ def test_a_viewer_sees_results_without_run_buttons_or_files(world):
 def test_the_admin_lists_only_member_studies_rows(world):
     owner = _client(world.users["owner_member"])
     world.other_study.invitations.create(token="elsewhere-token-0001")
-    listing = owner.get("/admin/annotation/invitation/").content.decode()
+    listing = owner.get("/admin/studies/invitation/").content.decode()
     assert world.invitation.token in listing and "elsewhere-token-0001" not in listing
-    studies = owner.get("/admin/annotation/study/").content.decode()
+    studies = owner.get("/admin/studies/study/").content.decode()
     assert "Matrix study" in studies and "Another team" not in studies
-    everything = _client(world.users["admin"]).get("/admin/annotation/invitation/").content.decode()
+    everything = _client(world.users["admin"]).get("/admin/studies/invitation/").content.decode()
     assert "elsewhere-token-0001" in everything
 
 
@@ -297,7 +297,9 @@ def test_the_study_member_command_makes_a_researcher(world):
     call_command("study_member", study="matrix", user="alice", role="researcher")  # a second run changes the role
     assert StudyMembership.objects.get(study__slug="matrix", user=alice).role == "researcher"
     alice = get_user_model().objects.get(pk=alice.pk)  # fresh permission cache
-    assert alice.has_perm("annotation.view_study") and not alice.has_perm("annotation.change_study")
+    assert alice.has_perm("studies.view_study") and not alice.has_perm("studies.change_study")
+    # Both apps' view permissions: the study's design is studies', the annotators' work annotation's.
+    assert alice.has_perm("studies.view_studyauditlog") and alice.has_perm("annotation.view_participation")
     assert _client(alice).get("/research/studies/matrix/").status_code == 200
     with pytest.raises(CommandError, match="No study with the slug 'nope'"):
         call_command("study_member", study="nope", user="alice", role="viewer")

@@ -17,8 +17,8 @@ import pytest
 from django.db import transaction
 from django.test import Client
 
-from annotation.models import Study
 from annotation.services.query import query_submit
+from studies.models import Study
 from tests.annotation.factories import join
 
 pytestmark = pytest.mark.django_db
@@ -147,8 +147,8 @@ def pages(world, django_capture_on_commit_callbacks) -> list[tuple[str, Client, 
         ("annotator", _signed_in(comparing.annotator), f"/study/{slug}/q/1/compare/"),
         ("owner", _signed_in(users["owner_member"]), f"/research/studies/{slug}/"),
         ("owner", _signed_in(users["owner_member"]), "/research/token/"),
-        ("admin", _signed_in(users["admin"]), f"/admin/annotation/study/{pk}/change/"),
-        ("admin", _signed_in(users["admin"]), f"/admin/annotation/study/{pk}/invitations/"),
+        ("admin", _signed_in(users["admin"]), f"/admin/studies/study/{pk}/change/"),
+        ("admin", _signed_in(users["admin"]), f"/admin/studies/study/{pk}/invitations/"),
         ("admin", _signed_in(users["admin"]), "/admin/annotation/participation/"),
     ]
 

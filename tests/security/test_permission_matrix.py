@@ -15,7 +15,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from drf_spectacular.generators import SchemaGenerator
 
-from annotation.models_audit import StudyAuditLog
+from studies.models_audit import StudyAuditLog
 from tests.security.conftest import ROLES
 
 pytestmark = pytest.mark.django_db
@@ -262,25 +262,25 @@ PAGES: list[Row] = [
 # admin URL: a sample of each kind of check (tests/annotation/test_admin_pages.py opens every page).
 ADMIN: list[Row] = [
     ("GET", "admin index", "/admin/", None, (302, 302, 302, 302, 200, 302, 302, 302, 200, 200)),
-    ("GET", "study list", "/admin/annotation/study/", None, (302, 302, 302, 302, 403, 302, 302, 302, 200, 200)),
+    ("GET", "study list", "/admin/studies/study/", None, (302, 302, 302, 302, 403, 302, 302, 302, 200, 200)),
     (
         "GET",
         "own study",
-        "/admin/annotation/study/{study_pk}/change/",
+        "/admin/studies/study/{study_pk}/change/",
         None,
         (302, 302, 302, 302, 403, 302, 302, 302, 200, 200),
     ),
     (
         "GET",
         "another study",
-        "/admin/annotation/study/{other_study_pk}/change/",
+        "/admin/studies/study/{other_study_pk}/change/",
         None,
         (302, 302, 302, 302, 403, 302, 302, 302, 302, 200),
     ),
     (
         "GET",
         "invitations",
-        "/admin/annotation/study/{study_pk}/invitations/",
+        "/admin/studies/study/{study_pk}/invitations/",
         None,
         (302, 302, 302, 302, 302, 302, 302, 302, 200, 200),
     ),
@@ -288,14 +288,14 @@ ADMIN: list[Row] = [
     (
         "GET",
         "audit log",
-        "/admin/annotation/studyauditlog/",
+        "/admin/studies/studyauditlog/",
         None,
         (302, 302, 302, 302, 403, 302, 302, 302, 200, 200),
     ),
     (
         "GET",
         "invitation list",
-        "/admin/annotation/invitation/",
+        "/admin/studies/invitation/",
         None,
         (302, 302, 302, 302, 403, 302, 302, 302, 200, 200),
     ),

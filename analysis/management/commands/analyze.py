@@ -13,9 +13,9 @@ from analysis.selectors import analysis_frame
 from analysis.services import DEFAULT_RESAMPLES, DEFAULT_SEED, analysis_config_for
 from analysis.stats.analyze import analyze
 from analysis.stats.errors import AnalysisError
-from annotation.models import Study
 from kernel.cli import out_dir_problem
 from kernel.exceptions import ApplicationError
+from studies.models import Study
 
 
 class Command(BaseCommand):

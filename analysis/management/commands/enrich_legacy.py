@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from analysis.legacy import LegacyFormatError
 from analysis.legacy_import import legacy_enrich
-from annotation.models import Study
+from studies.models import Study
 
 
 class Command(BaseCommand):

@@ -10,7 +10,7 @@ from django.db import DatabaseError
 
 from analysis.legacy import LegacyFormatError
 from analysis.legacy_import import LegacyImportRefused, legacy_enrich, legacy_import
-from annotation.models import Study
+from studies.models import Study
 
 
 class Command(BaseCommand):

@@ -8,16 +8,34 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
+from django.db.models import Q
 
 from analysis.permissions import RESEARCHERS_GROUP
-from annotation.models import Study, StudyMembership
-from annotation.models_audit import command_origin
-from annotation.services.membership import membership_set
 from kernel.exceptions import ApplicationError
+from studies.models import Study, StudyMembership
+from studies.models_audit import command_origin
+from studies.services.membership import membership_set
 
 # What docs/permissions.md suggests the group carries: reading the admin API's studies, invitations,
 # progress and failed generations (each still limited to the member's studies and role).
-GROUP_VIEW_PERMISSIONS = ("view_study", "view_invitation", "view_participation", "view_candidate", "view_studyauditlog")
+# Named as has_perm names them, app label first: the study's design is the studies app's, the annotators' work
+# annotation's.
+GROUP_VIEW_PERMISSIONS = (
+    "studies.view_study",
+    "studies.view_invitation",
+    "annotation.view_participation",
+    "annotation.view_candidate",
+    "studies.view_studyauditlog",
+)
+
+
+def permissions_named(names: tuple[str, ...]) -> list[Permission]:
+    """The permissions with these "app_label.codename" names."""
+    wanted = Q()
+    for name in names:
+        app_label, codename = name.split(".")
+        wanted |= Q(content_type__app_label=app_label, codename=codename)
+    return list(Permission.objects.filter(wanted))
 
 
 class Command(BaseCommand):
@@ -42,9 +60,7 @@ class Command(BaseCommand):
                 f"No user named {user!r}; create one first (python manage.py createsuperuser, or the admin)."
             )
         group, _ = Group.objects.get_or_create(name=RESEARCHERS_GROUP)
-        group.permissions.add(
-            *Permission.objects.filter(content_type__app_label="annotation", codename__in=GROUP_VIEW_PERMISSIONS)
-        )
+        group.permissions.add(*permissions_named(GROUP_VIEW_PERMISSIONS))
         member.groups.add(group)
         try:
             membership_set(study=found, user=member, role=role, origin=command_origin("study_member"))

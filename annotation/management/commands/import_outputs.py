@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.models import Study
 from annotation.services.prewritten import FORMATS, Columns, prewritten_import
 from kernel.exceptions import ApplicationError
+from studies.models import Study
 
 
 class Command(BaseCommand):

@@ -12,13 +12,13 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from annotation.links import invitation_link
-from annotation.models import Invitation, Study
-from annotation.models_audit import command_origin
-from annotation.services.participation import invitation_create_bulk
-from annotation.services.study import study_create, study_update
 from kernel.cli import at_least_one, not_blank
 from kernel.exceptions import ApplicationError
+from studies.links import invitation_link
+from studies.models import Invitation, Study
+from studies.models_audit import command_origin
+from studies.services.invitation import invitation_create_bulk
+from studies.services.study import study_create, study_update
 
 DEMO_SLUG = "demo"
 # Neutral on purpose: annotators are not told how the summaries differ (telling them would bias the rankings).

@@ -7,13 +7,13 @@ from typing import Any
 from celery import current_app
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.models import Study
-from annotation.models_audit import command_origin
 from generation.settings import judge_from_settings
 from kernel.exceptions import ApplicationError
 from scoring import services
 from scoring.core.judges import PROMPT_VERSIONS
 from scoring.models import CandidateScore, PairwiseVote, ScoringRun
+from studies.models import Study
+from studies.models_audit import command_origin
 
 
 def _judge(options: dict[str, Any]) -> dict[str, str] | None:

@@ -14,9 +14,9 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import path
 from django.utils import timezone
 
-from annotation.models_audit import StudyAuditLog
-from annotation.selectors.audit import AUDIT_ACTION, audit_csv_lines, audit_log_visible
-from annotation.selectors.membership import study_allows
+from studies.models_audit import StudyAuditLog
+from studies.selectors.audit import AUDIT_ACTION, audit_csv_lines, audit_log_visible
+from studies.selectors.membership import study_allows
 
 
 def _short(value: Any) -> str:
@@ -96,7 +96,7 @@ class StudyAuditLogAdmin(admin.ModelAdmin):
         return False
 
     def get_urls(self):  # type: ignore[no-untyped-def]
-        export = path("export/", self.admin_site.admin_view(self.export_view), name="annotation_studyauditlog_export")
+        export = path("export/", self.admin_site.admin_view(self.export_view), name="studies_studyauditlog_export")
         return [export, *super().get_urls()]
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:

@@ -11,11 +11,11 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from annotation.models import Study
-from annotation.models_audit import AuditEvent, StudyAuditLog
-from annotation.selectors.membership import StudyAction, scoped_to_studies
 from kernel.exceptions import ApplicationError
 from kernel.spreadsheet import neutralize_cell
+from studies.models import Study
+from studies.models_audit import AuditEvent, StudyAuditLog
+from studies.selectors.membership import StudyAction, scoped_to_studies
 
 # Who may read a study's audit log: it holds exclusion reasons and open-link settings, which a viewer does not see.
 AUDIT_ACTION = StudyAction.ANALYSE

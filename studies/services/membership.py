@@ -1,20 +1,20 @@
 """Study membership and the guarded writes of a study: who may create, edit and staff a study, and the
 settings only a superuser may set (a model server's address, a file on the server). The admin and the
-admin API write a study through here; the rules themselves are annotation/selectors/membership.py's."""
+admin API write a study through here; the rules themselves are studies/selectors/membership.py's."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from django.db import transaction
+from django.db import models, transaction
 
-from annotation.models import Invitation, Participation, Study, StudyMembership, StudySystem
-from annotation.models_audit import AuditEvent, AuditOrigin
-from annotation.selectors.membership import StudyAction, study_allows
-from annotation.services.audit import audit_diff, audit_record
-from annotation.services.study import STUDY_FIELDS, study_create, study_update, system_spec
 from kernel.exceptions import ApplicationError
+from studies.models import Study, StudyMembership, StudySystem
+from studies.models_audit import AuditEvent, AuditOrigin
+from studies.selectors.membership import StudyAction, study_allows
+from studies.services.audit import audit_diff, audit_record
+from studies.services.study import STUDY_FIELDS, study_create, study_update, system_spec
 
 # Settings that reach outside the study: where requests go (and which environment variable's value is
 # sent there as the API key), and which file on the server is read. Superusers alone may set or change them.
@@ -275,17 +275,23 @@ def membership_remove_as(*, by: Any, study: Study, user: Any, origin: str = Audi
         membership_remove(membership=membership, by=by, origin=origin)
 
 
+# What the audit row keeps of a deleted row, by model name: the participation's pseudonymous code (annotation's
+# model, named here rather than imported: studies sits below annotation), an invitation's note (its token is a secret).
+DELETED_ROW_NAMED_BY = {"participation": ("code",), "invitation": ("note",)}
+
+
 @transaction.atomic
-def study_record_delete(*, record: Study | Invitation | Participation, by: Any, origin: str = AuditOrigin.CODE) -> None:
-    """Delete a study with everything in it, or one of its invitations or participations (the admin's Delete,
-    for those who may manage the study); audited first, with what it was, so the row outlives it."""
-    study = record if isinstance(record, Study) else record.study
+def study_record_delete(*, record: Study | models.Model, by: Any, origin: str = AuditOrigin.CODE) -> None:
+    """Delete a study with everything in it, or one of its rows (an invitation, annotation's participation: any row
+    with a `study`) (the admin's Delete, for those who may manage the study); audited first, with what it was, so the
+    row outlives it."""
+    study = record if isinstance(record, Study) else record.study  # type: ignore[attr-defined]
     _require(by=by, study=study, action=StudyAction.MANAGE)
     if isinstance(record, Study):
         event, object_type, before = AuditEvent.STUDY_DELETED, "study", _study_state(record.pk)
     else:
         event, object_type = AuditEvent.ROW_DELETED, record._meta.model_name or ""
-        before = {"code": record.code} if isinstance(record, Participation) else {"note": record.note}
+        before = {name: getattr(record, name) for name in DELETED_ROW_NAMED_BY.get(object_type, ())}
     audit_record(
         study=study,
         by=by,

@@ -7,10 +7,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from annotation.models import Invitation, Study, StudySystem
-from annotation.services.participation import invitation_create_bulk
-from annotation.services.study import study_create, study_update
 from kernel.exceptions import ApplicationError
+from studies.models import Invitation, Study, StudySystem
+from studies.services.invitation import invitation_create_bulk
+from studies.services.study import study_create, study_update
 from tests.annotation.factories import StudyFactory
 
 pytestmark = pytest.mark.django_db
@@ -143,7 +143,7 @@ def test_the_admin_invitation_form_refuses_uses_beyond_the_database_integer(clie
     # The Django admin's "Create invitations" page: its form and the service both bound max_uses (a 500 before).
     client.force_login(get_user_model().objects.create_superuser("root", "root@example.org", "pw"))
     study = StudyFactory(slug="inv-admin")
-    url = f"/admin/annotation/study/{study.pk}/invitations/"
+    url = f"/admin/studies/study/{study.pk}/invitations/"
     refused = client.post(url, {"count": 1, "max_uses": 2**63})
     assert refused.status_code == 200
     assert "Ensure this value is less than or equal to 2147483647." in refused.content.decode()

@@ -10,10 +10,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
-from annotation.models import Candidate, Study, StudyMembership, StudySystem
+from annotation.models import Candidate
 from annotation.services.query import query_submit
-from annotation.services.study import study_create, study_set_status
 from kernel.exceptions import ApplicationError
+from studies.models import Study, StudyMembership, StudySystem
+from studies.services.study import study_create, study_set_status
 from tests.annotation.factories import StudyFactory, join, served_study
 from tests.support.openai_standin import openai_standin
 
@@ -95,7 +96,7 @@ def _form_data(study: Study, **changes) -> dict[str, str]:
 
 
 def _change_url(study: Study) -> str:
-    return f"/admin/annotation/study/{study.pk}/change/"
+    return f"/admin/studies/study/{study.pk}/change/"
 
 
 def _asked(study: Study) -> None:
@@ -164,7 +165,7 @@ def test_admin_adds_a_study_through_the_service(admin_client):
     template_study = Study(slug="new", title="New", status="open")
     data = _form_data(template_study, systems=rows) | {"systems-INITIAL_FORMS": "0"}
     data = {k: v for k, v in data.items() if not k.endswith("-id") and not k.endswith("-study")}
-    response = admin_client.post("/admin/annotation/study/add/", data)
+    response = admin_client.post("/admin/studies/study/add/", data)
     assert response.status_code == 302, response.content.decode()
     study = Study.objects.get(slug="new")
     assert study.status == "open" and study.systems.count() == 2 and study.prompt_template is not None
@@ -196,7 +197,7 @@ def test_admin_action_refuses_to_open_a_broken_design(admin_client):
         status=Study.Status.DRAFT, systems=[{"label": "a", "model_name": "nope", "condition": "persona"}]
     )
     response = admin_client.post(
-        "/admin/annotation/study/", {"action": "open_studies", "_selected_action": [study.pk]}, follow=True
+        "/admin/studies/study/", {"action": "open_studies", "_selected_action": [study.pk]}, follow=True
     )
     assert "2 to 32 systems; this study has 1" in response.content.decode()
     assert Study.objects.get(pk=study.pk).status == Study.Status.DRAFT

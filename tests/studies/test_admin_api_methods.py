@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from annotation.models import Study
+from studies.models import Study
 from tests.annotation.factories import StudyFactory
 
 pytestmark = pytest.mark.django_db

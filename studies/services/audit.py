@@ -1,4 +1,4 @@
-"""Writing the audit log (annotation/models_audit.py): one row per change an admin or researcher makes, in the
+"""Writing the audit log (studies/models_audit.py): one row per change an admin or researcher makes, in the
 transaction of that change, so a change rolled back leaves no row and a committed one always has its row.
 
 The services that change a study call `audit_record` with who acted (`by`, a user; None for a command) and
@@ -17,8 +17,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
-from annotation.models import Study
-from annotation.models_audit import COMMAND_PREFIX, AuditEvent, AuditOrigin, StudyAuditLog
+from studies.models import Study
+from studies.models_audit import COMMAND_PREFIX, AuditEvent, AuditOrigin, StudyAuditLog
 
 REDACTED = "[redacted]"
 # Keys whose values are secrets; a key ending in _env names an environment variable and is kept.

@@ -2,7 +2,7 @@
 
 One row per change an admin or researcher makes (an annotator's work is recorded by the protocol's own rows,
 not here). Rows are written by the services in the transaction of the change they describe
-(annotation/services/audit.py), and never changed afterwards."""
+(studies/services/audit.py), and never changed afterwards."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class StudyAuditLog(models.Model):
     deleted (its foreign key then becomes empty)."""
 
     study = models.ForeignKey(
-        "annotation.Study", on_delete=models.SET_NULL, null=True, blank=True, related_name="audit_log"
+        "studies.Study", on_delete=models.SET_NULL, null=True, blank=True, related_name="audit_log"
     )
     study_slug = models.CharField(max_length=80)
     actor = models.ForeignKey(
@@ -80,6 +80,7 @@ class StudyAuditLog(models.Model):
     after = models.JSONField(null=True, blank=True)
 
     class Meta:
+        db_table = "annotation_studyauditlog"  # its name from before the move to studies
         ordering = ["-event_time", "-pk"]
         verbose_name = "audit log entry"
         verbose_name_plural = "audit log"

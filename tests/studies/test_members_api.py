@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
-from annotation.models import StudyMembership
+from studies.models import StudyMembership
 from tests.annotation.factories import StudyFactory
 
 pytestmark = pytest.mark.django_db

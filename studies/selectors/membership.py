@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from annotation.models import Study, StudyMembership
+from studies.models import Study, StudyMembership
 
 Role = StudyMembership.Role
 

@@ -11,7 +11,7 @@ from django.contrib.auth.models import Permission
 from django.db import connection
 from rest_framework.test import APIClient
 
-from annotation.models import StudyMembership
+from studies.models import StudyMembership
 from tests.annotation.factories import StudyFactory
 
 ROUNDS = 12

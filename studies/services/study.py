@@ -16,9 +16,6 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from annotation.models import Candidate, PromptTemplate, Study, StudySystem
-from annotation.positions import MAX_BRACKET_SIZE
-from annotation.prompts import DEFAULT_BODY, DEFAULT_PERSONA_BLOCK, DEFAULT_TEMPLATE_NAME
 from generation.registry import (
     GENERATION_BACKENDS,
     RETRIEVAL_BACKENDS,
@@ -32,6 +29,8 @@ from generation.validation import corpus_path_problem, model_server_problem, ser
 from kernel.backends import BackendError
 from kernel.exceptions import ApplicationError
 from kernel.storable import DB_INT_MAX, json_problem
+from studies.models import MAX_BRACKET_SIZE, PromptTemplate, Study, StudySystem
+from studies.prompts import DEFAULT_BODY, DEFAULT_PERSONA_BLOCK, DEFAULT_TEMPLATE_NAME
 
 # The study's own settings that study_create and study_update accept (status has its own rules).
 STUDY_FIELDS = (
@@ -127,7 +126,9 @@ def study_prompt_template(*, study: Study) -> PromptTemplate:
 
 def study_has_candidates(*, study: Study) -> bool:
     """Once a candidate exists the design is frozen: its rows in exports name these systems."""
-    return study.pk is not None and Candidate.objects.filter(system__study_id=study.pk).exists()
+    # Through the candidates' reverse relation (annotation's Candidate.system): studies sits below annotation and
+    # does not import its models.
+    return study.pk is not None and StudySystem.objects.filter(study_id=study.pk, candidates__isnull=False).exists()
 
 
 def system_spec(system: StudySystem) -> dict[str, Any]:

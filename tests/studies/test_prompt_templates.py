@@ -7,9 +7,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from annotation.models import PromptTemplate
-from annotation.prompts import TemplateError, check_template, render_prompt
 from kernel.backends import Document
+from studies.models import PromptTemplate
+from studies.prompts import TemplateError, check_template, render_prompt
 
 DOCS = [Document(external_id="W1", title="Metrics for summaries", abstract="We compare ROUGE and humans.", year=2021)]
 PERSONA = {"role": "nurse", "domain": "health", "expertise": "novice", "research_area": "", "use_case": "teaching"}
@@ -65,12 +65,12 @@ def test_the_admin_refuses_such_a_template_with_a_form_error_and_saves_nothing()
     client = Client()
     client.force_login(admin)
     form = {"name": "leaky", "version": "1", "body": "{query} {documents.__class__}", "persona_block": "{role!r}"}
-    response = client.post("/admin/annotation/prompttemplate/add/", form)
+    response = client.post("/admin/studies/prompttemplate/add/", form)
     page = response.content.decode()
     assert response.status_code == 200
     assert "{documents.__class__} is not a placeholder" in page
     assert "{role!r} is not a placeholder" in page
     assert not PromptTemplate.objects.filter(name="leaky").exists()
     form.update(body="{query} {documents}", persona_block="{role}")
-    assert client.post("/admin/annotation/prompttemplate/add/", form).status_code == 302
+    assert client.post("/admin/studies/prompttemplate/add/", form).status_code == 302
     assert PromptTemplate.objects.filter(name="leaky", version=1).exists()

@@ -16,10 +16,10 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 
-from annotation.models import PromptTemplate, Study, StudyMembership
-from annotation.services.membership import membership_set
+from studies.models import PromptTemplate, Study, StudyMembership
+from studies.services.membership import membership_set
 from tests.annotation.factories import StudyFactory
-from tests.annotation.test_study_rules import _change_url, _form_data
+from tests.studies.test_study_rules import _change_url, _form_data
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -115,7 +115,7 @@ def test_two_edits_of_one_prompt_template_at_once_keep_both_versions_or_say_why(
         return "annotation_prompttemplate" in sql and "ORDER BY" in sql
 
     with after_statement(latest_read, other_edit) as seen:
-        response = client.post(f"/admin/annotation/prompttemplate/{template.pk}/change/", form)
+        response = client.post(f"/admin/studies/prompttemplate/{template.pk}/change/", form)
     assert seen, "the admin never read the latest version"
     page = response.content.decode()
     assert response.status_code == 200, page[-3000:]
@@ -126,7 +126,7 @@ def test_two_edits_of_one_prompt_template_at_once_keep_both_versions_or_say_why(
         (2, "Someone else's {query} {documents}."),
     ]
     # Sent again, it is saved as the next version, after the other one.
-    again = client.post(f"/admin/annotation/prompttemplate/{template.pk}/change/", form)
+    again = client.post(f"/admin/studies/prompttemplate/{template.pk}/change/", form)
     assert again.status_code == 302, again.content.decode()[-3000:]
     assert PromptTemplate.objects.get(name="brief", version=3).body == form["body"]
 

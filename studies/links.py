@@ -4,7 +4,7 @@ command to print."""
 from django.conf import settings
 from django.urls import reverse
 
-from annotation.models import Invitation, Study
+from studies.models import Invitation, Study
 
 
 def invitation_link(invitation: Invitation) -> str:

@@ -1,0 +1,27 @@
+"""The study moved to the studies app (studies/migrations/0001_initial.py): this foreign key now names it there.
+State only: the constraint already references the same table (annotation_study)."""
+
+import django.db.models.deletion
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("scoring", "0003_judge_identity"),
+        ("studies", "0001_initial"),
+    ]
+
+    operations = [
+        migrations.SeparateDatabaseAndState(
+            state_operations=[
+                migrations.AlterField(
+                    model_name="scoringrun",
+                    name="study",
+                    field=models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="scoring_runs", to="studies.study"
+                    ),
+                ),
+            ],
+            database_operations=[],
+        ),
+    ]
