@@ -33,7 +33,9 @@ class PrewrittenOutput(models.Model):
     """The text one study system wrote for an item (the candidate it becomes is a snapshot of it)."""
 
     item = models.ForeignKey(PrewrittenItem, on_delete=models.CASCADE, related_name="outputs")
-    system = models.ForeignKey("studies.StudySystem", on_delete=models.PROTECT, related_name="prewritten_outputs")
+    # A system removed from the design (possible until a question exists) takes its outputs with it; once an item
+    # has been shown, its candidates keep the design frozen.
+    system = models.ForeignKey("studies.StudySystem", on_delete=models.CASCADE, related_name="prewritten_outputs")
     text = models.TextField()
 
     class Meta:

@@ -341,6 +341,15 @@ def prewritten_query_next(
     item = prewritten_item_next(participation=participation)
     if item is None:
         raise ApplicationError(_("There is no item left for you in this study. Thank you!"), status=409)
+    outputs = list(item.outputs.select_related("system").order_by("system__order", "system_id"))
+    missing = sorted(set(study.systems.values_list("label", flat=True)) - {o.system.label for o in outputs})
+    if missing:
+        # A system added to the design after the import: its outputs must be imported before anyone ranks.
+        raise ApplicationError(
+            _("This study is not ready: item %(key)s has no output of %(systems)s.")
+            % {"key": item.key, "systems": ", ".join(missing)},
+            status=409,
+        )
     sources = item.sources or []
     now = timezone.now()
     query = Query.objects.create(
@@ -384,7 +393,7 @@ def prewritten_query_next(
                 generation_backend=PREWRITTEN_BACKEND,
                 generation_settings={"item": item.key},
             )
-            for output in item.outputs.select_related("system").order_by("system__order", "system_id")
+            for output in outputs
         ]
     )
     if study.identical_policy == Study.IdenticalPolicy.REGENERATE:

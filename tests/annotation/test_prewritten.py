@@ -354,3 +354,21 @@ def test_the_pages_offer_the_next_item_and_compare_its_texts_blind(study, tmp_pa
     assert len(shown) == 2  # one pair of the three texts
     for secret in ("alpha", "beta", "gamma", "lab-model"):
         assert secret not in compare
+
+
+def test_a_system_added_after_the_import_holds_the_items_back_and_a_removed_one_takes_its_outputs(study, tmp_path):
+    from studies.services.study import study_update
+
+    _import("pre", _csv(tmp_path / "outputs.csv", _rows()))
+    client, pid = _annotator(study)
+    added = [*SYSTEMS, {"label": "delta", "model_name": "lab-model-d", "condition": "generic",
+                        "generation_backend": "prewritten"}]  # fmt: skip
+    study_update(study=study, systems=added)
+    held = client.post(f"/api/v1/participations/{pid}/next-item/", {}, format="json")
+    assert held.status_code == 409 and "item doc1 has no output of delta" in held.json()["message"]
+    assert not Query.objects.exists()
+
+    study_update(study=study, systems=SYSTEMS[:2])  # alpha and beta: gamma's outputs go with it
+    assert set(PrewrittenOutput.objects.values_list("system__label", flat=True)) == {"alpha", "beta"}
+    shown = client.post(f"/api/v1/participations/{pid}/next-item/", {}, format="json")
+    assert shown.status_code == 201 and len(shown.json()["candidates"]) == 2
