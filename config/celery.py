@@ -5,7 +5,16 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import beat_init, task_postrun, task_prerun, worker_init
+from celery.signals import (
+    beat_init,
+    before_task_publish,
+    task_failure,
+    task_postrun,
+    task_prerun,
+    task_retry,
+    worker_init,
+    worker_process_shutdown,
+)
 from django.conf import settings
 from django.db import close_old_connections, connection
 
@@ -80,3 +89,61 @@ def _database_connections_as_in_a_request(sender: object = None, **kwargs: objec
     if getattr(getattr(sender, "request", None), "is_eager", False):
         return
     close_old_connections()
+
+
+# -- metrics (config/monitoring.py, docs/deploy.md "Monitoring") ---------------------------------------------
+
+
+@before_task_publish.connect
+def _stamp_sent_at(headers: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    from config.monitoring import task_published
+
+    task_published(headers)
+
+
+@task_prerun.connect
+def _task_metrics_began(task_id: str = "", task: Any = None, **kwargs: Any) -> None:
+    from config.monitoring import task_started
+
+    if task is not None:
+        task_started(task_id=task_id, task=task)
+
+
+@task_postrun.connect
+def _task_metrics_ended(task_id: str = "", task: Any = None, state: str | None = None, **kwargs: Any) -> None:
+    from config.monitoring import task_ended
+
+    task_ended(task_id=task_id, task=task, state=state)
+
+
+@task_retry.connect
+def _task_metrics_retried(sender: Any = None, **kwargs: Any) -> None:
+    from config.monitoring import task_retried
+
+    task_retried(task=sender)
+
+
+@task_failure.connect
+def _task_metrics_failed(sender: Any = None, **kwargs: Any) -> None:
+    from config.monitoring import task_failed
+
+    task_failed(task=sender)
+
+
+@worker_init.connect
+def _serve_worker_metrics(**kwargs: Any) -> None:
+    """The worker's metrics on METRICS_PORT (its pool processes' too, through PROMETHEUS_MULTIPROC_DIR)."""
+    from django.conf import settings
+
+    if settings.METRICS_PORT:
+        from config.monitoring import start_worker_metrics_server
+
+        start_worker_metrics_server(settings.METRICS_PORT)
+
+
+@worker_process_shutdown.connect
+def _pool_process_metrics_done(pid: int | None = None, **kwargs: Any) -> None:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid or os.getpid())

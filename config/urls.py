@@ -7,6 +7,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
+from annotation.health import study_health_view
 from config.api_docs import SwaggerView
 from config.health import healthz
 
@@ -18,6 +19,8 @@ def favicon(request: HttpRequest) -> HttpResponse:
 
 urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
+    # The study health panel (annotation/health.py) under the admin's address, before the admin's own.
+    path("admin/health/<int:study_id>/", admin.site.admin_view(study_health_view), name="study-health"),
     path("admin/", admin.site.urls),
     # Researchers sign in here without being staff (the admin's own sign-in refuses them). The form
     # authenticates through django.contrib.auth.authenticate, so login throttling covers it too.

@@ -31,6 +31,7 @@ import openai
 
 from kernel.response_cap import ResponseTooLarge, response_cap
 from kernel.storable import storable_json
+from modelserver import observe
 from modelserver.cache import ResultCache, cache_for, cache_key
 from modelserver.config import ChatConfig, ChatResult, LLMError
 from modelserver.limits import Limiter, LimitTimeout, default_limiter
@@ -319,47 +320,65 @@ class ChatClient:
         where = urls[0].rstrip("/")
         started = time.perf_counter()
         index = candidates[0]
+        outcome = "error"
         try:
             with self._limiter.acquire(urls, cfg.concurrency, timeout=cfg.timeout, lane=cfg.lane) as picked:
                 index = candidates[picked]
                 where = self._replicas[index].rstrip("/")
                 started = time.perf_counter()
-                # The SDK's own request (headers, auth, timeout, its errors below) without its typed-parameter
-                # transform, and the body as text, parsed once below: 20% less client CPU per call.
-                body_text = self._clients[index].post(
-                    "/chat/completions",
-                    body={
-                        "model": cfg.model,
-                        "messages": messages,
-                        "temperature": cfg.temperature,
-                        "max_tokens": cfg.max_tokens,
-                        **extra,
-                    },
-                    cast_to=str,
-                )
+                observe.slot_taken(lane=cfg.lane, server=where)
+                try:
+                    body_text = self._post(index, messages, extra)
+                finally:
+                    observe.slot_given_back(lane=cfg.lane, server=where)
+            outcome = "ok"
         except LimitTimeout as exc:
+            outcome = "no_slot"
             raise LLMError(f"{exc} (the model-server limit is {cfg.concurrency} per replica)", transient=True) from exc
         except openai.APITimeoutError as exc:
+            outcome = "timeout"
             self._limiter.mark_slow(self._slow_key(index, request), self.slow_mark_s)
             raise LLMError(
                 f"timed out after {cfg.timeout:g}s waiting for {where}", transient=True, timed_out=True
             ) from exc
         except openai.APIConnectionError as exc:
+            outcome = "connection"
             cause = exc.__cause__ or exc
             error = LLMError(f"connection to {where} failed ({type(cause).__name__}: {cause})", transient=True)
             error.__cause__ = exc
             raise _ReplicaDown(index, error) from exc
         except openai.APIStatusError as exc:
+            outcome = f"status_{exc.status_code}"
             raise self._status_error(exc, where) from exc
         except ResponseTooLarge as exc:
+            outcome = "too_large"
             # The same request would draw the same reply: permanent, and the reason says which setting to raise.
             raise LLMError(
                 f"the reply from {where} was {exc.larger_than} (the cap on a model "
                 "server's reply: raise MODEL_SERVER_MAX_RESPONSE_BYTES if such replies are expected)",
                 transient=False,
             ) from exc
+        finally:
+            observe.call_ended(lane=cfg.lane, server=where, seconds=time.perf_counter() - started, outcome=outcome)
         latency = time.perf_counter() - started
         return self._parse(body_text, latency, where)
+
+    def _post(self, index: int, messages: list[dict[str, str]], extra: dict[str, Any]) -> str:
+        cfg = self.config
+        # The SDK's own request (headers, auth, timeout, its errors below) without its typed-parameter
+        # transform, and the body as text, parsed once below: 20% less client CPU per call.
+        body: str = self._clients[index].post(
+            "/chat/completions",
+            body={
+                "model": cfg.model,
+                "messages": messages,
+                "temperature": cfg.temperature,
+                "max_tokens": cfg.max_tokens,
+                **extra,
+            },
+            cast_to=str,
+        )
+        return body
 
     def _status_error(self, exc: openai.APIStatusError, where: str) -> LLMError:
         status = exc.status_code

@@ -33,6 +33,14 @@ fi
 # A pool process runs one task at a time beside its lease heartbeat: two database connections from its pool
 # (docs/deploy.md, "Database connections"), unless DATABASE_POOL_MAX_SIZE says otherwise.
 export DATABASE_POOL_MAX_SIZE="${DATABASE_POOL_MAX_SIZE:-2}"
+# The pool processes count their metrics into files in one folder, which the worker's metrics server adds up
+# (METRICS_PORT, config/monitoring.py): a fresh folder per start unless PROMETHEUS_MULTIPROC_DIR names one.
+if [ -z "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
+  PROMETHEUS_MULTIPROC_DIR=$(mktemp -d "${TMPDIR:-/tmp}/satisfy-worker-metrics-XXXXXX")
+fi
+mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
+rm -f "$PROMETHEUS_MULTIPROC_DIR"/*.db
+export PROMETHEUS_MULTIPROC_DIR
 # shellcheck disable=SC2086  # $run is empty, "chrt --idle 0" and/or "nice -n N": split on purpose
 exec $run celery -A config worker \
   --loglevel="${CELERY_LOGLEVEL:-INFO}" \

@@ -15,6 +15,18 @@ from config.environment import read_env_file  # noqa: E402 - the project's folde
 # GUNICORN_* values below (issue 31: outside a container they ignored .env, which Django read).
 read_env_file(_REPO)
 
+# Every worker process counts its own metrics into files in one folder, which /metrics adds up
+# (config/monitoring.py): a fresh folder per start, unless PROMETHEUS_MULTIPROC_DIR names one (emptied here).
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    _metrics = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    _metrics.mkdir(parents=True, exist_ok=True)
+    for _stale in _metrics.glob("*.db"):
+        _stale.unlink()
+else:
+    import tempfile
+
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="satisfy-web-metrics-")
+
 
 def _whole(name: str, default: int) -> int:
     """A whole number from the environment (empty: the default); anything else stops gunicorn naming it (a
@@ -111,3 +123,10 @@ def worker_exit(server, worker):  # noqa: ANN001, ANN201 - gunicorn's hook signa
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def child_exit(server, worker):  # noqa: ANN001, ANN201 - gunicorn's hook signature
+    """A worker's live gauges (model-server slots in use) stop counting once it has gone."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)

@@ -46,12 +46,16 @@ INSTALLED_APPS = [
     "corpus",
     "scoring",
     "analysis",
+    "django_prometheus",  # request and database metrics (config/monitoring.py, docs/deploy.md "Monitoring")
 ]
 
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "kernel.request_id.RequestIdMiddleware",  # X-Request-ID in, out and on every log line (kernel/request_id.py)
     # Content-Security-Policy on every response, /healthz/'s too (CONTENT_SECURITY_POLICY below).
     "csp.middleware.CSPMiddleware",
     "config.health.HealthzMiddleware",  # /healthz/ on any host name, before ALLOWED_HOSTS (config/health.py)
+    "config.monitoring.MetricsMiddleware",  # /metrics likewise, with METRICS_TOKEN (config/monitoring.py)
     "django.middleware.security.SecurityMiddleware",
     "kernel.middleware.RejectUnstorableInputMiddleware",  # NUL in a path, query or header: 400, not a 500
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -62,6 +66,7 @@ MIDDLEWARE = [
     "annotation.middleware.StudyLanguageMiddleware",  # annotator pages in the study's language (docs/languages.md)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -88,6 +93,10 @@ DATABASES = {
 # A connection is health-checked before a request (or task) uses it: one the server ended (a restart) is
 # replaced instead of failing the first request that meets it. With the pool, the pool checks it on handing it out.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# django-prometheus's PostgreSQL wrapper counts statements and errors (it works with the pool below); METRICS_DB=false
+# keeps Django's own.
+if env.bool("METRICS_DB", default=True) and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["ENGINE"] = "django_prometheus.db.backends.postgresql"
 # PostgreSQL connections come from a pool in each process (Django's, psycopg_pool; docs/deploy.md, "Database
 # connections"): a request or task takes one for its duration and gives it back, so a process holds at most
 # DATABASE_POOL_MAX_SIZE connections however many threads it runs, and the server's total is the sum over
@@ -649,7 +658,7 @@ if LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
     raise ImproperlyConfigured(f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not {LOG_LEVEL!r}")
 # Invitation tokens never reach a log (kernel/logging.py): Django's request and server loggers, and the
 # console handler every other record goes through, replace a token in a URL by [redacted].
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"redact_tokens": {"()": "kernel.logging.RedactTokensFilter"}},
@@ -661,3 +670,30 @@ LOGGING = {
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False, "filters": ["redact_tokens"]},
     },
 }
+
+# Monitoring (docs/deploy.md, "Monitoring"). /metrics answers only `Authorization: Bearer METRICS_TOKEN` (404
+# while unset: metrics off); a Celery worker serves its own on METRICS_PORT (0: none) with the same token.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_PORT = env.int("METRICS_PORT", default=0)
+# The study health panel's and the admin index's alerts: a study whose summaries failed at this rate or more in
+# the last hour, or whose annotators waited this long or longer for their first comparison (p95, last hour).
+HEALTH_FAILURE_RATE_ALERT = env.float("HEALTH_FAILURE_RATE_ALERT", default=0.2)
+HEALTH_WAIT_P95_ALERT_S = env.float("HEALTH_WAIT_P95_ALERT_S", default=60.0)
+# Error reports (config/sentry.py): off unless SENTRY_DSN is set.
+SENTRY_DSN = env.str("SENTRY_DSN", default="")
+SENTRY_ENVIRONMENT = env.str("SENTRY_ENVIRONMENT", default="production")
+SENTRY_TRACES_SAMPLE_RATE = env.float("SENTRY_TRACES_SAMPLE_RATE", default=0.0)
+# LOG_FORMAT=json: one JSON object per line with the request id or Celery task id (kernel/request_id.py).
+LOG_FORMAT = env.str("LOG_FORMAT", default="text").strip().lower()
+if LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, not {LOG_FORMAT!r}")
+LOGGING["filters"]["request_id"] = {"()": "kernel.request_id.RequestIdFilter"}
+LOGGING["handlers"]["console"]["filters"] = ["redact_tokens", "request_id"]
+LOGGING["loggers"]["django.server"]["filters"] = ["redact_tokens", "request_id"]
+if LOG_FORMAT == "json":
+    LOGGING["formatters"] = {"json": {"()": "kernel.request_id.JsonFormatter"}}
+    LOGGING["handlers"]["console"]["formatter"] = "json"
+if SENTRY_DSN:
+    from config.sentry import sentry_init
+
+    sentry_init(dsn=SENTRY_DSN, environment=SENTRY_ENVIRONMENT, traces_sample_rate=SENTRY_TRACES_SAMPLE_RATE)

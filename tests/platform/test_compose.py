@@ -194,3 +194,24 @@ def test_the_bm25_index_is_on_a_volume_the_web_server_the_workers_and_manage_sha
     assert all(len(sources) == 1 for sources in mounted.values()), mounted
     assert len(set.union(*mounted.values())) == 1, mounted  # one named volume, the same for all three
     assert next(iter(set.union(*mounted.values()))) in compose()["volumes"]
+
+
+def test_prometheus_scrapes_services_that_exist_with_the_token() -> None:
+    """platform/monitoring/prometheus.yml names compose services (on the ports they serve metrics on), and
+    the monitoring profile starts Prometheus with that configuration."""
+    services = compose()["services"]
+    scrape = yaml.safe_load((REPO / "platform/monitoring/prometheus.yml").read_text())
+    targets = [t for job in scrape["scrape_configs"] for c in job["static_configs"] for t in c["targets"]]
+    assert targets
+    for target in targets:
+        host, port = target.split(":")
+        assert host in services, f"Prometheus scrapes {host}, which docker-compose.yml does not define"
+        env = services[host].get("environment", {})
+        assert port == "8000" if host == "web" else env.get("METRICS_PORT") == port, target
+    for job in scrape["scrape_configs"]:
+        assert job["authorization"]["credentials_file"] == "/etc/prometheus/metrics-token", job["job_name"]
+    assert {"prometheus", "grafana"} <= {n for n, s in services.items() if "monitoring" in s.get("profiles", [])}
+    dashboard = json.loads((REPO / "platform/monitoring/grafana/dashboards/satisfy.json").read_text())
+    exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
+    for series in ("satisfy_question_first_comparison_seconds", "satisfy_queue_depth", "satisfy_model_server_call"):
+        assert series in exprs
