@@ -15,8 +15,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
-from annotation.models import Candidate, Participation, Query, Study
-from annotation.selectors.membership import StudyAction, study_allows
+from annotation.models import Candidate, Participation, Query
+from studies.models import Study
+from studies.selectors.membership import StudyAction, study_allows
 
 # The buckets of the question-to-first-comparison histogram (seconds): from a quick answer to past the waiting
 # page's deadline (ANNOTATION_WAIT_DEADLINE_S, 120 s by default).

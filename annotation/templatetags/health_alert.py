@@ -9,8 +9,8 @@ from django import template
 from django.urls import reverse
 
 from annotation.health import study_health
-from annotation.models import Study
-from annotation.selectors.membership import StudyAction, studies_for
+from studies.models import Study
+from studies.selectors.membership import StudyAction, studies_for
 
 register = template.Library()
 

@@ -13,9 +13,10 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from annotation.models import Bracket, Candidate, Match, PersonaProfile, Query, StudyMembership
+from annotation.models import Bracket, Candidate, Match, PersonaProfile, Query
 from modelserver.client import ChatClient
 from modelserver.config import ChatConfig, LLMError
+from studies.models import StudyMembership
 from tests.annotation.factories import StudyFactory, join
 from tests.support.openai_standin import openai_standin
 
