@@ -9,6 +9,11 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+# Pre-written outputs' models live in their own module (annotation/models_prewritten.py); imported here so Django
+# loads them.
+from annotation.models_prewritten import PrewrittenAssignment as PrewrittenAssignment
+from annotation.models_prewritten import PrewrittenItem as PrewrittenItem
+from annotation.models_prewritten import PrewrittenOutput as PrewrittenOutput
 from studies.models import Invitation, PromptTemplate, Study, StudySystem
 
 

@@ -26,6 +26,7 @@ from annotation.forms import ChoiceForm, ConsentForm, PersonaForm, PracticeForm,
 from annotation.models import Participation, Query
 from annotation.selectors.generation import generation_progress
 from annotation.selectors.participation import participation_by_invitation, participation_for
+from annotation.selectors.prewritten import study_has_prewritten
 from annotation.selectors.query import (
     queries_ranked_count,
     query_current,
@@ -59,6 +60,7 @@ from annotation.services.participation import (
     participation_screen,
 )
 from annotation.services.persona import FIXED, persona_current, persona_save
+from annotation.services.prewritten import prewritten_query_next
 from annotation.services.quality import check_warning
 from annotation.services.query import query_discard, query_mark_wait_shown, query_resend, query_submit
 from annotation.services.tournament import NOTHING_TO_ANSWER, bracket_settle, judgment_record_on_page, match_mark_shown
@@ -502,6 +504,8 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
             return redirect("annotation:profile", slug=slug)
         if _practice_due(request, participation):
             return redirect("annotation:practice", slug=slug)
+    if study_has_prewritten(study=study_obj):
+        return _next_item(request, participation, used)
     form = QueryForm(
         _posted(request), initial={"client_token": secrets.token_hex(16)}, max_chars=study_obj.max_query_chars
     )
@@ -542,6 +546,44 @@ def ask(request: HttpRequest, slug: str) -> HttpResponse:
             "resume_url": participation_resume_url(participation=participation),
         },
         status=400 if form.errors else 200,
+    )
+
+
+def _next_item(request: HttpRequest, participation: Participation, used: int) -> HttpResponse:
+    """The ask page of a study of pre-written outputs: no question box, a button for the next item (its
+    summaries are written already, so the comparisons follow at once)."""
+    study_obj = participation.study
+    error = ""
+    if request.method == "POST":
+        try:
+            query = prewritten_query_next(
+                participation=participation,
+                client_token=str(request.POST.get("client_token", ""))[:64],
+                shown_at=_shown_at(request),
+            )
+        except ApplicationError as refusal:
+            if "screening" in refusal.extra:
+                return redirect("annotation:screening", slug=study_obj.slug)
+            if page := _state_page(request, participation, status=refusal.status):
+                return page
+            error = refusal.message
+        else:
+            return redirect("annotation:compare", slug=study_obj.slug, index=query.index)
+    return render(
+        request,
+        "annotation/next_item.html",
+        {
+            "study": study_obj,
+            "error": error,
+            "client_token": secrets.token_hex(16),
+            "number": used + 1,
+            "limit": study_obj.queries_per_annotator,
+            "earns_code": used >= study_obj.min_ranked_questions,
+            "shown": _shown_token(request),
+            "participation": participation,
+            "resume_url": participation_resume_url(participation=participation),
+        },
+        status=409 if error else 200,
     )
 
 

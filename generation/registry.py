@@ -12,7 +12,7 @@ from generation.settings import configure_model_servers, corpus_root, model_serv
 from kernel.backends import BackendError, GenerationBackend, RetrievalBackend
 
 RETRIEVAL_BACKENDS = ("demo", "corpus", "openalex")
-GENERATION_BACKENDS = ("extractive", "baseline", "openai")
+GENERATION_BACKENDS = ("extractive", "baseline", "openai", "prewritten")
 
 
 def get_retrieval_backend(name: str, options: Mapping[str, Any] | None = None) -> RetrievalBackend:
@@ -49,6 +49,10 @@ def get_generation_backend(name: str, options: Mapping[str, Any] | None = None) 
 
         configure_model_servers()  # once per process: the shared limit, the cache, the reply cap
         return OpenAIChatGeneration(options, model_servers_from_settings())
+    if name == "prewritten":
+        from generation.prewritten import PrewrittenOutputs
+
+        return PrewrittenOutputs()
     raise BackendError(
         f"Unknown generation backend {name!r}; choose one of {', '.join(GENERATION_BACKENDS)}.", transient=False
     )
@@ -63,7 +67,7 @@ def generation_models(name: str, options: Mapping[str, Any] | None = None) -> li
         from generation.baselines import BASELINES  # networkx, as above
 
         return list(BASELINES)
-    if name == "openai":
+    if name in ("openai", "prewritten"):  # a model server's catalogue; any name for imported outputs
         return None
     raise BackendError(
         f"Unknown generation backend {name!r}; choose one of {', '.join(GENERATION_BACKENDS)}.", transient=False

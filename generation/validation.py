@@ -79,7 +79,8 @@ def served_problem(spec: Mapping[str, Any], models: list[str] | None, server: Mo
     options = spec.get("backend_settings") or {}
     if models is not None and model not in models:
         return f"System {label!r}: the {backend} backend has no model {model!r}; it serves {', '.join(models)}."
-    if models is None and not (options.get("base_url") or server.base_urls):
+    # A pre-written system calls no server: its outputs are imported (docs/backends.md, "Pre-written studies").
+    if models is None and backend != "prewritten" and not (options.get("base_url") or server.base_urls):
         return (
             f"System {label!r}: no model server is configured for {model!r}; set base_url in its backend "
             "settings or LLM_BASE_URL."

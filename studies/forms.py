@@ -89,6 +89,7 @@ GENERATION_BACKEND_LABELS = {
     "extractive": "extractive: sentences picked from the abstracts, offline",
     "baseline": "baseline: lead-k or TextRank, offline",
     "openai": "openai: an OpenAI-compatible model server (settings: base_url, model)",
+    "prewritten": "prewritten: outputs imported with manage.py import_outputs (docs/backends.md)",
 }
 
 

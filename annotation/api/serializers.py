@@ -16,6 +16,7 @@ from annotation.services.participation import (
     participation_needs_screening,
     participation_resume_url,
 )
+from annotation.services.prewritten import Columns
 from annotation.services.tournament import COMMENT_MAX_CHARS
 from studies.api.serializers import StudySystemSerializer
 from studies.models import Study
@@ -106,6 +107,39 @@ class ScreeningAnswerSerializer(serializers.Serializer):
 class QueryCreateSerializer(serializers.Serializer):
     text = MultilineCharField(allow_blank=True, trim_whitespace=True, max_length=20000)
     client_token = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+
+
+class NextItemSerializer(serializers.Serializer):
+    client_token = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+
+
+class OutputsImportSerializer(serializers.Serializer):
+    format = serializers.ChoiceField(choices=["csv", "jsonl"])
+    content = serializers.CharField(required=False, allow_blank=False, trim_whitespace=False, max_length=50_000_000)
+    file = serializers.FileField(required=False)
+    columns = serializers.DictField(child=serializers.CharField(max_length=100), required=False)
+
+    def validate_columns(self, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(value) - set(Columns.__dataclass_fields__))
+        if unknown:
+            raise serializers.ValidationError(
+                f"Unknown column role(s) {', '.join(unknown)}; name any of {', '.join(Columns.__dataclass_fields__)}."
+            )
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if (attrs.get("content") is None) == (attrs.get("file") is None):
+            raise serializers.ValidationError({"content": "Give the file's text as content, or the file as file."})
+        return attrs
+
+
+class OutputsImportResultSerializer(serializers.Serializer):
+    items_created = serializers.IntegerField()
+    items_updated = serializers.IntegerField()
+    outputs_created = serializers.IntegerField()
+    outputs_updated = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    changed = serializers.BooleanField()
 
 
 class DocumentSerializer(serializers.ModelSerializer):

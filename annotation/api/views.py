@@ -19,6 +19,7 @@ from annotation.api import serializers as s
 from annotation.models import Candidate, Match, Participation, Query
 from annotation.selectors.generation import candidates_failed
 from annotation.selectors.participation import participation_own
+from annotation.selectors.prewritten import study_has_prewritten
 from annotation.selectors.quality import participation_quality
 from annotation.selectors.query import query_of_annotator
 from annotation.selectors.study import study_progress
@@ -32,6 +33,7 @@ from annotation.services.participation import (
     study_participants_counted,
 )
 from annotation.services.persona import persona_save
+from annotation.services.prewritten import Columns, prewritten_import, prewritten_query_next
 from annotation.services.quality import check_warning, participation_exclude, participation_include
 from annotation.services.query import query_discard, query_resend, query_submit
 from annotation.services.tournament import bracket_settle, judgment_record_as, match_mark_shown
@@ -144,8 +146,25 @@ class ParticipationViewSet(viewsets.GenericViewSet):
         participation = _own_participation(request, pk)
         body = s.QueryCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        if study_has_prewritten(study=participation.study):
+            raise ApplicationError("This study shows pre-written items: ask for the next item instead.", status=409)
         query = query_submit(participation=participation, **body.validated_data)
         return Response(s.query_body(query), status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.NextItemSerializer, responses={201: s.QuerySerializer})
+    @action(detail=True, methods=["post"], url_path="next-item")
+    def next_item(self, request: Request, pk: int) -> Response:
+        """A study of pre-written outputs: the next item as a question, its comparisons ready at once (the same
+        client token again answers the same question, 200)."""
+        participation = _own_participation(request, pk)
+        if not study_has_prewritten(study=participation.study):
+            raise ApplicationError("This study has no pre-written items: ask a question instead.", status=409)
+        body = s.NextItemSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        token = body.validated_data["client_token"]
+        existed = bool(token) and participation.queries.filter(client_token=token).exists()
+        query = prewritten_query_next(participation=participation, client_token=token)
+        return Response(s.query_body(query), status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=s.ParticipationSerializer)
     @action(detail=True, methods=["post"])
@@ -274,7 +293,7 @@ class MatchViewSet(viewsets.GenericViewSet):
 # Under the study's admin paths, /admin/studies/<slug>/...: studies/api/views.py serves the study's design there.
 class StudyParticipationsAdminViewSet(StudyScopedViewSet):
     """A study's participations, for its researchers: progress per participation, manual exclusions, and the open
-    link with the participants it counts."""
+    link with the participants it counts; and, for its owners, the import of pre-written outputs."""
 
     required_permissions = {
         "progress": ["studies.view_study", "annotation.view_participation"],
@@ -282,6 +301,7 @@ class StudyParticipationsAdminViewSet(StudyScopedViewSet):
         # permission with an owner's or researcher's role (docs/permissions.md).
         "exclusion": ["studies.view_study", "annotation.view_participation"],
         "open_link": ["studies.view_study", "studies.view_invitation"],
+        "outputs": ["studies.view_study", "studies.change_study"],
         "metadata": ["studies.view_study"],  # OPTIONS
     }
 
@@ -301,6 +321,22 @@ class StudyParticipationsAdminViewSet(StudyScopedViewSet):
             "participants": study_participants_counted(study=study),
         }
         return Response(study_s.OpenLinkSerializer(body).data)
+
+    @extend_schema(request=s.OutputsImportSerializer, responses=s.OutputsImportResultSerializer)
+    @action(detail=True, methods=["post"])
+    def outputs(self, request: Request, slug: str) -> Response:
+        """Import pre-written items and outputs (owners): {"format": "csv"|"jsonl", "content": the file's text,
+        "columns": {"item": ..., ...}}, or the file as multipart `file`. As `manage.py import_outputs`: all or
+        nothing, idempotent, and a bad file is a 400 naming each line and field in `extra.problems`."""
+        study = self.get_object()
+        require_role(request, study, StudyAction.MANAGE)
+        body = s.OutputsImportSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        content: bytes | str = data["file"].read() if data.get("file") is not None else data.get("content", "")
+        columns = Columns(**{**Columns().__dict__, **data.get("columns", {})})
+        result = prewritten_import(study=study, data=content, format=data["format"], columns=columns)
+        return Response(s.OutputsImportResultSerializer({**result.__dict__, "changed": result.changed}).data)
 
     @extend_schema(responses=s.ProgressSerializer(many=True))
     @action(detail=True, methods=["get"])

@@ -17,4 +17,6 @@ The study's design (audit log, study, invitations, membership) is studies/servic
   stuck ones, and drawing the bracket once every candidate of a query is done.
 - `query`: asking a question, retrieving its sources, failing, discarding (setting aside), resending
   stuck work and retrying it, and marking its waiting page shown.
+- `prewritten`: studies of pre-written outputs: importing items and outputs from a file (checked by line and
+  field), and giving an annotator the next item as a question whose bracket is drawn at once.
 """

@@ -17,6 +17,7 @@ SERVICE_LAYERS = [
     "tournament",
     "generation",
     "query",
+    "prewritten",
 ]
 
 

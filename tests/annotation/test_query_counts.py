@@ -69,17 +69,18 @@ def test_the_annotator_journey_pages(django_assert_num_queries, django_capture_o
         assert client.get(router)["Location"] == ask
 
     # Question page: session, user, participation with study, questions used, current query, current persona,
-    # any question asked.
-    with django_assert_num_queries(8):
+    # whether the study has pre-written items (then it offers the next item instead), any question asked.
+    with django_assert_num_queries(9):
         page = client.get(ask)
     assert page.status_code == 200
     token = re.search(r'name="client_token" value="([0-9a-f]+)"', page.content.decode()).group(1)
-    # Question asked: session, user, participation with study, questions used; query_submit (sp): lock
+    # Question asked: session, user, participation with study, questions used, whether the study has
+    # pre-written items; query_submit (sp): lock
     # participation with study, one tally of the questions (the client token's, unfinished, used, last index),
     # current persona, query insert. Retrieval is enqueued on commit, held back here until the waiting page is
     # counted.
     with django_capture_on_commit_callbacks() as background:
-        with django_assert_num_queries(11):
+        with django_assert_num_queries(12):
             assert (
                 client.post(ask, {"text": "How does night shift affect sleep?", "client_token": token})["Location"]
                 == wait
