@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from generation.offline_summariser import STRATEGIES, ExtractiveSummariser
+from generation.prewritten import PrewrittenOutputs
 from generation.settings import configure_model_servers, corpus_root, model_servers_from_settings, openalex_retrieval
 from kernel.backends import BackendError, GenerationBackend, RetrievalBackend
 
@@ -50,8 +51,6 @@ def get_generation_backend(name: str, options: Mapping[str, Any] | None = None) 
         configure_model_servers()  # once per process: the shared limit, the cache, the reply cap
         return OpenAIChatGeneration(options, model_servers_from_settings())
     if name == "prewritten":
-        from generation.prewritten import PrewrittenOutputs
-
         return PrewrittenOutputs()
     raise BackendError(
         f"Unknown generation backend {name!r}; choose one of {', '.join(GENERATION_BACKENDS)}.", transient=False
