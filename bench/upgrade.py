@@ -335,9 +335,10 @@ def main() -> int:
         previous.manage("migrate", "--noinput")
         slug = f"upgrade-{secrets.token_hex(3)}"
         tokens = previous.python(
+            # The previous release's own module names (d7c46ff), not this one's.
             "import django; django.setup()\n"
             "from annotation.models import Study\n"
-            "from studies.services.study import study_create\n"
+            "from annotation.services.study import study_create\n"
             "from annotation.services.participation import invitation_create_bulk\n"
             f"study = study_create(slug={slug!r}, title='Upgrade rehearsal', status=Study.Status.OPEN,"
             " queries_per_annotator=3)\n"
