@@ -135,6 +135,8 @@ def step_of(migration: migrations.Migration, new_tables: set[tuple[str, str]] | 
     note = str(getattr(migration, "UPGRADE_NOTE", "") or "")
     if verdict is Verdict.REVIEW and note.startswith("expand:"):
         verdict = Verdict.EXPAND  # reviewed: the note says why the previous release keeps working
+    elif note.startswith("contract:"):
+        verdict = Verdict.CONTRACT  # reviewed: the note says what of the previous release it breaks
     return Step(migration.app_label, migration.name, verdict, findings, note)
 
 

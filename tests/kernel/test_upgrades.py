@@ -63,6 +63,12 @@ def test_a_move_between_apps_on_paper_is_an_expand_and_code_is_for_review() -> N
 
     assert step_of(Reviewed("0099_fill", "annotation")).verdict is Verdict.EXPAND
 
+    class Breaking(migrations.Migration):
+        operations = [code]
+        UPGRADE_NOTE = "contract: relabels what the previous release checks"
+
+    assert step_of(Breaking("0100_relabel", "annotation")).verdict is Verdict.CONTRACT
+
 
 def test_every_migration_since_the_rule_is_an_expand_or_says_why_not() -> None:
     loader = MigrationLoader(None, ignore_no_migrations=True)
