@@ -1,0 +1,784 @@
+#!/usr/bin/env python
+"""Field test (issue 30): N simulated annotators at human pace over HTTP against the production setup (gunicorn
+with platform/gunicorn.conf.py, the annotator and research Celery workers and beat as docker-compose.yml runs
+them), the study's four systems on a model stand-in that speaks the OpenAI chat-completions wire format with
+log-normal latency (median 3 s, p99 20 s) and a vLLM-like cap on concurrent requests (queued beyond it), an LLM
+judge scoring run started mid-way against the same stand-in, and scripted faults in phases: broker restart
+without persistence, PostgreSQL restart, annotator worker SIGKILL, model server hanging 60 s, gunicorn recycle.
+
+The broker and the database are the benchmark's own (a redis-server and an initdb'd PostgreSQL on free ports,
+tests/support/), so the faults never touch the machine's services. Per phase it prints question-to-first-
+comparison p50/p95, choice p95, annotators without a way forward for more than 60 s, answers lost or duplicated
+and 5xx to annotators, beside the targets. Run from the repository root:
+`.venv/bin/python bench/field.py --quick` (`--help` for the options).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+from _shared import QUESTIONS, REPO, percentile, production_env, use_in_this_process  # bench/ is the script dir
+from load import (
+    HOST,
+    PERSONAS,
+    Services,
+    compose_worker_env,
+    free_port,
+    gunicorn_argv,
+    server_up,
+    wait_for,
+    warm_up,
+)
+
+STUCK_S = 60.0  # an annotator without a way forward (a comparison, or a failure with "try again") this long
+Z99 = 2.3263  # the standard normal's 99th percentile
+JUDGE_MODEL = "field-judge"
+SYSTEM_MODELS = ("field-model-one", "field-model-two")
+
+
+# --- the model stand-in ------------------------------------------------------------------------------
+
+
+@dataclass
+class ModelServer:
+    """An OpenAI-compatible server whose answers take a log-normal time (median, p99) once one of `cap` slots is
+    free (vLLM's max_num_seqs: the rest wait in its queue), and that can hang: no answer leaves before
+    `hang_until`. Records per call its start, its own (drawn) latency, its time in the server and its purpose."""
+
+    cap: int
+    median_s: float
+    p99_s: float
+    seed: int
+    hang_until: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    calls: list[tuple[float, float, float, str]] = field(default_factory=list)  # (arrived, drawn, in server, who)
+    in_flight: int = 0
+    peak: int = 0
+
+    def __post_init__(self) -> None:
+        self.slots = threading.BoundedSemaphore(self.cap)
+        self.rng = random.Random(self.seed)
+        self.sigma = math.log(self.p99_s / self.median_s) / Z99
+        self.server: ThreadingHTTPServer | None = None
+
+    def draw(self) -> float:
+        with self.lock:
+            return self.rng.lognormvariate(math.log(self.median_s), self.sigma)
+
+    def own_p95(self) -> float:
+        """The model's own p95 (the distribution's, without queueing): median x e^(1.645 sigma)."""
+        return self.median_s * math.exp(1.6449 * self.sigma)
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        arrived = time.monotonic()
+        who = "judge" if body.get("model") == JUDGE_MODEL else "annotator"
+        drawn = self.draw()
+        with self.lock:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+        try:
+            with self.slots:
+                time.sleep(drawn)
+                while time.monotonic() < self.hang_until:
+                    time.sleep(0.2)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+                self.calls.append((arrived, drawn, time.monotonic() - arrived, who))
+        # A judge is asked for a 1-5 rating (scoring.core.judges.parse_rating reads a lone integer).
+        text = "4" if who == "judge" else (
+            "The sources agree on the main finding [1], with a second study adding nuance on who benefits [2]. "
+            "Evidence is mixed for longer follow-up periods [3]."
+        )  # fmt: skip
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", ""),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 900, "completion_tokens": 60, "total_tokens": 960},
+        }
+
+    def start(self) -> str:
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                with contextlib.suppress(OSError):  # a client that timed out has gone
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                names = [*SYSTEM_MODELS, JUDGE_MODEL]
+                self._send(200, {"object": "list", "data": [{"id": n, "object": "model"} for n in names]})
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except ValueError:
+                    self._send(400, {"error": {"message": "invalid JSON", "type": "invalid_request_error"}})
+                    return
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+                    return
+                self._send(200, model.answer(body))
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 1024
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a client killed mid-request (the worker SIGKILL) resets its connection: expected
+
+        self.server = Server((HOST, 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True, name="model-server").start()
+        return f"http://{HOST}:{self.server.server_address[1]}/v1"
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+# --- the annotators ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Log:
+    """What every annotator saw: requests, waits for a way forward, first comparisons, answers."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    requests: list[tuple[float, str, float, int | str]] = field(default_factory=list)  # (sent, route, ms, status)
+    waits: list[tuple[int, float, float, str]] = field(default_factory=list)  # (annotator, start, end, how it ended)
+    first_comparison: list[tuple[float, float]] = field(default_factory=list)  # (asked, seconds)
+    answers: dict[int, tuple[str, float]] = field(default_factory=dict)  # match -> (choice, sent), answered 200
+    questions: dict[str, int] = field(default_factory=dict)  # client_token -> query id (201)
+    failures_seen: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, attr: str, item: Any) -> None:
+        with self.lock:
+            getattr(self, attr).append(item)
+
+
+class Stop(Exception):
+    pass
+
+
+class FieldAnnotator:
+    """A person at human pace: asks a question, waits on the page (its polling schedule), reads each comparison
+    for `reading` seconds, answers, then types the next question. Every idempotent call is sent again after a
+    5xx or a broken connection (Retry-After, doubling, as docs/api.md asks of clients), as long as it takes."""
+
+    def __init__(self, number: int, *, base_url: str, token: str, log: Log, stop: threading.Event,
+                 reading: tuple[float, float], seed: int, timeout: float) -> None:  # fmt: skip
+        self.number = number
+        self.token = token
+        self.log = log
+        self.stop = stop
+        self.reading = reading
+        self.rng = random.Random(f"{seed}:{number}")
+        self.api = httpx.Client(base_url=base_url, timeout=timeout, headers={"Accept": "application/json"})
+        self.open_wait: float | None = None
+
+    def pause(self, seconds: float) -> None:
+        if self.stop.wait(max(0.0, seconds)):
+            raise Stop
+
+    def send(self, route: str, method: str, url: str, *, expect: tuple[int, ...] = (200,), again: bool = True,
+             **kwargs: Any) -> httpx.Response:  # fmt: skip
+        failing_since: float | None = None
+        backoff = 1.0
+        while True:
+            if self.stop.is_set():
+                raise Stop
+            sent = time.monotonic()
+            try:
+                response = self.api.request(method, url, **kwargs)
+                status: int | str = response.status_code
+            except httpx.HTTPError as error:
+                response, status = None, type(error).__name__
+            self.log.add("requests", (sent, route, (time.monotonic() - sent) * 1000, status))
+            if response is not None and response.status_code in expect:
+                if failing_since is not None and time.monotonic() - failing_since > STUCK_S:
+                    self.log.add("waits", (self.number, failing_since, time.monotonic(), f"{route} failing"))
+                return response
+            if response is not None and response.status_code < 500:
+                raise RuntimeError(f"{route} answered {response.status_code}: {response.text[:200]}")
+            if not again:
+                raise RuntimeError(f"{route} failed: {status}")
+            failing_since = failing_since or sent
+            retry_after = response.headers.get("Retry-After") if response is not None else None
+            wait = float(retry_after) if retry_after and retry_after.isdigit() else backoff
+            self.pause(min(wait, 10.0))
+            backoff = min(backoff * 2, 10.0)
+
+    def run(self) -> None:
+        try:
+            self.journey()
+        except Stop:
+            if self.open_wait is not None:
+                self.log.add("waits", (self.number, self.open_wait, time.monotonic(), "open at the end"))
+        except Exception as error:  # one annotator failing must not stop the others; it is reported
+            self.log.add("problems", f"annotator {self.number} stopped: {error!r}")
+            if self.open_wait is not None:
+                self.log.add("waits", (self.number, self.open_wait, time.monotonic(), f"gave up: {error!r}"))
+        finally:
+            self.api.close()
+
+    def journey(self) -> None:
+        # Not sent again: a second anonymous accept would use up another invitation.
+        body = self.send("accept", "POST", f"/api/v1/invitations/{self.token}/accept/", json={"consent": True},
+                         expect=(201,), again=False).json()  # fmt: skip
+        pid = body["id"]
+        self.api.headers["Authorization"] = f"Token {body['token']}"
+        self.send("persona", "PUT", f"/api/v1/participations/{pid}/persona/", json=self.rng.choice(PERSONAS))
+        while True:
+            client_token = uuid.uuid4().hex
+            asked = self.open_wait = time.monotonic()
+            payload = {"text": self.rng.choice(QUESTIONS), "client_token": client_token}
+            query = self.send("submit", "POST", f"/api/v1/participations/{pid}/queries/", json=payload,
+                              expect=(201,)).json()  # fmt: skip
+            with self.log.lock:
+                self.log.questions[client_token] = query["id"]
+            match = self.wait_for_comparison(query["id"], asked)
+            if match is not None:
+                self.rank(query["id"], match)
+            self.pause(self.rng.uniform(5.0, 15.0))  # typing the next question
+
+    def wait_for_comparison(self, qid: int, asked: float) -> dict[str, Any] | None:
+        delay = 0.8  # the waiting page's polling schedule (static/js/app.js)
+        started = asked
+        while True:
+            self.pause(delay)
+            delay = min(delay * 1.25, 3.0)
+            status = self.send("status", "GET", f"/api/v1/queries/{qid}/").json()
+            if status["status"] in ("ready", "ranked"):
+                r = self.send("current-match", "GET", f"/api/v1/queries/{qid}/current-match/", expect=(200, 204))
+                if r.status_code == 200:
+                    now = time.monotonic()
+                    self.log.add("waits", (self.number, started, now, "comparison"))
+                    self.log.add("first_comparison", (asked, now - asked))
+                    self.open_wait = None
+                    return dict(r.json())
+            elif status["status"] == "failed" or status.get("failed"):
+                # The page says what failed and offers "try again": a way forward; the annotator takes it.
+                now = time.monotonic()
+                self.log.add("waits", (self.number, started, now, "failure shown"))
+                with self.log.lock:
+                    self.log.failures_seen += 1
+                self.pause(self.rng.uniform(2.0, 5.0))
+                self.send("retry", "POST", f"/api/v1/queries/{qid}/retry/", expect=(200, 201, 202, 409))
+                started = self.open_wait = time.monotonic()
+                delay = 0.8
+            elif status["status"] == "discarded":
+                self.open_wait = None
+                return None
+
+    def rank(self, qid: int, match: dict[str, Any] | None) -> None:
+        for _ in range(8):  # a four-candidate bracket has at most three matches
+            if match is None:
+                r = self.send("current-match", "GET", f"/api/v1/queries/{qid}/current-match/", expect=(200, 204))
+                if r.status_code == 204:
+                    return
+                match = dict(r.json())
+            self.pause(self.rng.uniform(*self.reading))
+            choice = self.rng.choice(["left", "right", "neither"])
+            sent = time.monotonic()
+            self.send("choice", "POST", f"/api/v1/matches/{match['id']}/choice/", json={"choice": choice})
+            with self.log.lock:
+                self.log.answers.setdefault(match["id"], (choice, sent))
+            match = None
+
+
+# --- phases and faults -------------------------------------------------------------------------------
+
+
+@dataclass
+class Phase:
+    name: str
+    start: float = 0.0
+    fault_end: float = 0.0
+    end: float = 0.0
+    judges: str = "-"
+
+
+class Rig:
+    """The benchmark's own Redis and PostgreSQL, the production processes, the model stand-in."""
+
+    def __init__(self, args: argparse.Namespace, work: Path) -> None:
+        self.args = args
+        self.work = work
+        self.redis: Any = None
+        self.pg: Any = None
+        self.services: Services | None = None
+        self.model = ModelServer(cap=args.model_cap, median_s=args.model_median, p99_s=args.model_p99, seed=args.seed)
+        self.env: dict[str, str] = {}
+        self.name = f"field-{os.getpid()}"
+        self.restarting: set[str] = set()
+        self.restarts: list[tuple[float, str, int | None]] = []  # (when, process, its exit code)
+        self.supervising = threading.Event()
+
+    def start_backing(self) -> None:
+        from tests.support.postgres import Cluster, postgres_bin
+        from tests.support.redis_server import RedisServer
+        from tests.support.redis_server import free_port as redis_port
+
+        (self.work / "redis").mkdir()
+        self.redis = RedisServer(port=redis_port(), directory=self.work / "redis")
+        self.redis.start()
+        binaries = postgres_bin()
+        if binaries is None:
+            raise RuntimeError("PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin")
+        folder = Path(tempfile.mkdtemp(prefix="bench-field-pg-"))
+        if os.geteuid() == 0:
+            shutil.chown(folder, "postgres", "postgres")
+        self.pg = Cluster(bin=binaries, folder=folder, port=free_port(), max_connections=self.args.pg_max_connections)
+        self.pg.init()
+        self.pg.start()
+        self.pg.psql(f"CREATE DATABASE {self.args.db_name}", database="postgres")
+
+    def stop(self) -> None:
+        self.supervising.set()
+        if self.services is not None:
+            self.services.stop_all()
+        self.model.stop()
+        if self.redis is not None:
+            self.redis.stop()
+        if self.pg is not None:
+            with contextlib.suppress(subprocess.SubprocessError):
+                if self.pg.running():
+                    self.pg.stop()
+            shutil.rmtree(self.pg.folder, ignore_errors=True)
+
+    def start_worker(self, service: str) -> None:
+        """A worker as docker-compose.yml runs it (platform/celery-worker.sh with the service's environment)."""
+        assert self.services is not None
+        key = "celery-annotator" if service == "worker-annotator" else "celery-research"
+        log = self.work / f"{key}.log"
+        log.unlink(missing_ok=True)
+        self.services.env = {**self.env, **compose_worker_env(service), "RESEARCH_YIELD_HOST": "field"}
+        self.services.start(key, ["sh", str(REPO / "platform" / "celery-worker.sh"), "-n", f"{self.name}-{key}@%h",
+                                  "--without-gossip", "--without-mingle"])  # fmt: skip
+        self.services.env = self.env
+        wait_for(lambda: " ready." in log.read_text(errors="replace"), timeout=120, what=key, procs=self.services,
+                 name=key)  # fmt: skip
+
+    def start_services(self, base_url: str, port: int) -> None:
+        self.services = Services(env=self.env, logs=self.work)
+        self.services.start("gunicorn", gunicorn_argv(self.work, conf=REPO / "platform" / "gunicorn.conf.py",
+                                                      access_log=self.work / "access.log"))  # fmt: skip
+        self.start_worker("worker-annotator")
+        self.start_worker("worker-research")
+        self.start_beat()
+        wait_for(lambda: server_up(base_url), timeout=120, what="gunicorn", procs=self.services, name="gunicorn")
+        warm_up(base_url, requests=16)
+
+    def supervise(self) -> None:
+        """docker-compose.yml's `restart: unless-stopped`: a worker or beat that exits is started again (and
+        recorded: a process that exits on a fault is a finding)."""
+        assert self.services is not None
+        starters = {
+            "celery-annotator": lambda: self.start_worker("worker-annotator"),
+            "celery-research": lambda: self.start_worker("worker-research"),
+            "beat": self.start_beat,
+        }
+        while not self.supervising.wait(2.0):
+            for key, starter in starters.items():
+                proc = self.services.procs.get(key)
+                if key in self.restarting or proc is None or proc.poll() is None:
+                    continue
+                self.restarts.append((time.monotonic(), key, proc.returncode))
+                print(f"  {key} exited with {proc.returncode}; restarting it (restart: unless-stopped)", flush=True)
+                shutil.copy(self.work / f"{key}.log", self.work / f"{key}-{len(self.restarts)}.log")
+                self.restarting.add(key)
+                threading.Thread(target=self._restart, args=(key, starter), daemon=True).start()
+
+    def _restart(self, key: str, starter: Callable[[], None]) -> None:
+        try:
+            starter()
+        except Exception as error:
+            print(f"  restarting {key} failed: {error!r}", flush=True)
+        finally:
+            self.restarting.discard(key)
+
+    def start_beat(self) -> None:
+        assert self.services is not None
+        self.services.env = {**self.env, "CELERY_BEAT_SCHEDULE_FILE": str(self.work / "celerybeat-schedule")}
+        self.services.start("beat", ["sh", str(REPO / "platform" / "celery-beat.sh")])
+        self.services.env = self.env
+
+    # The faults: each returns when the fault has ended (the service is back).
+    def broker_restart(self) -> None:
+        self.redis.restart(down_s=self.args.broker_down)
+
+    def postgres_restart(self) -> None:
+        self.pg.stop()
+        time.sleep(self.args.postgres_down)
+        self.pg.start()
+
+    def worker_kill(self) -> None:
+        assert self.services is not None
+        while "celery-annotator" in self.restarting:
+            time.sleep(0.5)
+        self.restarting.add("celery-annotator")
+        try:
+            proc = self.services.procs["celery-annotator"]
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+            time.sleep(self.args.worker_down)  # the container's restart policy brings it back
+            self.start_worker("worker-annotator")
+        finally:
+            self.restarting.discard("celery-annotator")
+
+    def model_hang(self) -> None:
+        self.model.hang_until = time.monotonic() + self.args.hang
+        time.sleep(self.args.hang)
+
+    def gunicorn_recycle(self) -> None:
+        assert self.services is not None
+        os.kill(self.services.procs["gunicorn"].pid, signal.SIGHUP)  # graceful: new workers, old ones drain
+        time.sleep(2.0)
+
+
+# --- the run -----------------------------------------------------------------------------------------
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--annotators", type=int, default=100)
+    p.add_argument("--quick", action="store_true", help="10 annotators, 40 s phases, 20 s hang: a development run")
+    p.add_argument("--phase", type=float, default=120.0, help="seconds each phase runs after its fault ended")
+    p.add_argument("--ramp", type=float, default=30.0, help="seconds over which the annotators arrive")
+    p.add_argument("--reading", type=float, nargs=2, default=[5.0, 30.0], metavar=("LOW", "HIGH"))
+    p.add_argument("--model-median", type=float, default=3.0)
+    p.add_argument("--model-p99", type=float, default=20.0)
+    p.add_argument("--model-cap", type=int, default=64, help="requests the stand-in runs at once (vLLM max_num_seqs)")
+    p.add_argument("--concurrency", type=int, default=None,
+                   help="LLM_CONCURRENCY and the systems' concurrency (default: --model-cap)")  # fmt: skip
+    p.add_argument("--judge-metrics", nargs="+", default=["geval_relevance", "geval_coherence", "geval_consistency",
+                                                          "geval_fluency"])  # fmt: skip
+    p.add_argument("--broker-down", type=float, default=10.0)
+    p.add_argument("--postgres-down", type=float, default=3.0)
+    p.add_argument("--worker-down", type=float, default=5.0)
+    p.add_argument("--hang", type=float, default=60.0)
+    p.add_argument("--pg-max-connections", type=int, default=100)
+    p.add_argument("--request-timeout", type=float, default=30.0)
+    p.add_argument("--seed", type=int, default=20261206)
+    p.add_argument("--db-name", default="bench_field", help="in the benchmark's own PostgreSQL; starts bench_field")
+    p.add_argument("--keep-logs", action="store_true")
+    args = p.parse_args()
+    if not args.db_name.startswith("bench_field") or not args.db_name.replace("_", "").isalnum():
+        p.error("--db-name must start with bench_field (letters, digits, _)")
+    if args.quick:
+        args.annotators, args.phase, args.ramp, args.hang = min(args.annotators, 10), 40.0, 10.0, 20.0
+    if args.annotators < 1 or args.phase <= 0 or not 0 <= args.reading[0] <= args.reading[1]:
+        p.error("--annotators and --phase must be positive, --reading LOW HIGH with 0 <= LOW <= HIGH")
+    if not 0 < args.model_median < args.model_p99:
+        p.error("--model-median must be positive and below --model-p99")
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    work = Path(tempfile.mkdtemp(prefix="bench-field-"))
+    rig = Rig(args, work)
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    code = 1
+    try:
+        code = run(args, rig, work)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+    except Exception as error:
+        import traceback
+
+        traceback.print_exc()
+        print(f"\nbenchmark error: {error!r}", file=sys.stderr)
+    finally:
+        with contextlib.suppress(Exception):
+            from django.db import connections
+
+            connections.close_all()
+        rig.stop()
+        if code == 1 or args.keep_logs:
+            print(f"logs kept in {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return code
+
+
+def run(args: argparse.Namespace, rig: Rig, work: Path) -> int:
+    t0 = time.monotonic()
+    sys.path.insert(0, str(REPO))
+    rig.start_backing()
+    model_url = rig.model.start()
+    concurrency = args.concurrency or args.model_cap
+    port = free_port()
+    base_url = f"http://{HOST}:{port}"
+    rig.env = production_env(
+        database_url=rig.pg.url.rsplit("/", 1)[0] + f"/{args.db_name}",
+        broker_url=rig.redis.url,
+        work=work,
+        ALLOWED_HOSTS=HOST,
+        SITE_URL=base_url,
+        SECURE_SSL_REDIRECT="false",
+        SESSION_COOKIE_SECURE="false",
+        CSRF_COOKIE_SECURE="false",
+        SECURE_HSTS_SECONDS="0",
+        STATIC_ROOT=str(work / "static"),
+        GUNICORN_BIND=f"{HOST}:{port}",
+        LLM_CONCURRENCY=str(concurrency),
+    )
+    use_in_this_process(rig.env, ("ALLOWED_HOSTS", "SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE",
+                                  "CSRF_COOKIE_SECURE", "STATIC_ROOT", "SITE_URL", "LLM_CONCURRENCY"))  # fmt: skip
+    from _shared import manage
+
+    manage(rig.env, "migrate", "--noinput")
+    manage(rig.env, "collectstatic", "--noinput")
+    import django
+
+    django.setup()
+    from django.db import connections
+
+    from annotation.models import Study
+    from annotation.services.participation import invitation_create_bulk
+    from annotation.services.study import study_create
+
+    settings = {"base_url": model_url, "timeout": args.request_timeout, "concurrency": concurrency,
+                "use_cache": False, "max_tokens": 600}  # fmt: skip
+    systems = [
+        {"label": f"{m}-{c}", "model_name": m, "condition": c, "generation_backend": "openai",
+         "backend_settings": settings}
+        for m in SYSTEM_MODELS for c in ("persona", "generic")
+    ]  # fmt: skip
+    study = study_create(slug="field", title="Field test", status=Study.Status.OPEN, systems=systems,
+                         queries_per_annotator=1000)  # fmt: skip
+    tokens = [i.token for i in invitation_create_bulk(study=study, count=args.annotators)]
+    connections.close_all()
+    rig.start_services(base_url, port)
+    print(f"{args.annotators} annotators, reading {args.reading[0]:g}-{args.reading[1]:g} s, phases {args.phase:g} s "
+          f"after each fault; model stand-in median {args.model_median:g} s, p99 {args.model_p99:g} s, cap "
+          f"{args.model_cap}, LLM_CONCURRENCY {concurrency}; {os.cpu_count()} cores, load average "
+          f"{os.getloadavg()[0]:.1f}; up after {time.monotonic() - t0:.0f} s", flush=True)  # fmt: skip
+
+    log = Log()
+    stop = threading.Event()
+    annotators = [
+        FieldAnnotator(
+            n,
+            base_url=base_url,
+            token=tokens[n],
+            log=log,
+            stop=stop,
+            reading=tuple(args.reading),
+            seed=args.seed,
+            timeout=args.request_timeout,
+        )  # fmt: skip
+        for n in range(args.annotators)
+    ]
+    arrivals = random.Random(f"{args.seed}:arrivals")
+
+    def arrive(a: FieldAnnotator) -> None:
+        with contextlib.suppress(Stop):
+            a.pause(arrivals.uniform(0, args.ramp))
+            a.run()
+
+    threads = [
+        threading.Thread(target=arrive, args=(a,), daemon=True, name=f"annotator-{a.number}") for a in annotators
+    ]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    threading.Thread(target=rig.supervise, daemon=True, name="supervisor").start()
+
+    judge_run: dict[str, Any] = {}
+
+    def start_judges() -> None:
+        from scoring.services import scoring_run_start
+
+        run = scoring_run_start(study=Study.objects.get(pk=study.pk), metrics=list(args.judge_metrics),
+                                judge={"model": JUDGE_MODEL, "base_url": model_url, "name": "field"})  # fmt: skip
+        judge_run.update(id=run.pk, total=run.total)
+        connections.close_all()
+
+    def judges_state() -> str:
+        if not judge_run:
+            return "-"
+        from scoring.models import ScoringRun
+
+        try:
+            run = ScoringRun.objects.get(pk=judge_run["id"])
+            return f"{run.status} {run.done}/{run.total}"
+        except Exception as error:  # the database may be restarting
+            return f"? ({type(error).__name__})"
+        finally:
+            connections.close_all()
+
+    schedule: list[tuple[str, Callable[[], None] | None]] = [
+        ("steady", None),
+        ("judges started", start_judges),
+        ("broker restart", rig.broker_restart),
+        ("PostgreSQL restart", rig.postgres_restart),
+        ("worker SIGKILL", rig.worker_kill),
+        (f"model hangs {args.hang:g} s", rig.model_hang),
+        ("gunicorn recycle (HUP)", rig.gunicorn_recycle),
+    ]
+    phases: list[Phase] = []
+    for name, fault in schedule:
+        # The first phase counts from the first arrival: its questions are the first ones asked.
+        phase = Phase(name, start=started if not phases else time.monotonic())
+        print(f"[{time.monotonic() - t0:5.0f} s] {name} ...", flush=True)
+        if fault is not None:
+            try:
+                fault()
+            except Exception as error:
+                print(f"  the fault itself failed: {error!r}", flush=True)
+        phase.fault_end = time.monotonic()
+        time.sleep(args.phase + (args.ramp if not phases else 0.0))
+        phase.end = time.monotonic()
+        phase.judges = judges_state()
+        phases.append(phase)
+    stop.set()
+    for t in threads:
+        t.join(timeout=args.request_timeout + 5)
+    time.sleep(2)
+    return report(args, rig, log, phases, study.pk, judge_run, t0)
+
+
+def report(args: argparse.Namespace, rig: Rig, log: Log, phases: list[Phase], study_id: int,
+           judge_run: dict[str, Any], t0: float) -> int:  # fmt: skip
+    from django.db import connections
+    from django.db.models import Count
+
+    from annotation.models import Judgment, Query
+
+    stored = dict(
+        Judgment.objects.filter(match__bracket__query__participation__study_id=study_id).values_list(
+            "match_id", "choice"
+        )
+    )
+    dup_judgments = list(
+        Judgment.objects.filter(match__bracket__query__participation__study_id=study_id)
+        .values("match_id").annotate(n=Count("id")).filter(n__gt=1).values_list("match_id", flat=True)
+    )  # fmt: skip
+    queries = Query.objects.filter(participation__study_id=study_id)
+    stored_query_ids = set(queries.values_list("pk", flat=True))
+    connections.close_all()
+
+    def in_phase(t: float, p: Phase) -> bool:
+        return p.start <= t < p.end
+
+    def blame(start: float) -> Phase | None:
+        """The phase a long wait counts against: the last fault begun in the wait's first 60 s (it made the wait
+        long), else the phase the wait began in."""
+        hit = [p for p in phases if start <= p.start < start + STUCK_S and p.fault_end - p.start >= 1.0]
+        return hit[-1] if hit else next((p for p in phases if in_phase(start, p)), None)
+
+    lost_at = [sent for m, (c, sent) in log.answers.items() if stored.get(m) != c]
+    lost_questions = sorted(set(log.questions.values()) - stored_query_ids)
+    dup_at = [log.answers[m][1] for m in dup_judgments if m in log.answers]
+    own_p95 = rig.model.own_p95()
+    target_q2fc = 1.5 * own_p95
+    print()
+    print(f"model stand-in: own p95 {own_p95:.1f} s (median {args.model_median:g} s, p99 {args.model_p99:g} s); "
+          f"question-to-first-comparison target p95 <= {target_q2fc:.1f} s (1.5x) while nothing fails")  # fmt: skip
+    header = (f"{'phase':<24} {'questions':>9} {'q->1st p50':>10} {'q->1st p95':>10} {'choice p95':>10} "
+              f"{'stuck>60s':>9} {'>60s after':>10} {'lost':>4} {'dup':>3} {'5xx':>4} {'503':>4} {'conn':>4} "
+              f"{'model p95':>9} {'served p95':>10}  judges")  # fmt: skip
+    print(header)
+    print("-" * len(header))
+    code = 0
+    for p in phases:
+        q2fc = [s for asked, s in log.first_comparison if in_phase(asked, p)]
+        choices = [ms for sent, route, ms, status in log.requests if route == "choice" and status == 200
+                   and in_phase(sent, p)]  # fmt: skip
+        statuses = [status for sent, _, _, status in log.requests if in_phase(sent, p)]
+        five = sum(1 for s in statuses if isinstance(s, int) and s >= 500 and s != 503)
+        five03 = sum(1 for s in statuses if s == 503)
+        conn = sum(1 for s in statuses if isinstance(s, str))
+        long_waits = [(a, start, end) for a, start, end, _ in log.waits if end - start > STUCK_S
+                      and blame(start) is p]  # fmt: skip
+        stuck = len({a for a, _, _ in long_waits})
+        after = len({a for a, _, end in long_waits if end > p.fault_end + STUCK_S})
+        lost = sum(1 for t in lost_at if in_phase(t, p))
+        dup = sum(1 for t in dup_at if in_phase(t, p))
+        calls = [(drawn, inside) for arrived, drawn, inside, who in rig.model.calls if in_phase(arrived, p)
+                 and who == "annotator"]  # fmt: skip
+        model_p95 = percentile([d for d, _ in calls], 95)
+        served_p95 = percentile([i for _, i in calls], 95)
+        p95 = percentile(q2fc, 95)
+        calm = p.fault_end - p.start < 1.0 and not any(p.start <= t < p.end for t, _, _ in rig.restarts)
+        if lost or dup or five or after or (calm and not p95 <= target_q2fc):
+            code = 2
+        print(f"{p.name:<24} {len(q2fc):>9} {percentile(q2fc, 50):>9.1f}s {p95:>9.1f}s "
+              f"{percentile(choices, 95) / 1000:>9.2f}s {stuck:>9} {after:>10} {lost:>4} {dup:>3} {five:>4} "
+              f"{five03:>4} {conn:>4} {model_p95:>8.1f}s {served_p95:>9.1f}s  {p.judges}")  # fmt: skip
+    print("-" * len(header))
+    print(f"{'target':<24} {'':>9} {'':>10} {'<=' + format(target_q2fc, '.1f') + 's':>10} {'':>10} {'':>9} "
+          f"{0:>10} {0:>4} {0:>3} {0:>4}")  # fmt: skip
+    print(f"questions whose id never reached the database: {len(lost_questions)}; duplicated judgments: "
+          f"{len(dup_judgments)}; failures shown to annotators (then 'try again'): {log.failures_seen}; "
+          f"model server peak in flight {rig.model.peak} (cap {args.model_cap}); judge calls "
+          f"{sum(1 for c in rig.model.calls if c[3] == 'judge')}, run {judge_run or '-'}; "
+          f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}; {time.monotonic() - t0:.0f} s in all")  # fmt: skip
+    print("q->1st: from sending a question to its first comparison shown (by when it was asked); choice: answer's "
+          "round trip; stuck>60s: annotators with a wait for a way forward (comparison, or failure with 'try again')"
+          " over 60 s overlapping the phase; >60s after: of those, still waiting 60 s after the fault ended; 5xx: "
+          "5xx other than 503; 503: the documented 'one moment' answer (sent again after Retry-After); conn: "
+          "broken connections or client time-outs")  # fmt: skip
+    for when, key, returncode in rig.restarts:
+        phase = next((p.name for p in phases if in_phase(when, p)), "-")
+        print(f"  {key} exited (code {returncode}) at {when - t0:.0f} s, in phase '{phase}', and was restarted")
+    bad = Counter(
+        (route, status) for _, route, _, status in log.requests if not isinstance(status, int) or status >= 500
+    )
+    if bad:
+        print("  failed requests (route, status: count): " + ", ".join(f"{r} {s}: {n}" for (r, s), n in bad.items()))
+    for line in log.problems[:20]:
+        print(f"  problem: {line}")
+    if lost_questions or dup_judgments:
+        code = 2
+    print("PASS" if code == 0 else "MISSED: see the rows above")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
