@@ -578,9 +578,9 @@ def run(args: argparse.Namespace, rig: Rig, work: Path) -> int:
     django.setup()
     from django.db import connections
 
-    from annotation.models import Study
-    from annotation.services.participation import invitation_create_bulk
-    from annotation.services.study import study_create
+    from studies.models import Study
+    from studies.services.invitation import invitation_create_bulk
+    from studies.services.study import study_create
 
     settings = {"base_url": model_url, "timeout": args.request_timeout, "concurrency": concurrency,
                 "use_cache": False, "max_tokens": 600}  # fmt: skip
