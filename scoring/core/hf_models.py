@@ -335,37 +335,38 @@ class Seq2SeqModel:
         return out
 
 
+def _load_model(weights: ResolvedWeights, auto_class: str, default_max_length: int) -> tuple[Any, Any, int, str]:
+    """A tokenizer and a model of `transformers.<auto_class>` from local files, on the configured device, with the
+    input length both allow."""
+    import transformers  # the optional embeddings extra (torch), seconds to import
+
+    device = current_device()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(weights.location, local_files_only=True)
+    model = getattr(transformers, auto_class).from_pretrained(weights.location, local_files_only=True)
+    model.eval().to(device)
+    limit = _position_limit(model.config, min(default_max_length, int(tokenizer.model_max_length or 10**9)))
+    return tokenizer, model, limit, device
+
+
 def load_classifier(weights: ResolvedWeights, *, default_max_length: int = 512) -> ClassifierModel:
     """A sequence-classification model and its tokenizer from local files, on the configured device."""
-    device = current_device()
 
     def load() -> ClassifierModel:
-        import transformers  # the optional embeddings extra (torch), seconds to import
-
-        tokenizer = transformers.AutoTokenizer.from_pretrained(weights.location, local_files_only=True)
-        model = transformers.AutoModelForSequenceClassification.from_pretrained(weights.location, local_files_only=True)
-        model.eval().to(device)
-        limit = _position_limit(model.config, min(default_max_length, int(tokenizer.model_max_length or 10**9)))
+        tokenizer, model, limit, device = _load_model(weights, "AutoModelForSequenceClassification", default_max_length)
         return ClassifierModel(tokenizer, model, max_length=limit, device=device, name=weights.model_id)
 
-    loaded: ClassifierModel = _load_once(f"cls:{weights.location}@{device}", load)
+    loaded: ClassifierModel = _load_once(f"cls:{weights.location}@{current_device()}", load)
     return loaded
 
 
 def load_seq2seq(weights: ResolvedWeights, *, default_max_length: int = 1024) -> Seq2SeqModel:
     """An encoder-decoder model and its tokenizer from local files, on the configured device."""
-    device = current_device()
 
     def load() -> Seq2SeqModel:
-        import transformers  # the optional embeddings extra (torch), seconds to import
-
-        tokenizer = transformers.AutoTokenizer.from_pretrained(weights.location, local_files_only=True)
-        model = transformers.AutoModelForSeq2SeqLM.from_pretrained(weights.location, local_files_only=True)
-        model.eval().to(device)
-        limit = _position_limit(model.config, min(default_max_length, int(tokenizer.model_max_length or 10**9)))
+        tokenizer, model, limit, device = _load_model(weights, "AutoModelForSeq2SeqLM", default_max_length)
         return Seq2SeqModel(tokenizer, model, max_length=limit, device=device, name=weights.model_id)
 
-    loaded: Seq2SeqModel = _load_once(f"s2s:{weights.location}@{device}", load)
+    loaded: Seq2SeqModel = _load_once(f"s2s:{weights.location}@{current_device()}", load)
     return loaded
 
 
