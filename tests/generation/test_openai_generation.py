@@ -159,7 +159,7 @@ def test_the_cached_clients_close_their_connections_when_the_process_exits() -> 
     )
     out = subprocess.run(
         [sys.executable, "-X", "dev", "-c", probe], capture_output=True, text=True, timeout=120, check=True,
-        cwd=Path(__file__).resolve().parents[3], env=os.environ.copy(),
+        cwd=Path(__file__).resolve().parents[2], env=os.environ.copy(),
     )  # fmt: skip
     assert out.stdout.split() == ["cached:", "2", "closed", "at", "exit:", "[True,", "True]"], out.stderr[-3000:]
     assert "unclosed" not in out.stderr, out.stderr[-3000:]

@@ -92,6 +92,14 @@ API: list[Row] = [
         None,
         OWN_API(200),
     ),
+    # A live study has no pre-written items (docs/backends.md, "Pre-written studies"): its owner gets 409.
+    (
+        "POST",
+        "/api/v1/participations/{id}/next-item/",
+        "/api/v1/participations/{participation}/next-item/",
+        {"client_token": "matrix"},
+        OWN_API(409),
+    ),
     ("GET", "/api/v1/queries/{id}/", "/api/v1/queries/{query}/", None, OWN_API(200)),
     ("GET", "/api/v1/queries/{id}/current-match/", "/api/v1/queries/{query}/current-match/", None, OWN_API(204)),
     ("POST", "/api/v1/queries/{id}/retry/", "/api/v1/queries/{query}/retry/", None, OWN_API(200)),
@@ -135,6 +143,8 @@ API: list[Row] = [
         {"reason": "too fast"},
         A_API_ANALYSE,
     ),
+    # Importing pre-written outputs: the study's owners (an empty file is refused, 400, after the permissions).
+    ("POST", "/api/v1/admin/studies/{slug}/outputs/", STUDY + "outputs/", {"content": ""}, A_API_MANAGE(400)),
     # The audit log: owners and researchers of the study, with the view permission of the log.
     ("GET", "/api/v1/admin/studies/{slug}/audit/", STUDY + "audit/", None, A_API_ANALYSE),
     # The open link is shown to those who may list invitations.
