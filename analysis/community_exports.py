@@ -142,7 +142,7 @@ participants' work, released under the study's consent terms.
 def _citation(name: str, created_at: str) -> str:
     key = "".join(c for c in name.lower() if c.isalnum())[:24] or "dataset"
     return (
-        f"@misc{{{key}{created_at[:4]},\n  title = {{{name}}},\n  author = {{TODO: the study's authors}},\n"
+        f"@misc{{{key}{created_at[:4]},\n  title = {{{name}}},\n  author = {{the study's authors, to be filled in}},\n"
         f"  year = {{{created_at[:4]}}},\n  note = {{Human evaluation exported by Satisfy}}\n}}"
     )
 

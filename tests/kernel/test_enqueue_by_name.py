@@ -14,6 +14,7 @@ import redis
 from django.conf import settings
 
 from kernel.tasks import enqueue_on_commit
+from tests.conftest import require
 from tests.integration.worker import broker_url, celery_app_sending_to, flush_broker, redis_key_prefix
 
 
@@ -21,8 +22,7 @@ from tests.integration.worker import broker_url, celery_app_sending_to, flush_br
 def broker() -> Iterator[redis.Redis]:
     """This process's Celery app sending to the test Redis (emptied before and after), and a client on it."""
     url = broker_url()
-    if not url.startswith("redis"):
-        pytest.skip("reads the queues as Redis lists")
+    require(url.startswith("redis"), "reads the queues as Redis lists: TEST_WORKER_BROKER_URL=redis://...")
     flush_broker(url)
     client = redis.Redis.from_url(url)
     try:
