@@ -8,13 +8,11 @@ from collections.abc import Iterator
 from html import unescape
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.test import Client
 
 from analysis.models import ResearchJob
-from studies.models import StudyMembership
 from tests.annotation.factories import StudyFactory
+from tests.faults import actions
 from tests.support.s3_standin import S3StandIn, bucket_client, s3_standin, use_s3
 
 pytestmark = pytest.mark.django_db
@@ -24,8 +22,7 @@ CSV = b"match_id,winner\n1,left\n"
 
 @pytest.fixture
 def store() -> Iterator[S3StandIn]:
-    with s3_standin() as s3:
-        bucket_client(s3.endpoint).create_bucket(Bucket=BUCKET)
+    with s3_standin(bucket=BUCKET) as s3:
         yield s3
 
 
@@ -36,11 +33,8 @@ def done(settings, store: S3StandIn) -> tuple[ResearchJob, Client]:
     study = StudyFactory(slug="downloads")
     job = ResearchJob.objects.create(study=study, kind="export", status="done", files=["comparisons.csv"])
     bucket_client(store.endpoint).put_object(Bucket=BUCKET, Key=f"site/research/job-{job.pk}/comparisons.csv", Body=CSV)
-    user = get_user_model().objects.create_user("downloader", password="pw")
-    user.groups.add(Group.objects.get_or_create(name="researchers")[0])
-    StudyMembership.objects.create(study=study, user=user, role="researcher")
     client = Client(raise_request_exception=False)
-    client.force_login(user)
+    client.force_login(actions.researcher(study))
     return job, client
 
 

@@ -6,7 +6,6 @@ at once, a hang ends at the store's time-outs; no text shows the store's address
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Iterator
 from html import unescape
@@ -14,17 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.test import Client
 
 from analysis.models import ResearchJob
 from annotation.models import Judgment
-from annotation.selectors.tournament import match_current
-from annotation.services.query import query_submit
-from annotation.services.tournament import judgment_record
-from studies.models import Study, StudyMembership
-from tests.annotation.factories import StudyFactory, join
+from studies.models import Study
+from tests.annotation.factories import played_study
+from tests.faults import actions
 from tests.faults.scenarios import lock_waiters, table_locked
 from tests.integration.worker import CeleryWorker, WorkerPool, wait_for
 from tests.support.s3_standin import S3StandIn, bucket_client, s3_standin, store_front, use_s3
@@ -36,26 +31,19 @@ PREFIX = "faults"
 # The worker's own credentials: moto takes any key until it is told to check them.
 KEY_ID, SECRET = "AKIAFAULTSUITE0000042", "faults-suite-secret-never-shown"
 TERMINAL = (ResearchJob.Status.DONE, ResearchJob.Status.FAILED)
+QUESTION = "Does sleep affect memory?"
 
 
 @pytest.fixture
 def store() -> Iterator[S3StandIn]:
-    with s3_standin() as s3:
-        bucket_client(s3.endpoint).create_bucket(Bucket=BUCKET)
+    with s3_standin(bucket=BUCKET) as s3:
         yield s3
 
 
 @pytest.fixture
 def answered(transactional_db: None) -> Study:
     """Two annotators, one question each, every match answered (eager Celery, offline backends)."""
-    study = StudyFactory(slug="stored-faults", title="Storage faults")
-    rng = random.Random(5)
-    for _ in range(2):
-        participation = join(study)
-        query = query_submit(participation=participation, text="Does sleep affect memory?", client_token="")
-        while (match := match_current(query=query)) is not None:
-            judgment_record(match=match, choice=rng.choice(["left", "right"]), by=participation)
-    return study
+    return played_study(slug="stored-faults", title="Storage faults", annotators=2, questions=[QUESTION], seed=5)
 
 
 def s3_env(endpoint: str, **settings: str) -> dict[str, str]:
@@ -72,18 +60,12 @@ def s3_env(endpoint: str, **settings: str) -> dict[str, str]:
 
 
 def start_worker(pool: WorkerPool, env: dict[str, str], media: Path) -> CeleryWorker:
-    worker = CeleryWorker(database_url=pool.database_url, broker=pool.broker, log_dir=pool.log_dir, name="s3")
-    worker.env.update(env, MEDIA_ROOT=str(media))
-    pool.workers.append(worker)
-    return worker.start()
+    return pool.start("s3", extra_env={**env, "MEDIA_ROOT": str(media)})
 
 
 def researcher(study: Study) -> Client:
-    user = get_user_model().objects.create_user("storage-researcher", password="pw")
-    user.groups.add(Group.objects.get_or_create(name="researchers")[0])
-    StudyMembership.objects.create(study=study, user=user, role="researcher")
     client = Client()
-    client.force_login(user)
+    client.force_login(actions.researcher(study))
     # Once before any fault: the page's first request in this process imports the statistics stack (seconds on a
     # busy machine), longer than the waits a test watches for.
     assert client.get(f"/research/studies/{study.slug}/").status_code == 200

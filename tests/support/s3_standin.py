@@ -46,6 +46,10 @@ class S3StandIn:
             self._server.stop()
             self._server = None
 
+    def reset(self) -> None:
+        """Forget every bucket: moto keeps them in this process, where the next test's stand-in would find them."""
+        requests.post(f"{self.endpoint}/moto-api/reset", timeout=10).raise_for_status()
+
     def check_keys(self, on: bool = True) -> None:
         """Make moto check every request's access key against its own IAM, where none exists: any key is unknown
         (InvalidAccessKeyId), as a wrong key is to a real store. Process-wide in moto: turn it off again."""
@@ -55,13 +59,18 @@ class S3StandIn:
 
 
 @contextlib.contextmanager
-def s3_standin() -> Iterator[S3StandIn]:
+def s3_standin(*, bucket: str | None = None) -> Iterator[S3StandIn]:
+    """A running S3StandIn (with an empty `bucket`, if named), stopped at the end with its key checks off and its
+    buckets gone."""
     store = S3StandIn().start()
     try:
+        if bucket:
+            bucket_client(store.endpoint).create_bucket(Bucket=bucket)
         yield store
     finally:
         with contextlib.suppress(Exception):
             store.start().check_keys(on=False)
+            store.reset()
         store.stop()
 
 
