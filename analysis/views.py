@@ -68,11 +68,12 @@ def researcher_required(view: View) -> View:
 
 
 def _offline_metrics() -> list[str]:
-    # The web process does not load the metric suite for a list of names.
+    # The web process loads the metric suite for the list of names only when a dashboard first asks, and never
+    # torch: whether the embeddings extra is there is judged from the installed packages.
     try:
-        from scoring.core.api import OFFLINE_METRICS  # the metric suite: rouge-score, nltk, scikit-learn
+        from scoring.core.api import offline_metrics  # the metric suite: rouge-score, nltk, scikit-learn
 
-        return list(OFFLINE_METRICS)
+        return list(offline_metrics(import_check=False))
     except ImportError:  # pragma: no cover - the suite ships with the project
         return []
 
