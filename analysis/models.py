@@ -1,4 +1,4 @@
-"""Background research jobs (exports, reports, stress tests) and their output files."""
+"""Background research jobs (exports, reports, stress tests, sample-size plans) and their output files."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ class ResearchJob(models.Model):
         EXPORT = "export", "Export comparison table"
         REPORT = "report", "Analysis report"
         STRESS = "stress", "Metric stress test"
+        PLAN = "plan", "Sample-size plan"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"

@@ -1,7 +1,9 @@
-"""Researcher jobs: exports, analysis reports and stress tests of a study, run in the background."""
+"""Researcher jobs: exports, analysis reports, stress tests and sample-size plans of a study, run in the
+background."""
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import tempfile
@@ -22,6 +24,7 @@ from analysis.models import ResearchJob
 from analysis.selectors import analysis_frame, exclusion_reasons, summary_frame
 from analysis.stats.analyze import analyze
 from analysis.stats.config import DEFAULT_RESAMPLES, DEFAULT_SEED, AnalysisConfig  # one default for every way in
+from analysis.stats.power import PowerPlan, plan_power
 from analysis.texts import with_texts
 from annotation.models import Candidate, Participation
 from generation.settings import configure_model_servers
@@ -232,12 +235,62 @@ def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
         limit = options.get("limit")
         if limit is not None and (not _whole(limit) or limit < 1):
             raise ApplicationError("The number of summaries must be a whole number, at least 1.", field="limit")
+    elif kind == ResearchJob.Kind.PLAN:
+        _validate_plan(options)
     else:
         raise ApplicationError(f"Unknown job kind {kind!r}.", field="kind")
     seed = options.setdefault("seed", DEFAULT_SEED)
     if not _whole(seed) or seed < 0:
         raise ApplicationError("The seed must be a non-negative whole number.", field="seed")
     return options
+
+
+# A sample-size plan's settings (analysis.stats.power, `manage.py plan_study`): default, and the range allowed.
+PLAN_DEFAULTS: dict[str, Any] = {
+    "sizes": [10, 20, 40, 80], "target": 0.8, "alpha": 0.05, "taste_sd": 0.5, "questions": 8, "reps": 200,
+    "resamples": 999,
+}  # fmt: skip
+PLAN_RANGES: dict[str, tuple[float, float, str]] = {
+    "effect": (-5.0, 5.0, "The persona effect (log-odds)"),
+    "target": (0.01, 0.99, "The target power"),
+    "alpha": (0.001, 0.5, "The significance level"),
+    "taste_sd": (0.0, 5.0, "The annotators' taste SD (log-odds)"),
+    "questions": (1, 100, "Questions per annotator"),
+    "reps": (10, 5_000, "Simulated studies per size"),
+    "resamples": (99, 9_999, "Bootstrap resamples"),
+}
+PLAN_MAX_SIZES = 12
+
+
+def _validate_plan(options: dict[str, Any]) -> None:
+    if "effect" not in options:
+        raise ApplicationError(
+            "Give the persona effect you expect, in log-odds (0.4 is about 60% wins).", field="effect"
+        )
+    for name, default in PLAN_DEFAULTS.items():
+        options.setdefault(name, default)
+    for name, (low, high, label) in PLAN_RANGES.items():
+        value = options[name]
+        whole = isinstance(low, int)
+        if (whole and not _whole(value)) or (not whole and not _number(value)) or not low <= value <= high:
+            kind = "a whole number" if whole else "a number"
+            raise ApplicationError(f"{label} must be {kind} between {low:g} and {high:g}.", field=name)
+    sizes = options["sizes"]
+    if (
+        not isinstance(sizes, list)
+        or not 1 <= len(sizes) <= PLAN_MAX_SIZES
+        or not all(_whole(size) and 2 <= size <= 2_000 for size in sizes)
+    ):
+        raise ApplicationError(
+            f"Give 1 to {PLAN_MAX_SIZES} numbers of annotators to try, each between 2 and 2000 (e.g. 10, 20, 40).",
+            field="sizes",
+        )
+    options["sizes"] = sorted(set(sizes))
+
+
+def _number(value: Any) -> bool:
+    """A JSON number (whole or not, never a boolean)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _whole(value: Any) -> bool:
@@ -433,6 +486,7 @@ def research_job_run(*, job_id: int, redelivered: bool = False) -> ResearchJob:
             ResearchJob.Kind.EXPORT: _run_export,
             ResearchJob.Kind.REPORT: _run_report,
             ResearchJob.Kind.STRESS: _run_stress,
+            ResearchJob.Kind.PLAN: _run_plan,
         }[ResearchJob.Kind(job.kind)]
         with heartbeat(
             lambda: research_job_lease_renew(job_id=job_id, attempt=attempt),
@@ -607,3 +661,37 @@ def _run_stress(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[
         "metrics": job.options["metrics"],
         "summary": str(report)[:2000],
     }
+
+
+def _run_plan(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[str, Any]:
+    """The sample-size plan (analysis.stats.power; `manage.py plan_study` writes the same files)."""
+    from analysis.report.power_plot import power_plot  # matplotlib: in the worker, not the web process
+
+    options = job.options
+    _progress(job, 5, f"simulating {options['reps']} studies at each of {len(options['sizes'])} sizes", pause)
+
+    def progress(done: int, total: int) -> None:
+        _progress(job, 5 + int(85 * done / total), f"simulated {done} of {total} sizes", pause)
+
+    plan = plan_power(
+        options["sizes"],
+        effect=float(options["effect"]),
+        target=float(options["target"]),
+        taste_sd=float(options["taste_sd"]),
+        queries=options["questions"],
+        reps=options["reps"],
+        alpha=float(options["alpha"]),
+        resamples=options["resamples"],
+        seed=options["seed"],
+        progress=progress,
+    )
+    write_plan(plan, out, power_plot(plan))
+    return {"recommended": plan.recommended, "summary": plan.summary()}
+
+
+def write_plan(plan: PowerPlan, out: Path, svg: str) -> None:
+    """plan.json, plan.svg and plan.txt in ``out``: the files of the research page's job and of `plan_study`."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n", encoding="utf-8")
+    (out / "plan.svg").write_text(svg, encoding="utf-8")
+    (out / "plan.txt").write_text(plan.summary() + "\n", encoding="utf-8")

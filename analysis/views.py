@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import timedelta
 from functools import wraps
@@ -69,11 +70,12 @@ def researcher_required(view: View) -> View:
 
 
 def _offline_metrics() -> list[str]:
-    # The web process does not load the metric suite for a list of names.
+    # The web process loads the metric suite for the list of names only when a dashboard first asks, and never
+    # torch: whether the embeddings extra is there is judged from the installed packages.
     try:
-        from scoring.core.api import OFFLINE_METRICS  # the metric suite: rouge-score, nltk, scikit-learn
+        from scoring.core.api import offline_metrics  # the metric suite: rouge-score, nltk, scikit-learn
 
-        return list(OFFLINE_METRICS)
+        return list(offline_metrics(import_check=False))
     except ImportError:  # pragma: no cover - the suite ships with the project
         return []
 
@@ -210,6 +212,13 @@ def job_start(request: HttpRequest, slug: str) -> HttpResponse:
             options["tests"] = request.POST.getlist("tests")
             options["metrics"] = request.POST.getlist("metrics")
             options["limit"] = _int(request.POST.get("limit") or "200", "limit")
+        elif kind == ResearchJob.Kind.PLAN:
+            options["effect"] = _float(request.POST.get("effect", ""), "effect")
+            options["taste_sd"] = _float(request.POST.get("taste_sd", "0.5"), "taste_sd")
+            options["target"] = _float(request.POST.get("target", "0.8"), "target")
+            options["questions"] = _int(request.POST.get("questions", "8"), "questions")
+            options["reps"] = _int(request.POST.get("reps", "200"), "reps")
+            options["sizes"] = [_int(size, "sizes") for size in request.POST.get("sizes", "").replace(",", " ").split()]
         elif kind == "scoring":
             scoring_run_start(
                 study=study, metrics=request.POST.getlist("metrics"), by=request.user, origin=AuditOrigin.RESEARCH_PAGE
@@ -224,6 +233,16 @@ def job_start(request: HttpRequest, slug: str) -> HttpResponse:
     except ApplicationError as error:
         return redirect(f"{reverse('analysis:study', args=[slug])}?{urlencode({'error': error.message})}")
     return redirect("analysis:study", slug=slug)
+
+
+def _float(value: str, field: str) -> float:
+    try:
+        number = float(value.strip().replace("\u2212", "-"))  # a minus sign typed or pasted as the real one
+    except (TypeError, ValueError, AttributeError):
+        raise ApplicationError(f"{field.replace('_', ' ').capitalize()} must be a number.", field=field) from None
+    if not math.isfinite(number):
+        raise ApplicationError(f"{field.replace('_', ' ').capitalize()} must be a finite number.", field=field)
+    return number
 
 
 def _int(value: str, field: str) -> int:

@@ -1,7 +1,8 @@
 """Invitation tokens out of the logs: an invitation link is a password to a study, so a path, query string
 or referer that carries one is logged with the token replaced. So are the open study link's and the personal
 resume link's tokens, and the recruiting platform's participant ids in a query string (PROLIFIC_PID, ...). `RedactTokensFilter` is attached to Django's
-request and server loggers and to the console handler (config/settings/base.py); `RedactingGunicornLogger`
+request and server loggers and to the console handler (config/settings/base.py), whose text lines, tracebacks
+included, go through `RedactingFormatter` (the JSON lines through kernel.request_id.JsonFormatter); `RedactingGunicornLogger`
 does the same for gunicorn's access log (platform/gunicorn.conf.py)."""
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ class RedactTokensFilter(logging.Filter):
         elif isinstance(record.args, dict):
             record.args = {key: _redact_value(value) for key, value in record.args.items()}
         return True
+
+
+class RedactingFormatter(logging.Formatter):
+    """The console's text lines, redacted whole: the filter above sees a record's message and arguments, but a
+    traceback (`exc_info`, `stack_info`) is formatted after the filters ran, and an exception's message or a
+    frame's source line can carry a token."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 class RedactingGunicornLogger(GunicornLogger):  # type: ignore[misc]

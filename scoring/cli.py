@@ -14,7 +14,6 @@ same arguments.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -57,9 +56,10 @@ def format_registry() -> str:
     Whether the embeddings extra is installed is judged without importing torch, so
     listing stays fast; ``scoring.core.api.OFFLINE_METRICS`` does the real import check.
     """
+    from scoring.core.embeddings import embeddings_installed  # beside the suite, which it lives in
     from scoring.core.registry import groups  # the metric suite: rouge-score, nltk, sacrebleu
 
-    extra = all(importlib.util.find_spec(m) is not None for m in ("torch", "sentence_transformers"))
+    extra = embeddings_installed()
     header = ("metric", "family", "needs (besides summary)", "better", "offline", "version")
     rows = []
     for group in groups():

@@ -13,7 +13,7 @@ power reaches the target.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -139,8 +139,10 @@ def plan_power(
     alpha: float = 0.05,
     resamples: int = 999,
     seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> PowerPlan:
-    """Power at each size in ``sizes`` and the smallest one reaching ``target``."""
+    """Power at each size in ``sizes`` and the smallest one reaching ``target``; ``progress(done, total)`` is
+    called after each size (the research page's job shows it)."""
     if not sizes:
         raise ValueError("give at least one number of annotators")
     if not 0 < target < 1:
@@ -151,12 +153,24 @@ def plan_power(
         raise ValueError("questions per annotator must be at least 1")
     if taste_sd < 0:
         raise ValueError("taste_sd must be non-negative")
-    points = tuple(
-        simulate_power(
-            g, effect=effect, taste_sd=taste_sd, queries=queries, reps=reps, alpha=alpha, resamples=resamples, seed=seed
+    ordered = sorted(set(sizes))
+    simulated: list[PowerPoint] = []
+    for g in ordered:
+        simulated.append(
+            simulate_power(
+                g,
+                effect=effect,
+                taste_sd=taste_sd,
+                queries=queries,
+                reps=reps,
+                alpha=alpha,
+                resamples=resamples,
+                seed=seed,
+            )  # fmt: skip
         )
-        for g in sorted(set(sizes))
-    )
+        if progress is not None:
+            progress(len(simulated), len(ordered))
+    points = tuple(simulated)
     reached = [p.n_annotators for p in points if p.power >= target]
     notes = []
     if effect == 0:

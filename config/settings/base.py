@@ -667,7 +667,9 @@ LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"redact_tokens": {"()": "kernel.logging.RedactTokensFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact_tokens"]}},
+    # The text lines are redacted whole, tracebacks included (a filter runs before the traceback is formatted).
+    "formatters": {"text": {"()": "kernel.logging.RedactingFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact_tokens"], "formatter": "text"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
@@ -696,7 +698,7 @@ LOGGING["filters"]["request_id"] = {"()": "kernel.request_id.RequestIdFilter"}
 LOGGING["handlers"]["console"]["filters"] = ["redact_tokens", "request_id"]
 LOGGING["loggers"]["django.server"]["filters"] = ["redact_tokens", "request_id"]
 if LOG_FORMAT == "json":
-    LOGGING["formatters"] = {"json": {"()": "kernel.request_id.JsonFormatter"}}
+    LOGGING["formatters"]["json"] = {"()": "kernel.request_id.JsonFormatter"}
     LOGGING["handlers"]["console"]["formatter"] = "json"
 if SENTRY_DSN:
     from config.sentry import sentry_init

@@ -15,7 +15,7 @@ from typing import Any
 from tqdm import tqdm
 
 from modelserver import ChatConfig
-from scoring.core.embeddings import embeddings_available
+from scoring.core.embeddings import embeddings_available, embeddings_installed
 from scoring.core.judges import JudgeRunner, judge_config_from_env
 from scoring.core.registry import INPUTS, MetricGroup, MetricSpec, RowOutcome, ScoringContext, groups, specs_by_name
 
@@ -53,10 +53,11 @@ def metric_specs(names: Sequence[str] | None = None) -> list[MetricSpec]:
     return [table[name][0] for name in names]
 
 
-def offline_metrics() -> tuple[str, ...]:
+def offline_metrics(*, import_check: bool = True) -> tuple[str, ...]:
     """Names that run on this machine with no network: everything except LLM judges and metrics whose
-    weights are not shipped (BLANC, SummaQA); embedding metrics only when the embeddings extra imports."""
-    with_embeddings = embeddings_available()
+    weights are not shipped (BLANC, SummaQA); embedding metrics only when the embeddings extra imports
+    (``import_check=False``: when it is installed, judged without importing torch, for pages and listings)."""
+    with_embeddings = embeddings_available() if import_check else embeddings_installed()
     return tuple(
         spec.name
         for group in groups()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import os
 import re
 import threading
@@ -113,6 +114,13 @@ def embeddings_unavailable_reason() -> str | None:
 def embeddings_available() -> bool:
     """True when the optional embeddings extra imports (torch, sentence-transformers)."""
     return embeddings_unavailable_reason() is None
+
+
+def embeddings_installed() -> bool:
+    """True when torch and sentence-transformers are installed, judged without importing them (importing torch
+    takes seconds and hundreds of MiB, too much for a web page's list of metrics). An installed but broken extra
+    passes here and fails at scoring time with :func:`embeddings_unavailable_reason`."""
+    return all(importlib.util.find_spec(module) is not None for module in ("torch", "sentence_transformers"))
 
 
 def default_model_name() -> str:

@@ -11,6 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from analysis.models import ResearchJob
 from analysis.stats import analyze
 from analysis.stats.config import AnalysisConfig
 from analysis.stats.null_simulation import null_spec
@@ -76,3 +77,87 @@ def test_plan_study_prints_the_table_and_writes_the_plan_and_its_plot(tmp_path):
 def test_plan_study_refuses_bad_options_by_name(args, message):
     with pytest.raises(CommandError, match=message):
         call_command("plan_study", *args, stdout=io.StringIO())
+
+
+PLAN = {"effect": 0.5, "sizes": [12, 6], "reps": 40, "resamples": 99, "seed": 3}
+
+
+@pytest.mark.django_db
+def test_a_plan_asked_for_through_the_api_is_the_plan_the_command_makes(
+    played_study, researcher_client, django_capture_on_commit_callbacks, tmp_path
+):
+    """The research page's and API's plan job and `manage.py plan_study` give the same plan for the same
+    settings; the dashboard says the recommended size beside the job."""
+    with django_capture_on_commit_callbacks(execute=True):
+        created = researcher_client.post(
+            f"/api/v1/research/studies/{played_study.slug}/jobs/",
+            {"kind": "plan", "options": PLAN},
+            content_type="application/json",
+        )
+    assert created.status_code == 201, created.content
+    job = researcher_client.get(f"/api/v1/research/jobs/{created.json()['id']}/").json()
+    assert job["status"] == "done", job["error"]
+    assert job["files"] == ["plan.json", "plan.svg", "plan.txt"]
+    served = b"".join(researcher_client.get(f"/research/jobs/{job['id']}/files/plan.json").streaming_content)
+    call_command(
+        "plan_study", "--effect", "0.5", "--sizes", "6,12", "--reps", "40", "--resamples", "99", "--seed", "3",
+        "--out", str(tmp_path), stdout=io.StringIO(),
+    )  # fmt: skip
+    assert json.loads(served) == json.loads((tmp_path / "plan.json").read_text())
+    plan = json.loads(served)
+    page = researcher_client.get(f"/research/studies/{played_study.slug}/").content.decode()
+    assert "Sample-size plan" in page
+    if plan["recommended"] is None:
+        assert "No size tried reached power 0.8" in page
+    else:
+        assert f"Recommended: {plan['recommended']} annotators" in page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"sizes": [10]}, "effect"),  # the one setting without a default
+        ({**PLAN, "effect": "large"}, "effect"),
+        ({**PLAN, "effect": 9}, "effect"),
+        ({**PLAN, "sizes": [1, 10]}, "sizes"),
+        ({**PLAN, "sizes": list(range(10, 140, 10))}, "sizes"),  # 13 sizes
+        ({**PLAN, "sizes": "10,20"}, "sizes"),
+        ({**PLAN, "target": 1}, "target"),
+        ({**PLAN, "alpha": True}, "alpha"),
+        ({**PLAN, "reps": 5}, "reps"),
+        ({**PLAN, "questions": 2.5}, "questions"),
+        ({**PLAN, "taste_sd": -1}, "taste_sd"),
+    ],
+)
+def test_a_plan_the_simulation_could_not_run_is_a_400_naming_the_setting(
+    played_study, researcher_client, options, field
+):
+    response = researcher_client.post(
+        f"/api/v1/research/studies/{played_study.slug}/jobs/",
+        {"kind": "plan", "options": options},
+        content_type="application/json",
+    )
+    assert response.status_code == 400, response.content
+    assert field in response.json()["extra"]["fields"], response.json()
+
+
+@pytest.mark.django_db
+def test_the_dashboard_form_plans_and_refuses_a_word_for_a_number(
+    played_study, researcher_client, django_capture_on_commit_callbacks
+):
+    form = {
+        "kind": "plan",
+        "effect": "\u22120.5",
+        "taste_sd": "0.5",
+        "questions": "8",
+        "sizes": "6, 12",
+        "target": "0.8",
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        researcher_client.post(f"/research/studies/{played_study.slug}/jobs/", {**form, "reps": "20"})
+    job = ResearchJob.objects.get(kind="plan")
+    assert job.status == "done" and job.options["effect"] == -0.5 and job.options["sizes"] == [6, 12]
+    refused = researcher_client.post(f"/research/studies/{played_study.slug}/jobs/", {**form, "effect": "lots"})
+    assert "Effect must be a number" in researcher_client.get(refused["Location"]).content.decode()
+    assert ResearchJob.objects.count() == 1

@@ -1,19 +1,22 @@
 """A pre-written study in a real browser: an annotator arrives, gets the next item instead of a question box,
 ranks its three imported outputs in the blind tournament (a bye and two comparisons), and is offered the next
-item; the database holds both judgments, of the imported texts."""
+item; the database holds both judgments, of the imported texts. Then its researcher signs in, computes the
+report (a row per system) and exports the comparisons, as for a live study."""
 
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
+from analysis.models import ResearchJob
 from annotation.models import Judgment, PrewrittenAssignment
 from annotation.services.prewritten import prewritten_import
 from tests.annotation.factories import StudyFactory
 from tests.e2e.a11y import assert_accessible
 from tests.e2e.steps import arrive_and_describe_yourself
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
 OUTPUTS = {
     "alpha": "Night shifts cost nurses about an hour of sleep a day.",
@@ -62,3 +65,28 @@ def test_an_annotator_ranks_a_prewritten_item(browser, live_server):
     judgments = list(Judgment.objects.select_related("winner"))
     assert len(judgments) == 2 and all(j.winner.text in OUTPUTS.values() for j in judgments)
     assert PrewrittenAssignment.objects.get().item.key == "cohort"
+
+    # The researcher's side is the live study's: the report has a row per system, the export the two rows.
+    get_user_model().objects.create_superuser("lead", "lead@example.org", "correct horse battery")
+    research = browser.new_context(base_url=live_server.url).new_page()
+    research.set_default_timeout(45_000)
+    research.goto("/research/")
+    research.get_by_label("Username").fill("lead")
+    research.get_by_label("Password").fill("correct horse battery")
+    research.get_by_role("button", name="Sign in").click()
+    research.get_by_role("link", name="Summaries we wrote before").click()
+    expect(research.locator("dl.stats")).to_contain_text("Comparisons")
+    research.get_by_label("Bootstrap resamples").fill("200")
+    research.get_by_role("button", name="Compute report").click()
+    research.get_by_role("link", name="Open the latest report").click()
+    research.wait_for_selector("svg")
+    strengths = research.locator("xpath=//h2[starts-with(., 'Bradley-Terry strengths')]/following::table[1]")
+    rows = strengths.locator("tbody tr").all_inner_texts()
+    assert len(rows) == 3 and all(any(label in row for row in rows) for label in OUTPUTS), rows
+    assert sum(int(row.split("\t")[3]) for row in rows) == 2, rows  # the two judgments' winners
+    research.go_back()
+    comparisons = research.locator("form", has=research.get_by_role("heading", name="Export comparisons"))
+    comparisons.get_by_label("CSV").check()
+    comparisons.get_by_role("button", name="Export", exact=True).click()
+    research.wait_for_selector("a:has-text('comparisons.csv')")
+    assert set(ResearchJob.objects.filter(status="done").values_list("kind", flat=True)) == {"report", "export"}

@@ -49,3 +49,28 @@ def test_the_request_id_is_echoed_back_or_made() -> None:
     assert client.get("/accounts/login/", HTTP_X_REQUEST_ID="proxy-id-42")["X-Request-ID"] == "proxy-id-42"
     made = client.get("/accounts/login/", HTTP_X_REQUEST_ID="not an id; DROP")["X-Request-ID"]
     assert made != "not an id; DROP" and len(made) == 32
+
+
+TRACEBACK_SCRIPT = f"""
+import logging, django
+django.setup()
+try:
+    raise RuntimeError("could not send https://eval.example.org/join/{TOKEN}/ to the mailer")
+except RuntimeError:
+    logging.getLogger("annotation").exception("invitation e-mail failed")
+"""
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_traceback_in_the_log_carries_no_token(log_format: str) -> None:
+    """A filter sees a record's message, not the traceback formatted after it: an exception whose text holds an
+    invitation link must still reach the log redacted, in either format."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "LOG_FORMAT": log_format}
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run(
+        [sys.executable, "-c", TRACEBACK_SCRIPT], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "invitation e-mail failed" in done.stderr and "Traceback" in done.stderr
+    assert "/join/[redacted]/ to the mailer" in done.stderr
+    assert TOKEN not in done.stderr

@@ -48,6 +48,21 @@ def test_offline_metrics_exclude_judges_and_unshipped_models() -> None:
     assert ("bertscore_f1" in offline) == api.embeddings_available()
 
 
+def test_the_list_for_pages_is_the_same_without_importing_torch() -> None:
+    """The research dashboard lists the offline metrics; with the embeddings extra installed it must list the
+    embedding metrics without importing torch in the web process (tens of seconds and hundreds of MiB cold)."""
+    probe = (
+        "import json, sys; from scoring.core.api import offline_metrics; "
+        "names = offline_metrics(import_check=False); "
+        "print(json.dumps({'names': list(names), 'torch': 'torch' in sys.modules}))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    assert listed["torch"] is False
+    assert listed["names"] == list(api.offline_metrics())
+
+
 def test_missing_inputs_are_per_row_errors_not_exceptions() -> None:
     rows = [
         {"id": "a", "summary": "the cat sat", "reference": "a cat sat", "source": "the cat sat on the mat"},

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from analysis.services import write_plan
 from analysis.stats.power import plan_power
 
 
@@ -36,7 +36,7 @@ class Command(BaseCommand):
         parser.add_argument("--reps", type=int, default=200, help="simulated studies per size (200)")
         parser.add_argument("--resamples", type=int, default=999, help="bootstrap resamples per study (999)")
         parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--out", type=Path, default=None, help="folder for plan.json and plan.svg")
+        parser.add_argument("--out", type=Path, default=None, help="folder for plan.json, plan.svg and plan.txt")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not 1 <= options["reps"] <= 100_000:
@@ -62,7 +62,5 @@ class Command(BaseCommand):
             from analysis.report.power_plot import power_plot  # matplotlib only when a plot is asked for
 
             out: Path = options["out"]
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n", encoding="utf-8")
-            (out / "plan.svg").write_text(power_plot(plan), encoding="utf-8")
-            self.stdout.write(f"Wrote {out / 'plan.json'} and {out / 'plan.svg'}.")
+            write_plan(plan, out, power_plot(plan))  # the research page's job writes the same three files
+            self.stdout.write(f"Wrote {out / 'plan.json'}, {out / 'plan.svg'} and {out / 'plan.txt'}.")
