@@ -1,4 +1,5 @@
-"""Serving a research job's output file from the research storage: streamed, or a presigned redirect."""
+"""Serving a research job's output file from the research storage: streamed, or a presigned redirect. A store that
+fails is a 503 with its reason (kernel/storage.py), never a 500 with botocore's message."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from django.conf import settings
 from django.core.files.storage import FileSystemStorage, Storage
 from django.http import FileResponse, Http404, HttpResponseBase, HttpResponseRedirect
 
-__all__ = ["stored_file_response"]
+from kernel.storage import storage_reasons
+
+__all__ = ["DOWNLOAD_AGAIN", "stored_file_response"]
+
+# How a reason for a store that failed a download ends, once an administrator has fixed it.
+DOWNLOAD_AGAIN = "then download the file again"
 
 
 def stored_file_response(storage: Storage, key: str, name: str, *, as_attachment: bool) -> HttpResponseBase:
@@ -24,7 +30,8 @@ def stored_file_response(storage: Storage, key: str, name: str, *, as_attachment
             url = storage.url(key)
         return HttpResponseRedirect(url)
     try:
-        handle = storage.open(key, "rb")
+        with storage_reasons(storage, then=DOWNLOAD_AGAIN):
+            handle = storage.open(key, "rb")
     except (FileNotFoundError, OSError) as error:
         raise Http404(
             f"The file {name!r} is no longer on the server (not in the research storage); run the job again."

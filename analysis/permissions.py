@@ -17,8 +17,10 @@ from django.db.models import QuerySet
 from django.http import Http404
 from rest_framework.permissions import BasePermission
 
+from analysis.downloads import DOWNLOAD_AGAIN
 from analysis.models import ResearchJob
 from analysis.services import job_file_key, research_storage
+from kernel.storage import storage_reasons
 from scoring.models import ScoringRun
 from studies.models import Study
 from studies.selectors.membership import StudyAction, scoped_to_studies, studies_for, study_allows
@@ -98,7 +100,8 @@ def research_job_file(*, user: Any, job_id: int, name: str) -> tuple[Storage, st
         raise gone
     storage, key = research_storage(), job_file_key(job.pk, name)
     try:
-        found = storage.exists(key)
+        with storage_reasons(storage, then=DOWNLOAD_AGAIN):  # a store that fails: a 503 with its reason, never a 500
+            found = storage.exists(key)
     except SuspiciousFileOperation:
         found = False
     if not found:

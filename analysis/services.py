@@ -32,6 +32,7 @@ from kernel import leases
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
 from kernel.storable import json_problem
+from kernel.storage import StorageUnavailable, storage_reasons
 from kernel.tasks import enqueue_on_commit, lost_if_sent_before
 from kernel.yielding import research_pause
 from scoring.inputs import candidate_rows
@@ -43,7 +44,7 @@ from studies.services.audit import audit_record
 
 logger = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = 3  # starts of a job: a worker that died, or a try the research storage failed (StorageTryAgain)
 # The job's task, sent by the name it is registered and routed under (analysis/tasks.py imports this module,
 # so this module names the task rather than import it: kernel/tasks.py).
 RUN_RESEARCH_JOB = "analysis.tasks.run_research_job"
@@ -92,22 +93,35 @@ def stored_keys(storage: Storage, folder: str) -> list[str]:
     return keys
 
 
+class StorageTryAgain(Exception):
+    """Attempt `attempt` of a job met a transient fault of the research storage (`reason`); its task tries again
+    later or gives up (analysis/tasks.py)."""
+
+    def __init__(self, *, attempt: int, reason: str) -> None:
+        super().__init__(reason)
+        self.attempt = attempt
+        self.reason = reason
+
+
 def _publish(job: ResearchJob, out: Path, files: list[str]) -> None:
     """Upload a job's files from the worker's folder into the research storage, replacing a rerun's; what an
-    earlier attempt left there and this one did not write again is deleted."""
+    earlier attempt left there and this one did not write again is deleted. A fault of the store is raised as
+    `StorageUnavailable` with its reason."""
     storage = research_storage()
-    for name in files:
-        key = job_file_key(job.pk, name)
-        if storage.exists(key):
+    with storage_reasons(storage, then="then run the job again"):
+        for name in files:
+            key = job_file_key(job.pk, name)
+            # A rerun's file goes first: a local folder would save the new one under another name. Deleting a key
+            # that is not there is no error, in a folder or a bucket.
             storage.delete(key)
-        with (out / name).open("rb") as fh:
-            saved = storage.save(key, File(fh, name=Path(name).name))
-        if saved != key:  # a storage that renamed the file would break the download link
-            raise RuntimeError(f"the research storage saved {key!r} as {saved!r}")
-    wanted = {job_file_key(job.pk, name) for name in files}
-    for key in stored_keys(storage, f"research/job-{job.pk}"):
-        if key not in wanted:
-            storage.delete(key)
+            with (out / name).open("rb") as fh:
+                saved = storage.save(key, File(fh, name=Path(name).name))
+            if saved != key:  # a storage that renamed the file would break the download link
+                raise RuntimeError(f"the research storage saved {key!r} as {saved!r}")
+        wanted = {job_file_key(job.pk, name) for name in files}
+        for key in stored_keys(storage, f"research/job-{job.pk}"):
+            if key not in wanted:
+                storage.delete(key)
 
 
 def research_storage_sweep() -> dict[str, int]:
@@ -466,6 +480,7 @@ def research_job_run(*, job_id: int, redelivered: bool = False) -> ResearchJob:
     attempt = job.attempts
     files: list[str] = []
     pause = research_pause()
+    try_again: StorageTryAgain | None = None
     try:
         runner = {
             ResearchJob.Kind.EXPORT: _run_export,
@@ -480,7 +495,16 @@ def research_job_run(*, job_id: int, redelivered: bool = False) -> ResearchJob:
         ):
             manifest = runner(job, out, pause)
             files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+            # Said while it lasts: a store that hangs holds the job here, for its time-outs (docs/deploy.md).
+            _progress(job, 95, f"uploading {len(files)} file{'s' if len(files) != 1 else ''} to the research storage")
             _publish(job, out, files)
+    except StorageUnavailable as error:
+        # The log keeps botocore's own words (the endpoint's address among them); the researcher gets the reason.
+        logger.warning("research job %s: the research storage failed: %r", job.pk, error.__cause__)
+        if error.transient:
+            try_again = StorageTryAgain(attempt=attempt, reason=error.message)
+        else:
+            research_job_mark_failed(job_id=job.pk, reason=error.message)
     except Exception as error:  # stored for the researcher; the task's on_failure covers the rest
         logger.exception("research job %s failed", job.pk)
         message = error.message if isinstance(error, ApplicationError) else f"{type(error).__name__}: {error}"
@@ -502,8 +526,29 @@ def research_job_run(*, job_id: int, redelivered: bool = False) -> ResearchJob:
                 "research job %s paused %d times, %.2f s in all, for annotator work", job.pk, pause.pauses,
                 pause.paused_s,
             )  # fmt: skip
+    if try_again is not None:
+        raise try_again
     job.refresh_from_db()
     return job
+
+
+def research_job_retry_later(*, job_id: int, attempt: int, reason: str, seconds: float) -> bool:
+    """Hold a job whose try the research storage failed until its task tries again in `seconds`: still running, its
+    lease covering the wait (the sweeper leaves it alone; the retry claims it as the lease lapses), the reason
+    shown. False when the job is no longer this try's (cancelled meanwhile)."""
+    held = ResearchJob.objects.filter(pk=job_id, status=ResearchJob.Status.RUNNING, attempts=attempt).update(
+        lease_expires_at=timezone.now() + timedelta(seconds=seconds),
+        stage=f"try {attempt} of {MAX_ATTEMPTS} failed; trying again in {seconds:g} s",
+        error=reason[:4000],
+    )
+    return bool(held)
+
+
+def research_job_give_up(*, job_id: int, attempt: int, reason: str) -> None:
+    """The last try the research storage failed: the job fails with the reason of the last one."""
+    research_job_mark_failed(
+        job_id=job_id, reason=f"Gave up after {attempt} tries. {reason} Once it works again, run the job again."
+    )
 
 
 def research_jobs_sweep(*, now: datetime | None = None) -> dict[str, int]:

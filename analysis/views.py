@@ -28,7 +28,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.authtoken.models import Token
 
 from analysis import services
-from analysis.downloads import stored_file_response
+from analysis.downloads import DOWNLOAD_AGAIN, stored_file_response
 from analysis.models import ResearchJob
 from analysis.permissions import (
     is_researcher,
@@ -44,6 +44,7 @@ from annotation.models import Candidate, Judgment, Participation, Query
 from annotation.selectors.quality import participation_quality
 from annotation.services.quality import participation_exclude, participation_include
 from kernel.exceptions import ApplicationError
+from kernel.storage import StorageUnavailable, storage_reasons
 from scoring.models import ScoringRun
 from scoring.services import scoring_run_start
 from studies.links import PROLIFIC_SUFFIX, open_link
@@ -292,6 +293,8 @@ def job_file(request: HttpRequest, job_id: int, name: str) -> HttpResponseBase:
             response = stored_file_response(storage, key, name, as_attachment=True)
     except Http404 as missing:
         return render(request, "analysis/no_file.html", {"message": str(missing)}, status=404)
+    except StorageUnavailable as fault:
+        return render(request, "analysis/no_file.html", {"message": fault.message}, status=503)
     services.research_job_file_downloaded(job_id=job_id, name=name, by=request.user, origin=AuditOrigin.RESEARCH_PAGE)
     return response
 
@@ -319,7 +322,7 @@ def _report_with_way_back(request: HttpRequest, job_id: int, storage: Storage, k
         job.study.title,
     )
     try:
-        with storage.open(key, "rb") as handle:
+        with storage_reasons(storage, then=DOWNLOAD_AGAIN), storage.open(key, "rb") as handle:
             html = handle.read().decode("utf-8")
     except (FileNotFoundError, OSError) as error:
         raise Http404(

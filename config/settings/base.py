@@ -210,6 +210,11 @@ elif RESEARCH_STORAGE == "local":
 else:
     raise ImproperlyConfigured(f"RESEARCH_STORAGE must be local or s3, not {RESEARCH_STORAGE!r}")
 RESEARCH_DOWNLOAD_REDIRECT = env.bool("RESEARCH_DOWNLOAD_REDIRECT", default=False)
+# A research job whose upload the store failed with a transient fault (no answer past the time-outs above, a 5xx,
+# throttling) starts again after this many seconds, then twice as many, up to its cap of starts (analysis/tasks.py).
+RESEARCH_STORAGE_RETRY_S = env.float("RESEARCH_STORAGE_RETRY_S", default=30.0)
+if RESEARCH_STORAGE_RETRY_S < 0:
+    raise ImproperlyConfigured(f"RESEARCH_STORAGE_RETRY_S must be 0 or more seconds, not {RESEARCH_STORAGE_RETRY_S:g}")
 
 # Sign-in and who may reach what (docs/permissions.md). Researchers sign in at /accounts/login/ without being
 # staff. Settings that reach outside a study are bounded here: a system's model server must be one of these

@@ -10,14 +10,14 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
-from botocore.config import Config
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from analysis.services import research_storage_sweep
-from tests.support.s3_standin import CREDENTIALS, bucket_client, s3_server
+from tests.support import s3_standin
+from tests.support.s3_standin import bucket_client, s3_server
 
 pytestmark = pytest.mark.django_db
 BUCKET = "shared-research"
@@ -31,22 +31,7 @@ def endpoint() -> Iterator[str]:
 
 
 def use_s3(settings, endpoint: str, *, prefix: str = "", public: str | None = None, bucket: str = BUCKET) -> None:
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "research": {
-            "BACKEND": "kernel.storage.ResearchS3Storage",
-            "OPTIONS": {
-                "bucket_name": bucket,
-                "endpoint_url": endpoint,
-                "public_endpoint_url": public,
-                "location": prefix,
-                "file_overwrite": True,
-                "client_config": Config(connect_timeout=2, read_timeout=5, retries={"max_attempts": 2}),
-                **CREDENTIALS,
-            },
-        },
-    }
-    storages._storages.pop("research", None)  # the handler caches the instance per alias
+    s3_standin.use_s3(settings, endpoint, bucket=bucket, prefix=prefix, public=public)
 
 
 def keys(endpoint: str) -> set[str]:

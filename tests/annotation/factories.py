@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
+
 import factory
 from django.contrib.auth import get_user_model
 
 from annotation.models import Participation, Query
-from annotation.services.participation import invitation_accept, participation_screen
+from annotation.selectors.tournament import match_current
+from annotation.services.participation import invitation_accept, participation_finish, participation_screen
 from annotation.services.persona import persona_save
+from annotation.services.query import query_submit
+from annotation.services.tournament import judgment_record
 from studies.models import Study
 from studies.services.invitation import invitation_create_bulk
 from studies.services.study import study_create
@@ -105,3 +111,19 @@ def ask_and_answer(participation: Participation, capture, text: str) -> Query:  
     while (match := match_current(query=query)) is not None:
         judgment_record(match=match, choice="left", by=participation)
     return query
+
+
+def played_study(*, slug: str, title: str, annotators: int, questions: Sequence[str], seed: int) -> Study:
+    """A study whose annotators each asked `questions` and answered every match left or right (seeded), then
+    finished: through the services, on the offline backends with eager Celery (a test with transactional_db, so
+    that the tasks sent on commit run)."""
+    study = StudyFactory(slug=slug, title=title)
+    rng = random.Random(seed)
+    for _ in range(annotators):
+        participation = join(study)
+        for text in questions:
+            query = query_submit(participation=participation, text=text, client_token="")
+            while (match := match_current(query=query)) is not None:
+                judgment_record(match=match, choice=rng.choice(["left", "right"]), by=participation)
+        participation_finish(participation=participation)
+    return study

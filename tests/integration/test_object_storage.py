@@ -5,7 +5,6 @@ mode, a local process speaking the real S3 protocol over HTTP."""
 from __future__ import annotations
 
 import io
-import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,8 @@ from django.test import Client, override_settings
 from analysis import services
 from analysis.models import ResearchJob
 from annotation.models import Judgment
-from annotation.selectors.tournament import match_current
-from annotation.services.participation import participation_finish
-from annotation.services.query import query_submit
-from annotation.services.tournament import judgment_record
 from studies.models import Study, StudyMembership
-from tests.annotation.factories import StudyFactory, join
+from tests.annotation.factories import played_study
 from tests.integration.worker import CeleryWorker, WorkerPool, wait_for
 from tests.support.s3_standin import bucket_client, s3_server
 
@@ -71,16 +66,8 @@ def _web_storages(env: dict[str, str]) -> dict[str, Any]:
 @pytest.fixture
 def played(transactional_db: None) -> Study:
     """Three annotators, two questions each, answered through the services (eager Celery, offline backends)."""
-    study = StudyFactory(slug="stored", title="Stored outputs")
-    rng = random.Random(11)
-    for _ in range(3):
-        participation = join(study)
-        for text in ("Does sleep affect memory?", "Do vaccines protect older adults?"):
-            query = query_submit(participation=participation, text=text, client_token="")
-            while (match := match_current(query=query)) is not None:
-                judgment_record(match=match, choice=rng.choice(["left", "right"]), by=participation)
-        participation_finish(participation=participation)
-    return study
+    questions = ("Does sleep affect memory?", "Do vaccines protect older adults?")
+    return played_study(slug="stored", title="Stored outputs", annotators=3, questions=questions, seed=11)
 
 
 def _researcher(study: Study) -> Client:
@@ -93,10 +80,7 @@ def _researcher(study: Study) -> Client:
 
 
 def _worker(pool: WorkerPool, env: dict[str, str], media: Path) -> CeleryWorker:
-    worker = CeleryWorker(database_url=pool.database_url, broker=pool.broker, log_dir=pool.log_dir, name="s3")
-    worker.env.update(env, MEDIA_ROOT=str(media))
-    pool.workers.append(worker)
-    return worker.start()
+    return pool.start("s3", extra_env={**env, "MEDIA_ROOT": str(media)})
 
 
 def _export_done(study: Study, pool: WorkerPool) -> ResearchJob:

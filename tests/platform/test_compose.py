@@ -14,7 +14,7 @@ import pytest
 import yaml
 from django.conf import settings
 
-from tests.support.compose import ComposeError, interpolate, render
+from tests.support.compose import ComposeError, enabled, interpolate, render
 
 REPO = Path(__file__).resolve().parents[2]
 # The Compose Specification's JSON schema (draft-07), vendored: no network in CI. Source: the compose-spec
@@ -215,3 +215,86 @@ def test_prometheus_scrapes_services_that_exist_with_the_token() -> None:
     exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
     for series in ("satisfy_question_first_comparison_seconds", "satisfy_queue_depth", "satisfy_model_server_call"):
         assert series in exprs
+
+
+GPU_SERVICES = {"vllm", "vllm-judge"}
+
+
+def render_with(tmp_path: Path, extra: str) -> dict[str, Any]:
+    """The configuration with platform/env.example as .env, plus `extra` lines."""
+    shutil.copy(REPO / "docker-compose.yml", tmp_path / "docker-compose.yml")
+    shutil.copytree(REPO / "platform", tmp_path / "platform", dirs_exist_ok=True)
+    (tmp_path / ".env").write_text((REPO / "platform" / "env.example").read_text() + extra)
+    return render(tmp_path)
+
+
+def option(service: dict[str, Any], name: str) -> str:
+    """The value of `--name=value` in a vLLM service's command."""
+    values = [a.split("=", 1)[1] for a in service["command"] if a.startswith(f"--{name}=")]
+    assert len(values) == 1, (name, service["command"])
+    return str(values[0])
+
+
+def test_the_gpu_profile_adds_a_generation_and_a_judge_server_and_nothing_else(tmp_path: Path) -> None:
+    config = render_with(tmp_path, "VLLM_MODEL=Qwen/Qwen2.5-7B-Instruct\nVLLM_JUDGE_MODEL=Qwen/Qwen2.5-14B-Instruct\n")
+    assert errors(config) == []
+    default, gpu = enabled(config), enabled(config, ("gpu",))
+    assert set(gpu) - set(default) == GPU_SERVICES  # only under the profile
+    assert not GPU_SERVICES & set(enabled(config, ("s3", "monitoring")))
+    for name in GPU_SERVICES:
+        service = gpu[name]
+        assert PINNED.match(service["image"]) and service["image"].startswith("vllm/vllm-openai:"), service["image"]
+        assert "/health" in " ".join(service["healthcheck"]["test"]), name
+        assert option(service, "port") == "8000"
+        (device,) = service["deploy"]["resources"]["reservations"]["devices"]
+        assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"], device
+    # Each server on a GPU of its own: a scoring run's judges never take generation's memory or slots.
+    devices = [set(gpu[n]["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"]) for n in GPU_SERVICES]
+    assert devices[0] and devices[1] and not devices[0] & devices[1], devices
+
+
+def test_the_gpu_profile_is_wired_as_the_generation_server_and_the_judge(tmp_path: Path) -> None:
+    config = render_with(tmp_path, "VLLM_MODEL=Qwen/Qwen2.5-7B-Instruct\nVLLM_JUDGE_MODEL=Qwen/Qwen2.5-14B-Instruct\n")
+    services = config["services"]
+    env_file = (tmp_path / ".env").read_text()
+    found = re.search(r"^LLM_CONCURRENCY=(\d+)$", env_file, re.MULTILINE)
+    assert found, "platform/env.example sets LLM_CONCURRENCY"
+    concurrency = int(found.group(1))
+    for name in APP_SERVICES:
+        env = services[name]["environment"]
+        generation, judge = (
+            re.fullmatch(r"http://([\w-]+):(\d+)/v1", env[k]) for k in ("LLM_BASE_URL", "JUDGE_BASE_URL")
+        )
+        assert generation and judge, (name, env)
+        assert generation.group(1) == "vllm" and judge.group(1) == "vllm-judge", name  # the judge on its own server
+        assert generation.group(2) == option(services["vllm"], "port") and judge.group(2) == option(
+            services["vllm-judge"], "port"
+        )
+        # The app asks each server for the model it serves: a study system's model name is VLLM_MODEL.
+        assert option(services["vllm"], "served-model-name") == "Qwen/Qwen2.5-7B-Instruct"
+        assert env["JUDGE_MODEL"] == option(services["vllm-judge"], "served-model-name") == "Qwen/Qwen2.5-14B-Instruct"
+    # The sizing rule (docs/deploy.md, "GPUs"): the deployment never has more calls in flight than a server batches.
+    for server in GPU_SERVICES:
+        assert concurrency <= int(option(services[server], "max-num-seqs")), server
+
+
+def test_without_the_gpu_models_nothing_points_at_a_server_that_is_not_started_and_env_passes_through(
+    tmp_path: Path,
+) -> None:
+    services = render_with(tmp_path, "")["services"]
+    for name in APP_SERVICES:
+        env = services[name]["environment"]
+        assert (env["LLM_BASE_URL"], env["JUDGE_BASE_URL"], env["JUDGE_MODEL"]) == ("", "", ""), name
+    hosted = "LLM_BASE_URL=https://models.example.org/v1\nJUDGE_BASE_URL=https://judges.example.org/v1\n"
+    services = render_with(tmp_path, hosted + "VLLM_MODEL=m\nVLLM_JUDGE_MODEL=j\nJUDGE_MODEL=judge-7b\n")["services"]
+    for name in APP_SERVICES:
+        env = services[name]["environment"]
+        assert env["LLM_BASE_URL"] == "https://models.example.org/v1" and env["JUDGE_MODEL"] == "judge-7b", name
+        assert env["JUDGE_BASE_URL"] == "https://judges.example.org/v1", name
+
+
+def test_a_service_started_without_its_dependencys_profile_is_refused() -> None:
+    config = {"services": {"worker": {"depends_on": ["vllm"]}, "vllm": {"profiles": ["gpu"]}}}
+    with pytest.raises(ComposeError, match="depends on 'vllm', which these profiles do not start"):
+        enabled(config)
+    assert set(enabled(config, ("gpu",))) == {"worker", "vllm"}

@@ -144,3 +144,19 @@ def render(project: Path, file_name: str = "docker-compose.yml") -> dict[str, An
             if named and ":" in str(volume) and source not in volumes:
                 raise ComposeError(f"services/{name}: volume {source!r} is not defined in the top-level volumes")
     return config
+
+
+def enabled(config: dict[str, Any], profiles: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The services `docker compose --profile P ... up` starts (the Compose Specification, "Profiles"): those with
+    no `profiles`, and those with one of `profiles`. A started service's dependency must be started too."""
+    services = config.get("services", {})
+    started = {
+        name: service
+        for name, service in services.items()
+        if not service.get("profiles") or set(service["profiles"]) & set(profiles)
+    }
+    for name, service in started.items():
+        for dependency in service.get("depends_on", []):
+            if dependency not in started:
+                raise ComposeError(f"services/{name}: depends on {dependency!r}, which these profiles do not start")
+    return started
