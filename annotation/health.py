@@ -135,7 +135,8 @@ def health_alerts(health: StudyHealth) -> list[str]:
         )
     if health.waiting_past_deadline:
         alerts.append(
-            f"{health.study.title}: {health.waiting_past_deadline} annotator(s) waiting past the "
+            f"{health.study.title}: {health.waiting_past_deadline} "
+            f"{'annotator is' if health.waiting_past_deadline == 1 else 'annotators are'} waiting past the "
             f"{settings.ANNOTATION_WAIT_DEADLINE_S} s deadline now."
         )
     return alerts

@@ -194,7 +194,7 @@ def test_the_health_panel_and_metrics_show_what_the_database_holds(
 
     # The admin index says someone waits past the deadline, with a link to the panel.
     index = client.get("/admin/").content.decode()
-    assert "waiting past the 120 s deadline" in index and f"/admin/health/{study.pk}/" in index
+    assert "1 annotator is waiting past the 120 s deadline" in index and f"/admin/health/{study.pk}/" in index
 
     client.force_login(stranger)
     assert client.get(f"/admin/health/{study.pk}/").status_code == 404
