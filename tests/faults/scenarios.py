@@ -87,7 +87,9 @@ class Rig:
     def slug(self, name: str) -> str:
         return f"{self.slug_prefix}-{name}-{secrets.token_hex(3)}"
 
-    def start_worker(self, name: str, *, env: dict[str, str] | None = None, concurrency: int = 2) -> CeleryWorker:
+    def start_worker(
+        self, name: str, *, env: dict[str, str] | None = None, concurrency: int = 2, pool: str = "prefork"
+    ) -> CeleryWorker:
         worker = CeleryWorker(
             database_url=self.pool.database_url,
             broker=self.pool.broker,
@@ -96,6 +98,7 @@ class Rig:
             concurrency=concurrency,
         )
         worker.env.update(env or {})
+        worker.args = [f"--pool={pool}" if arg.startswith("--pool=") else arg for arg in worker.args]
         self.pool.workers.append(worker)
         return worker.start()
 
@@ -1245,17 +1248,22 @@ def broker_restart_with_a_summary_in_flight(rig: Rig, server: Any, *, down_s: fl
     return outcome
 
 
-def consumer_stopped_by_a_broker_restart(rig: Rig, server: Any, *, down_s: float = FIELD_DOWN_S) -> Outcome:
+def consumer_stopped_by_a_broker_restart(
+    rig: Rig, server: Any, *, pool: str = "prefork", down_s: float = FIELD_DOWN_S
+) -> Outcome:
     """The same restart, on a worker with kombu's Redis channel as released, whose consumer it kills for real
     (tests/faults/worker_settings.py). The worker must exit within seconds, not when its summary at the model ends,
     and with a failure code, so that its supervisor starts it again; started again (docker-compose.yml's restart
-    policy), it must finish the question in flight, whose summary the sweepers send again, and a new one."""
-    outcome = Outcome("consumer stopped by a broker restart", f"kombu as released, Redis back after {down_s:.0f}s")
+    policy), it must finish the question in flight, whose summary the sweepers send again, and a new one. A thread
+    pool's running task cannot be ended: the worker then exits when its time is up (config/celery.py)."""
+    outcome = Outcome(
+        "consumer stopped by a broker restart", f"{pool} pool, kombu as released, Redis back after {down_s:.0f}s"
+    )
     gate = threading.Event()
     with openai_standin(_first_held(gate)) as llm:
         try:
             study = actions.study_open(slug=rig.slug("consumer-stopped"), systems=openai_systems(llm.base_url))
-            doomed = rig.start_worker("as-released", env=KOMBU_AS_RELEASED)
+            doomed = rig.start_worker("as-released", env=KOMBU_AS_RELEASED, pool=pool)
             people = [Annotator.join(study), Annotator.join(study)]
             ids = [people[0].ask().json()["id"]]
             if not _one_summary_in_flight(outcome, ids[0]):

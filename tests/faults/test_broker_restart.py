@@ -21,7 +21,8 @@ def test_a_worker_with_a_summary_in_flight_takes_new_work_within_a_minute_of_the
     check(scenarios.broker_restart_with_a_summary_in_flight(restart_rig, own_redis))
 
 
+@pytest.mark.parametrize("pool", ["prefork", "threads"])
 def test_a_worker_whose_consumer_the_broker_restart_stopped_exits_at_once_and_its_restart_catches_up(
-    restart_rig: Rig, own_redis: RedisServer
+    restart_rig: Rig, own_redis: RedisServer, pool: str
 ) -> None:
-    check(scenarios.consumer_stopped_by_a_broker_restart(restart_rig, own_redis))
+    check(scenarios.consumer_stopped_by_a_broker_restart(restart_rig, own_redis, pool=pool))
