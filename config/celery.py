@@ -1,10 +1,15 @@
 """The Celery application: one per process, configured from Django settings."""
 
+import functools
 import logging
 import os
+import threading
 from typing import Any
 
+import redis
 from celery import Celery
+from celery.exceptions import WorkerTerminate
+from celery.platforms import EX_FAILURE
 from celery.signals import (
     beat_init,
     before_task_publish,
@@ -15,8 +20,10 @@ from celery.signals import (
     worker_init,
     worker_process_shutdown,
 )
+from celery.worker.consumer import Consumer
 from django.conf import settings
 from django.db import close_old_connections, connection
+from kombu.transport import redis as kombu_redis
 from prometheus_client import multiprocess
 
 from config import monitoring
@@ -28,6 +35,78 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 app = Celery("satisfy")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# -- the broker consumer: it recovers from a broker restart, or the worker exits (docs/deploy.md, "Brokers") ------
+
+# kombu 5.7.0 (the latest release; 5.6 alike): a Redis channel closed after its connection builds a new connection
+# pool from `self.connection.client`, which `kombu.Connection.close` has set to None, and fails with
+# AttributeError("'NoneType' object has no attribute 'hostname'"). A worker meets it when its Redis goes away while a
+# late-acked task runs and a process is free (a BRPOP outstanding), and the remote-control connection notices first:
+# Celery's reconnect has kombu collect the connection, where the task channel's close fails on the BRPOP (left
+# open) and the transport is detached; then it closes the connection again, and the task channel's close, putting
+# its unacknowledged message back, fails so. Celery does not take that for a connection error: "Unrecoverable
+# error", and the worker receives nothing again. The same error on another channel's close: celery/kombu#582; no
+# release fixes it. Here a channel keeps the parameters it opened with and uses them once its connection is
+# closed: its close then fails with a connection error while the broker is down (or puts the message back once it
+# is up), as when the loss is noticed on the BRPOP, and the consumer reconnects. tests/faults/test_broker_restart.py
+# causes it; tests/platform/test_kombu_patch.py fails when kombu's code changes shape.
+_KOMBU_CONNPARAMS = kombu_redis.Channel._connparams
+
+
+@functools.wraps(_KOMBU_CONNPARAMS)
+def _connparams_after_close(self: kombu_redis.Channel, asynchronous: bool = False) -> dict[str, Any]:
+    opened_with: dict[bool, dict[str, Any]] = self.__dict__.setdefault("_satisfy_opened_with", {})
+    transport = self.connection
+    if transport is None or transport.client is None:  # the connection was closed
+        if asynchronous not in opened_with:
+            raise redis.ConnectionError("the broker connection of this channel was closed")
+        return dict(opened_with[asynchronous])
+    params: dict[str, Any] = _KOMBU_CONNPARAMS(self, asynchronous=asynchronous)
+    opened_with[asynchronous] = dict(params)
+    return params
+
+
+kombu_redis.Channel._connparams = _connparams_after_close  # type: ignore[method-assign]
+
+# A worker whose consumer stopped for good exits at most this long after, whatever its pool does (the running
+# tasks of a thread pool cannot be ended, and the interpreter waits for them).
+CONSUMER_STOPPED_EXIT_S = 10.0
+
+
+class ExitingConsumer(Consumer):
+    """Celery's consumer, except that an error it does not recover from ends the worker process within seconds.
+
+    Celery's own logs "Unrecoverable error" and shuts down warm, which waits for the running tasks: the worker
+    receives nothing more but lives on until its longest task ends, minutes behind a slow model server, and its
+    supervisor (docker-compose.yml's `restart: unless-stopped`) has no exit to act on. This one ends the pool's
+    processes (a cold shutdown) and exits with 1; the sweepers send their work again from its own state
+    (docs/backends.md, "Sweepers"). CELERY_WORKER_CONSUMER names it."""
+
+    def start(self) -> None:
+        try:
+            super().start()
+        except Exception as error:
+            logging.getLogger(__name__).critical(
+                "the broker consumer stopped for good (%r): ending the running tasks and exiting, so that the "
+                "supervisor starts the worker again",
+                error,
+                exc_info=True,
+            )
+            if self.controller is not None:
+                self.controller.exitcode = EX_FAILURE
+            _exit_unless_gone_in(CONSUMER_STOPPED_EXIT_S)
+            raise WorkerTerminate(EX_FAILURE) from error
+
+
+def _exit_unless_gone_in(seconds: float) -> None:
+    def exit_now() -> None:
+        logging.getLogger(__name__).critical("still running %.0f s after the consumer stopped: exiting now", seconds)
+        logging.shutdown()
+        os._exit(EX_FAILURE)
+
+    timer = threading.Timer(seconds, exit_now)
+    timer.daemon = True
+    timer.start()
 
 
 @worker_init.connect

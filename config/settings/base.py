@@ -395,6 +395,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker whose broker consumer stops for good (an error Celery does not recover from) exits within seconds, so that
+# its supervisor starts it again, instead of living on deaf until its running tasks end (config/celery.py).
+CELERY_WORKER_CONSUMER = "config.celery:ExitingConsumer"
 CELERY_TASK_DEFAULT_QUEUE = "default"
 # Queues (docs/deploy.md, "Queues"). Annotator-facing work (retrieval, generation and their sweeper) goes to
 # ANNOTATOR_QUEUE, research work (scoring chunks, research jobs: reports, exports, stress tests, and their

@@ -5,6 +5,7 @@ state after the sweepers ran, answers or questions lost, rows or answers duplica
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -28,7 +29,7 @@ from scoring.models import CandidateScore, ScoringRun
 from studies.models import Study
 from tests.faults import actions
 from tests.integration.worker import CeleryWorker, WorkerPool, celery_app_sending_to
-from tests.support.openai_standin import openai_standin
+from tests.support.openai_standin import default_responder, openai_standin
 from tests.support.openalex_standin import openalex_standin
 
 # The issue's target: a killed worker's work is picked up (and the row ends) in under one minute.
@@ -86,7 +87,9 @@ class Rig:
     def slug(self, name: str) -> str:
         return f"{self.slug_prefix}-{name}-{secrets.token_hex(3)}"
 
-    def start_worker(self, name: str, *, env: dict[str, str] | None = None, concurrency: int = 2) -> CeleryWorker:
+    def start_worker(
+        self, name: str, *, env: dict[str, str] | None = None, concurrency: int = 2, pool: str = "prefork"
+    ) -> CeleryWorker:
         worker = CeleryWorker(
             database_url=self.pool.database_url,
             broker=self.pool.broker,
@@ -95,6 +98,7 @@ class Rig:
             concurrency=concurrency,
         )
         worker.env.update(env or {})
+        worker.args = [f"--pool={pool}" if arg.startswith("--pool=") else arg for arg in worker.args]
         self.pool.workers.append(worker)
         return worker.start()
 
@@ -1132,6 +1136,172 @@ def broker_restart_with_research_queued(rig: Rig, server: Any, *, down_s: float 
     if outcome.settled_s is not None:
         outcome.notes.append(f"both done {outcome.settled_s:.0f}s after Redis was back (restarts {run_row.restarts})")
     return outcome
+
+
+# The field test's broker restart (bench/field.py): Redis killed, back empty 10 s later, while a worker has a summary
+# in flight (late-acked, so its message is unacknowledged) and a process free, waiting on the broker for its next
+# task, as a worker mostly is. That shape killed the worker's consumer in the field (config/celery.py).
+FIELD_DOWN_S = 10.0
+# A worker whose consumer stopped for good is gone within this long (config/celery.py, ExitingConsumer).
+EXIT_BOUND_S = 15.0
+# The worker the fault suite runs with kombu's Redis channel as released (tests/faults/worker_settings.py).
+KOMBU_AS_RELEASED = {"DJANGO_SETTINGS_MODULE": "tests.faults.worker_settings", "FAULTS_KOMBU_AS_RELEASED": "1"}
+CONSUMER_DIED = "Unrecoverable error"
+CONSUMER_STOPPED = "the broker consumer stopped for good"
+
+
+def _first_held(gate: threading.Event) -> Callable[[dict[str, Any]], str]:
+    """A model that holds the first request it gets until `gate` is set and answers every other at once."""
+    calls = itertools.count(1)
+
+    def answer(body: dict[str, Any]) -> str:
+        if next(calls) == 1:
+            gate.wait(300)
+        return default_responder(body)
+
+    return answer
+
+
+def _one_summary_in_flight(outcome: Outcome, query_id: int) -> bool:
+    """Wait until three of the question's summaries are written and the fourth is at the model: one worker process
+    runs it, the other waits on the broker."""
+    held = poll(
+        lambda: (
+            Candidate.objects.filter(query_id=query_id, status=Candidate.Status.DONE).count() == 3
+            and Candidate.objects.filter(query_id=query_id, status=Candidate.Status.RUNNING).count() == 1
+        ),
+        timeout=60,
+    )
+    time.sleep(0.5)  # the free process's BRPOP, sent after the third summary's ack
+    return outcome.expect(held, f"no summary held at the model with the others written: {describe_query(query_id)}")
+
+
+def _both_ready(rig: Rig, outcome: Outcome, people: list[Annotator], ids: list[int], *, back: float) -> None:
+    """Both questions ready (the sweepers running on their schedule) within a minute of Redis being back, each as
+    the API tells its annotator, and every summary written once."""
+    outcome.settled_s = rig.settle(
+        lambda: Query.objects.filter(pk__in=ids, status=Query.Status.READY).count() == len(ids),
+        since=back,
+        bound=RESEND_BOUND_S,
+    )
+    for annotator, query_id in zip(people, ids, strict=True):
+        audit_query(outcome, query_id, systems=4)
+        status = _api_status(annotator, query_id)
+        outcome.expect(status == Query.Status.READY, f"the API says question {query_id} is {status}")
+    ready = Query.objects.filter(pk__in=ids, status=Query.Status.READY).count()
+    outcome.see(
+        f"{ready}/{len(ids)} questions ready "
+        + (
+            f"at the {RESEND_BOUND_S:.0f}s bound"
+            if outcome.settled_s is None
+            else f"{outcome.settled_s:.0f}s after Redis was back"
+        )
+    )
+    failed = Candidate.objects.filter(query_id__in=ids, status=Candidate.Status.FAILED)
+    outcome.expect(not failed.exists(), f"summaries failed: {[short(c.failure_reason) for c in failed]}")
+
+
+def broker_restart_with_a_summary_in_flight(rig: Rig, server: Any, *, down_s: float = FIELD_DOWN_S) -> Outcome:
+    """A question's last summary is at the model and the worker's other process waits on the broker when Redis is
+    killed; it comes back empty `down_s` later and the summary is answered. The worker must live on and take new
+    work: a question asked once Redis is back must be ready within a minute, and so must the one in flight, its
+    summary written once."""
+    outcome = Outcome("broker restart, a summary in flight", f"Redis killed, back empty after {down_s:.0f}s")
+    gate = threading.Event()
+    with openai_standin(_first_held(gate)) as llm:
+        try:
+            study = actions.study_open(slug=rig.slug("restart-in-flight"), systems=openai_systems(llm.base_url))
+            worker = rig.start_worker("worker")
+            people = [Annotator.join(study), Annotator.join(study)]
+            ids = [people[0].ask().json()["id"]]
+            if not _one_summary_in_flight(outcome, ids[0]):
+                return outcome
+            held = Candidate.objects.get(query_id=ids[0], status=Candidate.Status.RUNNING)
+            server.stop()
+            time.sleep(down_s)
+            server.start()
+            back = time.monotonic()
+            gate.set()
+            ids.append(people[1].ask().json()["id"])
+            _both_ready(rig, outcome, people, ids, back=back)
+        finally:
+            gate.set()
+        alive = worker.process is not None and worker.process.poll() is None
+        outcome.expect(
+            alive and CONSUMER_DIED not in worker.log(),
+            f"the worker's consumer died (process {'alive' if alive else 'exited'}): "
+            f"{short(_line_with(worker.log(), CONSUMER_DIED), 200)!r}",
+        )
+        held.refresh_from_db()
+        outcome.expect(
+            held.status == Candidate.Status.DONE and held.attempts == 1,
+            f"the summary in flight ended {held.status} after {held.attempts} attempts",
+        )
+        total = Candidate.objects.filter(query_id__in=ids).count()
+        outcome.expect(llm.completions == total, f"{llm.completions} model calls for {total} summaries")
+        outcome.duplicated += max(0, llm.completions - total)
+        outcome.notes.append(
+            f"worker {'alive' if alive else 'gone'}; model calls {llm.completions} for {total} summaries"
+        )
+    for annotator in people:
+        annotator.close()
+    return outcome
+
+
+def consumer_stopped_by_a_broker_restart(
+    rig: Rig, server: Any, *, pool: str = "prefork", down_s: float = FIELD_DOWN_S
+) -> Outcome:
+    """The same restart, on a worker with kombu's Redis channel as released, whose consumer it kills for real
+    (tests/faults/worker_settings.py). The worker must exit within seconds, not when its summary at the model ends,
+    and with a failure code, so that its supervisor starts it again; started again (docker-compose.yml's restart
+    policy), it must finish the question in flight, whose summary the sweepers send again, and a new one. A thread
+    pool's running task cannot be ended: the worker then exits when its time is up (config/celery.py)."""
+    outcome = Outcome(
+        "consumer stopped by a broker restart", f"{pool} pool, kombu as released, Redis back after {down_s:.0f}s"
+    )
+    gate = threading.Event()
+    with openai_standin(_first_held(gate)) as llm:
+        try:
+            study = actions.study_open(slug=rig.slug("consumer-stopped"), systems=openai_systems(llm.base_url))
+            doomed = rig.start_worker("as-released", env=KOMBU_AS_RELEASED, pool=pool)
+            people = [Annotator.join(study), Annotator.join(study)]
+            ids = [people[0].ask().json()["id"]]
+            if not _one_summary_in_flight(outcome, ids[0]):
+                return outcome
+            server.stop()
+            killed = time.monotonic()
+            assert doomed.process is not None
+            poll(lambda: doomed.process is not None and doomed.process.poll() is not None, timeout=EXIT_BOUND_S + 30)
+            code = doomed.process.poll()
+            exit_s = time.monotonic() - killed
+            outcome.expect(
+                CONSUMER_DIED in doomed.log() or CONSUMER_STOPPED in doomed.log(),
+                "the restart did not stop the consumer: the fault was not caused",
+            )
+            outcome.expect(
+                code is not None and exit_s <= EXIT_BOUND_S,
+                f"the worker was still running {exit_s:.0f}s after its consumer stopped",
+            )
+            outcome.expect(code not in (None, 0), f"the worker exited with {code}: its supervisor sees no failure")
+            outcome.notes.append(
+                "worker "
+                + (f"exited with {code} {exit_s:.1f}s after Redis was killed" if code is not None else "still running")
+            )
+            time.sleep(max(0.0, down_s - (time.monotonic() - killed)))
+            server.start()
+            back = time.monotonic()
+            rig.start_worker("restarted")
+            ids.append(people[1].ask().json()["id"])
+            _both_ready(rig, outcome, people, ids, back=back)
+        finally:
+            gate.set()
+    for annotator in people:
+        annotator.close()
+    return outcome
+
+
+def _line_with(log: str, text: str) -> str:
+    return next((line for line in log.splitlines() if text in line), "")
 
 
 def resend_while_queued(rig: Rig, *, questions: int = 3, window_s: int = 1) -> Outcome:
