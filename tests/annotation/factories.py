@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from annotation.models import Participation, Query
 from annotation.services.participation import invitation_accept, participation_screen
 from annotation.services.persona import persona_save
+from annotation.services.prewritten import prewritten_import
 from studies.models import Study
 from studies.services.invitation import invitation_create_bulk
 from studies.services.study import study_create
@@ -105,3 +106,35 @@ def ask_and_answer(participation: Participation, capture, text: str) -> Query:  
     while (match := match_current(query=query)) is not None:
         judgment_record(match=match, choice="left", by=participation)
     return query
+
+
+def prewritten_adaptive_study(systems: int, *, items: int = 3, **fields) -> Study:  # type: ignore[no-untyped-def]
+    """An open adaptive study of `systems` pre-written systems (`sys-00`, ... alternately persona and generic, so a
+    constrained first round is possible) with `items` imported items: each output says which system wrote it
+    ("... by system 7 ..."), which only the test reads, never the annotator's pages."""
+    study = StudyFactory(
+        design=fields.pop("design", Study.Design.ADAPTIVE),
+        systems=[
+            {
+                "label": f"sys-{i:02d}",
+                "model_name": f"lab-model-{i:02d}",
+                "condition": ("persona", "generic")[i % 2],
+                "generation_backend": "prewritten",
+            }
+            for i in range(systems)
+        ],
+        **fields,
+    )
+    rows = "\n".join(
+        f'item{k},sys-{i:02d},"Nurses on nights sleep less, says summary number {i} of item {k}.",'
+        f'"A cohort study of night shifts, number {k}.",What does study {k} find?'
+        for k in range(items)
+        for i in range(systems)
+    )
+    prewritten_import(study=study, data="item_id,system,output,source,prompt\n" + rows, format="csv")
+    return study
+
+
+def system_number(text: str) -> int:
+    """The system that wrote an output of `prewritten_adaptive_study`, from its text."""
+    return int(text.split("summary number ")[1].split(" ")[0])
