@@ -4,11 +4,14 @@ tallies that choose the next pair, right when annotators answer at the same mome
 
 from __future__ import annotations
 
+import io
+import json
 import threading
 from collections import Counter
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.db import connection
 from rest_framework.test import APIClient
 
@@ -58,6 +61,56 @@ def _better(body: dict, _number: int) -> str:
     """The annotator's taste: the lower system number wins (system 0 is the best)."""
     left, right = (system_number(body[side]["text"]) for side in ("left", "right"))
     return "left" if left < right else "right"
+
+
+def test_a_12_system_adaptive_study_plays_to_the_end_and_analyses_with_a_strength_per_system(tmp_path):
+    study = prewritten_adaptive_study(12, items=3, constrained_first_round=True, queries_per_annotator=2)
+    annotators = [_annotator(study) for _ in range(3)]
+    questions = 0
+    for round_number in range(2):
+        for client, pid in annotators:
+            query, shown = _play(client, pid, f"t{round_number}", _better)
+            questions += 1
+            # As many comparisons as a bracket of 12 plays (11), numbered as shown, no pair twice.
+            assert [m["label"] for m in shown] == [f"pair{k}" for k in range(1, 12)]
+            pairs = [frozenset(system_number(m[s]["text"]) for s in ("left", "right")) for m in shown]
+            assert len(set(pairs)) == 11
+            # The constrained first round: each summary's first comparison is with the other condition (even
+            # system numbers are persona, odd ones generic).
+            seen: set[int] = set()
+            for pair in pairs:
+                first, second = sorted(pair)
+                if first not in seen or second not in seen:
+                    assert first % 2 != second % 2, (pairs, pair)
+                seen |= pair
+    matches = Match.objects.filter(bracket__query__participation__study=study)
+    assert matches.count() == questions * 11 and not matches.exclude(status="answered").exists()
+    # Every summary of a question has its own position, none a bye; placement is random both ways.
+    for query in Query.objects.filter(participation__study=study):
+        assert sorted(c.position for c in query.candidates.all()) == sorted("ABCDEFGHIJKL")
+        assert query.bracket.byes == [] and query.bracket.design == "adaptive" and query.bracket.budget == 11
+    sides = Counter(j.choice for j in Judgment.objects.filter(match__in=matches))
+    assert sides["left"] > 0 and sides["right"] > 0
+    # The tallies the next pair was chosen from hold every decided answer.
+    tallied = sum(t.first_wins + t.second_wins + t.ties for t in PairTally.objects.filter(study=study))
+    assert tallied == questions * 11
+
+    out = tmp_path / "out"
+    printed = io.StringIO()
+    call_command("analyze", "--study", study.slug, "--out", str(out), "--resamples", "200", stdout=printed)
+    report = json.loads((out / "report.json").read_text())
+    assert report["estimand"]["design"] == "adaptive" and report["estimand"]["headline"] == "bradley_terry"
+    assert "estimand (adaptive design)" in printed.getvalue()
+    assert [s["stage"] for s in report["stages"]] == ["adaptive"]
+    strengths = report["bradley_terry"]["systems"]
+    assert len(strengths) == 12
+    # The annotators always preferred the lower number: the strengths put system 0 first and 11 last.
+    order = [int(s["system"].split("-")[2]) for s in strengths]
+    assert order[0] == 0 and order[-1] == 11
+    html = (out / "report.html").read_text()
+    assert html.index("Bradley-Terry strengths of systems") < html.index("<h2>Win rates</h2>")
+    manifest = json.loads((out / "comparisons.manifest.json").read_text())
+    assert manifest["design"] == "adaptive" and manifest["stages"] == {"adaptive": questions * 11}
 
 
 def test_neither_retires_both_summaries_for_the_rest_of_the_question():
