@@ -23,6 +23,7 @@ from annotation.services.tournament import judgment_record
 from studies.models import Study
 from studies.services.invitation import invitation_create_bulk
 from tests.annotation.factories import PERSONA, StudyFactory, join, prewritten_adaptive_study, system_number
+from tests.studies.test_study_rules import _change_url, _form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -248,3 +249,19 @@ def test_annotators_answering_at_the_same_moment_all_reach_the_tallies(transacti
         stored[(tally.first_id, tally.second_id)] += tally.first_wins
         stored[(tally.second_id, tally.first_id)] += tally.second_wins
     assert +stored == +expected and sum(expected.values()) == 70
+
+
+def test_the_admin_form_sets_the_adaptive_design_and_explains_a_refusal(client):
+    client.force_login(get_user_model().objects.create_superuser("boss", "boss@example.org", "pw"))
+    study = StudyFactory(status=Study.Status.DRAFT)  # the default design: 4 systems, 6 pairs
+    page = client.get(_change_url(study)).content.decode()
+    assert 'name="design"' in page and 'name="adaptive_matches"' in page
+    too_many = _form_data(study, status="open", design="adaptive", adaptive_matches="9")
+    refused = client.post(_change_url(study), too_many).content.decode()
+    assert "Comparisons per question can be at most 6 with 4 systems: every pair once." in refused
+    study.refresh_from_db()
+    assert (study.status, study.design) == (Study.Status.DRAFT, Study.Design.BRACKET)
+    saved = client.post(_change_url(study), _form_data(study, status="open", design="adaptive", adaptive_matches="5"))
+    assert saved.status_code == 302
+    study.refresh_from_db()
+    assert (study.status, study.design, study.adaptive_matches) == (Study.Status.OPEN, Study.Design.ADAPTIVE, 5)
