@@ -320,13 +320,7 @@ def _adaptive_outcome(*, bracket: Bracket, match: Match, choice: str) -> Outcome
 
 def _match_choice(match: Match) -> str | None:
     """The choice an answered match recorded (None while it is pending or was skipped)."""
-    if match.status != Match.Status.ANSWERED:
-        return None
-    judgment = getattr(match, "judgment", None)
-    if judgment is None:
-        # Answered by a request that committed while this one waited for the bracket's lock (_match_winner_id).
-        return Judgment.objects.filter(match_id=match.pk).values_list("choice", flat=True).get()
-    return judgment.choice
+    return _answered(match, "choice")
 
 
 def _pair_key(first_id: int, second_id: int) -> str:
@@ -425,14 +419,19 @@ def _placed(*, bracket: Bracket, round_number: int, index: int, pair: tuple[int,
 
 
 def _match_winner_id(match: Match) -> int | None:
+    return _answered(match, "winner_id")
+
+
+def _answered(match: Match, field: str) -> Any:
+    """`field` of the judgment of an answered match (None while it is pending or was skipped)."""
     if match.status != Match.Status.ANSWERED:
         return None
     judgment = getattr(match, "judgment", None)
     if judgment is None:
         # Answered by a request that committed while this one waited for the bracket's lock: the locked
         # read returned the match's new status but not the judgment inserted since it began.
-        return Judgment.objects.filter(match_id=match.pk).values_list("winner_id", flat=True).get()
-    return judgment.winner_id
+        return Judgment.objects.filter(match_id=match.pk).values_list(field, flat=True).get()
+    return getattr(judgment, field)
 
 
 def _tournament_advance(*, bracket: Bracket, match: Match, matches: list[Match], policy: str | None = None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import factory
 from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
 
 from annotation.models import Participation, Query
 from annotation.services.participation import invitation_accept, participation_screen
@@ -138,3 +139,16 @@ def prewritten_adaptive_study(systems: int, *, items: int = 3, **fields) -> Stud
 def system_number(text: str) -> int:
     """The system that wrote an output of `prewritten_adaptive_study`, from its text."""
     return int(text.split("summary number ")[1].split(" ")[0])
+
+
+def api_annotator(study: Study) -> tuple[APIClient, int]:
+    """A new annotator through the public API: an invitation accepted, the persona described. Their signed-in
+    client and participation id."""
+    invitation = invitation_create_bulk(study=study, count=1)[0]
+    accepted = APIClient().post(f"/api/v1/invitations/{invitation.token}/accept/", {"consent": True}, format="json")
+    assert accepted.status_code == 201, accepted.json()
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {accepted.json()['token']}")
+    pid = accepted.json()["id"]
+    assert client.put(f"/api/v1/participations/{pid}/persona/", PERSONA, format="json").status_code == 200
+    return client, pid

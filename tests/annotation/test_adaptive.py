@@ -21,22 +21,17 @@ from annotation.services.persona import persona_save
 from annotation.services.prewritten import prewritten_query_next
 from annotation.services.tournament import judgment_record
 from studies.models import Study
-from studies.services.invitation import invitation_create_bulk
-from tests.annotation.factories import PERSONA, StudyFactory, join, prewritten_adaptive_study, system_number
+from tests.annotation.factories import (
+    PERSONA,
+    StudyFactory,
+    api_annotator,
+    join,
+    prewritten_adaptive_study,
+    system_number,
+)
 from tests.studies.test_study_rules import _change_url, _form_data
 
 pytestmark = pytest.mark.django_db
-
-
-def _annotator(study: Study) -> tuple[APIClient, int]:
-    invitation = invitation_create_bulk(study=study, count=1)[0]
-    accepted = APIClient().post(f"/api/v1/invitations/{invitation.token}/accept/", {"consent": True}, format="json")
-    assert accepted.status_code == 201, accepted.json()
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {accepted.json()['token']}")
-    pid = accepted.json()["id"]
-    assert client.put(f"/api/v1/participations/{pid}/persona/", PERSONA, format="json").status_code == 200
-    return client, pid
 
 
 def _play(client: APIClient, pid: int, token: str, choose) -> tuple[dict, list[dict]]:  # type: ignore[no-untyped-def]
@@ -66,7 +61,7 @@ def _better(body: dict, _number: int) -> str:
 
 def test_a_12_system_adaptive_study_plays_to_the_end_and_analyses_with_a_strength_per_system(tmp_path):
     study = prewritten_adaptive_study(12, items=3, constrained_first_round=True, queries_per_annotator=2)
-    annotators = [_annotator(study) for _ in range(3)]
+    annotators = [api_annotator(study) for _ in range(3)]
     questions = 0
     for round_number in range(2):
         for client, pid in annotators:
@@ -116,7 +111,7 @@ def test_a_12_system_adaptive_study_plays_to_the_end_and_analyses_with_a_strengt
 
 def test_neither_retires_both_summaries_for_the_rest_of_the_question():
     study = prewritten_adaptive_study(6, items=1)
-    client, pid = _annotator(study)
+    client, pid = api_annotator(study)
     retired: set[int] = set()
 
     def neither_first(body: dict, number: int) -> str:
@@ -136,9 +131,9 @@ def test_neither_retires_both_summaries_for_the_rest_of_the_question():
 
 def test_the_study_s_comparisons_per_question_and_an_attention_check_keep_the_numbering():
     study = prewritten_adaptive_study(5, items=2, adaptive_matches=7, check_share=1.0)
-    first, pid = _annotator(study)
+    first, pid = api_annotator(study)
     _play(first, pid, "warm-up", _better)  # a first question: the second has another's summary for its check
-    client, pid = _annotator(study)
+    client, pid = api_annotator(study)
     query, shown = _play(client, pid, "t", _better)
     matches = list(Match.objects.filter(bracket__query_id=query["id"]).order_by("round", "index"))
     checks = [m for m in matches if m.check_expected]
@@ -199,7 +194,7 @@ def test_the_design_is_a_setting_checked_by_field_and_frozen_once_played(django_
 
     # Played: a question's summaries exist, so the design can no longer change.
     with django_capture_on_commit_callbacks(execute=True):
-        client_a, pid = _annotator(Study.objects.get(slug="many"))
+        client_a, pid = api_annotator(Study.objects.get(slug="many"))
         client_a.post(f"/api/v1/participations/{pid}/queries/", {"text": "night shifts and sleep"}, format="json")
     assert Query.objects.get(participation_id=pid).bracket.budget == 3  # 4 systems: as many as a bracket
     frozen = client.patch("/api/v1/admin/studies/many/", {"design": "bracket"}, format="json")
