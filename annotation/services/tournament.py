@@ -233,9 +233,7 @@ def _adaptive_create(*, query: Query, candidates: Sequence[Candidate], seed: int
     _adaptive_next(
         bracket=bracket,
         matches=matches,
-        study_id=study.pk,
-        constrained=study.constrained_first_round,
-        policy=study.identical_policy,
+        study=study,
         counted=lambda: query.participation.source != Participation.Source.PREVIEW,
     )
     return bracket
@@ -245,9 +243,7 @@ def _adaptive_next(
     *,
     bracket: Bracket,
     matches: list[Match],
-    study_id: int,
-    constrained: bool,
-    policy: str,
+    study: Study,
     counted: Callable[[], bool],
     outcomes: Sequence[Outcome] = (),
 ) -> None:
@@ -256,7 +252,8 @@ def _adaptive_next(
     answers not stored there yet, which are added to them last (`counted()`: not a preview's). A new pair of
     identical summaries under the identical policy "tie" is recorded as a tie at once and the next one chosen. The
     question is ranked once nothing is pending. `matches`: all the question's matches (checks included), under the
-    bracket's lock or just created; the matches created here are appended."""
+    bracket's lock or just created; the matches created here are appended. Of `study` its key, first-round rule and
+    identical policy are read."""
     entrants = [Entrant(candidate=c, system=i, condition=cond) for i, (c, _, cond) in enumerate(bracket.entrants or [])]
     systems = [system for _, system, _ in bracket.entrants or []]
     outcomes = list(outcomes)
@@ -266,7 +263,7 @@ def _adaptive_next(
         if len(data) >= bracket.budget or any(m.status == Match.Status.PENDING for m in data):
             break
         if wins is None:
-            wins = tally_wins(study_id=study_id, systems=systems)
+            wins = tally_wins(study_id=study.pk, systems=systems)
             wins_add(wins, systems=systems, outcomes=outcomes)
         pair = next_pair(
             entrants,
@@ -279,7 +276,7 @@ def _adaptive_next(
                 for c in (m.left_id, m.right_id)
                 if c is not None
             },
-            constrained=constrained,
+            constrained=study.constrained_first_round,
             rng=random.Random(f"{bracket.seed}:adaptive:{len(data) + 1}"),
         )
         if pair is None:
@@ -298,14 +295,14 @@ def _adaptive_next(
             similarity=similarity,
         )
         matches.append(match)
-        if not (kind and policy == Study.IdenticalPolicy.TIE):
+        if not (kind and study.identical_policy == Study.IdenticalPolicy.TIE):
             break
         _tie_record_automatic(bracket=bracket, match=match)
         if (outcome := _adaptive_outcome(bracket=bracket, match=match, choice=Judgment.Choice.TIE)) is not None:
             outcomes.append(outcome)
             wins_add(wins, systems=systems, outcomes=[outcome])
     if outcomes and counted():
-        tally_add(study_id=study_id, outcomes=outcomes)
+        tally_add(study_id=study.pk, outcomes=outcomes)
     if not any(m.status == Match.Status.PENDING for m in matches):
         if Query.objects.filter(pk=bracket.query_id, status=Query.Status.READY).update(status=Query.Status.RANKED):
             bracket.query.status = Query.Status.RANKED  # the judgment's page says so (views._compare_answer)
@@ -678,9 +675,7 @@ def _judgment_record_locked(
         _adaptive_next(
             bracket=match.bracket,
             matches=matches,
-            study_id=study.pk,
-            constrained=study.constrained_first_round,
-            policy=study.identical_policy,
+            study=study,
             counted=lambda: participation.source != Participation.Source.PREVIEW,
             outcomes=[o for o in [_adaptive_outcome(bracket=match.bracket, match=match, choice=choice)] if o],
         )
@@ -726,14 +721,8 @@ def bracket_settle(*, query_id: int) -> bool:
         return True
     if bracket.adaptive:
         study = bracket.query.participation.study
-        _adaptive_next(
-            bracket=bracket,
-            matches=matches,
-            study_id=study.pk,
-            constrained=study.constrained_first_round,
-            policy=study.identical_policy,
-            counted=lambda: False,  # nothing new to add: every answer added its own
-        )
+        # Nothing new to add to the tallies: every answer added its own.
+        _adaptive_next(bracket=bracket, matches=matches, study=study, counted=lambda: False)
         return True
     for match in list(matches):
         if not match.check_expected and match.index < bracket.size:

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.db import connection
 from rest_framework.test import APIClient
 
-from annotation.models import Judgment, Match, PairTally, Query
+from annotation.models import Judgment, Match, PairTally, PrewrittenOutput, Query
 from annotation.services.participation import participation_preview_start
 from annotation.services.persona import persona_save
 from annotation.services.prewritten import prewritten_query_next
@@ -260,3 +260,19 @@ def test_the_admin_form_sets_the_adaptive_design_and_explains_a_refusal(client):
     assert saved.status_code == 302
     study.refresh_from_db()
     assert (study.status, study.design, study.adaptive_matches) == (Study.Status.OPEN, Study.Design.ADAPTIVE, 5)
+
+
+def test_identical_summaries_under_the_tie_policy_are_tied_at_once_and_the_next_pair_asked():
+    study = prewritten_adaptive_study(3, items=1, adaptive_matches=3, identical_policy="tie")
+    same = "Nurses on nights sleep an hour less than on days."
+    PrewrittenOutput.objects.filter(system__study=study, system__label__in=["sys-00", "sys-01"]).update(text=same)
+    client, pid = api_annotator(study)
+    _query, shown = _play(client, pid, "t", lambda body, number: "left")
+    # Every pair once: the identical one recorded as a tie without asking, the other two shown.
+    assert len(shown) == 2 and all(m["left"]["text"] != m["right"]["text"] for m in shown)
+    judgments = Judgment.objects.filter(match__bracket__query__participation__study=study)
+    assert sorted(j.choice for j in judgments) == ["left", "left", "tie"]
+    tie = judgments.get(choice="tie")
+    assert tie.automatic and tie.winner_id is None  # nobody goes on in the adaptive design
+    tallies = PairTally.objects.filter(study=study)
+    assert sum(t.ties for t in tallies) == 1 and sum(t.first_wins + t.second_wins for t in tallies) == 2
