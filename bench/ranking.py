@@ -150,6 +150,33 @@ def study_taus(
     return taus
 
 
+def choice_times(sizes: tuple[int, ...] = (4, 8, 16, 32), repeats: int = 200) -> list[tuple[int, float, float]]:
+    """(systems, median, p95 milliseconds) of choosing one next pair as a request does after reading the tallies:
+    the posterior of a study's win matrix (1,000 comparisons drawn at random), its gains and ``next_pair``."""
+    out = []
+    for n in sizes:
+        rng = np.random.default_rng(n)
+        wins = np.zeros((n, n))
+        for _ in range(1000):
+            i, j = rng.choice(n, size=2, replace=False)
+            wins[i, j] += 1
+        entrants = [Entrant(candidate=i, system=i, condition="") for i in range(n)]
+        times = []
+        for r in range(repeats):
+            started = time.perf_counter()
+            next_pair(
+                entrants,
+                gains=posterior(wins).gains(),
+                asked=[],
+                retired=set(),
+                constrained=False,
+                rng=random.Random(r),
+            )
+            times.append((time.perf_counter() - started) * 1000)
+        out.append((n, float(np.median(times)), float(np.percentile(times, 95))))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Ranking recovery of the adaptive design against brackets.")
     parser.add_argument("--quick", action="store_true", help="30 studies per size instead of 100")
@@ -159,7 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strength-sd", type=float, default=1.0, help="SD of the planted log-strengths")
     parser.add_argument("--behind", type=int, default=20, help="judgments the stale tally lags behind")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timing-only", action="store_true", help="only the time one choice of a pair takes")
     args = parser.parse_args(argv)
+    print("Choosing one pair (posterior, gains, next pair; one process, no database):")
+    for n, median, p95 in choice_times():
+        print(f"  {n:2d} systems: median {median:.3f} ms, p95 {p95:.3f} ms")
+    if args.timing_only:
+        return 0
     reps = args.reps or (30 if args.quick else 100)
     if any(n < 2 or n & (n - 1) for n in args.sizes):
         parser.error("--sizes: powers of two from 2 (the brackets have no byes here)")
