@@ -166,6 +166,7 @@ def wants_export(args: argparse.Namespace) -> bool:
 def report_messages(report: AnalysisReport) -> list[str]:
     """Warnings, infinite Bradley-Terry strengths and notes, one line each, for the command line."""
     lines = [f"warning: {w}" for w in report.warnings]
+    lines.append(f"estimand ({report.estimand.design} design): {report.estimand.sentence}")
     bt = report.bradley_terry
     if bt is not None:
         for s in bt.systems:

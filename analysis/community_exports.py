@@ -118,6 +118,7 @@ tournament, or a pair implied by an imported judgment), with the pseudonymous `a
 clustered statistic clusters on. The columns are described in the platform's `docs/comparison-table.md`.
 
 - rows: {manifest.rows}; table checksum (sha256 of the canonical table): `{manifest.table_sha256}`
+- design: {_design_words(manifest.design)}
 - code version: `{manifest.code_version}`; created {manifest.created_at}
 - participant texts included: {"yes" if manifest.includes_texts else "no"}
 
@@ -137,6 +138,18 @@ participants' work, released under the study's consent terms.
 {citation}
 ```
 """
+
+
+DESIGN_WORDS = {
+    "bracket": "single-elimination brackets (`stage` round1 ... final): per-stage win rates are the headline",
+    "adaptive": "adaptive (`stage` adaptive): each pair was chosen from the judgments before it, so win rates are "
+    "not comparable to a bracket's; analyse with Bradley-Terry strengths",
+    "mixed": "bracket and adaptive comparisons mixed (see `stage`): analyse with Bradley-Terry strengths",
+}
+
+
+def _design_words(design: str | None) -> str:
+    return DESIGN_WORDS.get(design or "", "none stated (no `stage` column)")
 
 
 def _citation(name: str, created_at: str) -> str:

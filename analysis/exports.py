@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from analysis.stats._results import ResultMixin
 from analysis.stats.provenance import TIMESTAMP_COLUMNS, code_version, now_iso, table_checksum
 from analysis.stats.systems import canonicalize_systems
-from analysis.stats.table import CHOICE_DETAIL_COLUMNS, COLUMNS, is_stage, metric_names, stage_order
+from analysis.stats.table import CHOICE_DETAIL_COLUMNS, COLUMNS, design_of, is_stage, metric_names, stage_order
 from kernel.spreadsheet import ESCAPE as ESCAPE
 from kernel.spreadsheet import FORMULA as _FORMULA
 from kernel.spreadsheet import PLAIN_NUMBER as _PLAIN_NUMBER
@@ -138,6 +138,9 @@ class ExportManifest(ResultMixin):
     includes_texts: bool = False
     exclusion: Mapping[str, Any] | None = None
     """The exclusion rule applied to the table and its counts (``ExclusionSummary.to_dict()``); None: none."""
+    design: str | None = None
+    """What chose the pairs, from the rows' stages (``analysis.stats.table.design_of``): ``bracket``, ``adaptive``
+    (analyse by Bradley-Terry strengths, docs/analysis.md) or ``mixed``; None for a table without stages."""
 
     def write(self, path: Path) -> Path:
         path.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
@@ -350,6 +353,7 @@ def _manifest(
         rows=len(frame),
         columns=tuple(map(str, frame.columns)),
         stages=_stage_counts(frame),
+        design=design_of(frame["stage"].dropna()) if "stage" in frame.columns else None,
         table_sha256=table_sha256 if table_sha256 is not None else table_checksum(frame),
         code_version=code_version(),
         seed=seed,

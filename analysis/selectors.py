@@ -138,9 +138,17 @@ def _advanced_side(judgment: Judgment) -> str | None:
     """The side that moved on to the next round: the chosen one, or for a tie the coin's; None for "neither"
     and for a tie in the final (and for a final's winner too, which moves nowhere)."""
     match = judgment.match
-    if judgment.winner_id is None or match.label == "final":
-        return None
+    if judgment.winner_id is None or match.label == "final" or match.bracket.adaptive:
+        return None  # the adaptive design sends no one on: its next pair is chosen afresh
     return "left" if judgment.winner_id == match.left_id else "right"
+
+
+def _stage(match: Match) -> str:
+    """The match's stage (docs/comparison-table.md, "Stages"): ``adaptive`` for the adaptive design's comparisons,
+    else its bracket round, the last being ``final``."""
+    if match.bracket.adaptive:
+        return "adaptive"
+    return "final" if match.label == "final" else "round1" if match.round == 1 else f"round{match.round}"
 
 
 def comparison_rows(
@@ -177,8 +185,11 @@ def comparison_rows(
             "bracket_id": match.bracket_id,
             "match": match.label,
             "round": match.round,
-            "stage": "final" if match.label == "final" else "round1" if match.round == 1 else f"round{match.round}",
-            "bracket_pair": BRACKET_PAIRS.get(match.label, match.label.split("_")[-1].upper()),
+            "stage": _stage(match),
+            # An adaptive comparison decides no pair of the bracket: its pair was chosen from the answers before it.
+            "bracket_pair": None
+            if match.bracket.adaptive
+            else BRACKET_PAIRS.get(match.label, match.label.split("_")[-1].upper()),
             "left_candidate": left.pk,
             "right_candidate": right.pk,
             "left_position": left.position,

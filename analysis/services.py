@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from analysis.community_exports import export_community
 from analysis.exports import export_comparisons, export_summaries
 from analysis.models import ResearchJob
 from analysis.selectors import analysis_frame, exclusion_reasons, summary_frame
@@ -61,6 +62,9 @@ def _lease() -> timedelta:
 
 
 EXPORT_FORMATS = ("csv", "jsonl", "parquet")
+# The comparison table as a Hugging Face dataset folder (Parquet, dataset card, Croissant metadata:
+# analysis.community_exports, docs/analysis.md), as `export_comparisons --hf` writes it.
+HF_FORMAT = "hf"
 # What an export job writes: the comparison table, or the summary table (one row per candidate, how it was
 # generated: docs/comparison-table.md, "The summary table"), which the exclusion rule does not apply to.
 EXPORT_TABLES = ("comparisons", "summaries")
@@ -172,13 +176,21 @@ def _validate(kind: str, options: dict[str, Any]) -> dict[str, Any]:
     options = dict(options)
     if kind == ResearchJob.Kind.EXPORT:
         fmt = options.setdefault("format", "csv")
-        if fmt not in EXPORT_FORMATS:
-            raise ApplicationError(f"Export format must be one of {', '.join(EXPORT_FORMATS)}.", field="format")
+        if fmt not in (*EXPORT_FORMATS, HF_FORMAT):
+            raise ApplicationError(
+                f"Export format must be one of {', '.join((*EXPORT_FORMATS, HF_FORMAT))}.", field="format"
+            )
         # Off by default: queries, personas and summaries are participants' text, for a released dataset only.
         if not isinstance(options.setdefault("include_texts", False), bool):
             raise ApplicationError("include_texts must be true or false.", field="include_texts")
         if options.setdefault("table", "comparisons") not in EXPORT_TABLES:
             raise ApplicationError(f"table must be one of {', '.join(EXPORT_TABLES)}.", field="table")
+        if options["table"] == "summaries" and fmt == HF_FORMAT:
+            raise ApplicationError(
+                "The Hugging Face dataset holds the comparison table: export the summary table as "
+                f"{', '.join(EXPORT_FORMATS)}.",
+                field="format",
+            )
         if options["table"] == "summaries" and "exclude" in options:
             raise ApplicationError(
                 "The summary table has a row for every summary: the exclusion rule applies to the comparisons only.",
@@ -593,6 +605,9 @@ def _run_export(job: ResearchJob, out: Path, pause: Callable[[], None]) -> dict[
     if job.options.get("include_texts"):
         frame = with_texts(frame, study=job.study)
     _progress(job, 60, f"writing {len(frame)} rows", pause)
+    if job.options["format"] == HF_FORMAT:
+        # data/train.parquet, README.md (the dataset card) and croissant.json: a folder load_dataset reads.
+        return export_community(frame, out, study=job.study.slug, exclusion=exclusion.to_dict(), filters={}).to_dict()
     manifest = export_comparisons(
         frame,
         out,

@@ -262,6 +262,9 @@ class Candidate(models.Model):
 
 
 class Bracket(models.Model):
+    """A question's tournament: a single-elimination bracket, or under the study's adaptive design a schedule
+    whose every next pair is chosen from the study's judgments so far (annotation.services.tournament)."""
+
     query = models.OneToOneField(Query, on_delete=models.CASCADE, related_name="bracket")
     seed = models.BigIntegerField(help_text="Seeds the position and left/right assignment.")
     size = models.PositiveSmallIntegerField(default=4, help_text="Number of candidates in the bracket.")
@@ -274,14 +277,33 @@ class Bracket(models.Model):
     byes = models.JSONField(
         default=list, blank=True, help_text="First-round byes: [match index, candidate id] pairs, drawn from the seed."
     )
+    # The study's design when the bracket was drawn (a design is frozen once summaries exist). An adaptive one asks
+    # `budget` comparisons at most, one per round (index 0), each created when the one before is answered, between
+    # the `entrants`: [[candidate id, system id, condition], ...] in position order, so that choosing the next
+    # pair reads no candidate.
+    design = models.CharField(
+        max_length=8, choices=Study.Design.choices, default=Study.Design.BRACKET, db_default=Study.Design.BRACKET
+    )
+    budget = models.PositiveSmallIntegerField(
+        default=0, db_default=0, help_text="Adaptive design: comparisons to ask at most."
+    )
+    # Empty (NULL) for a bracket: the previous release's inserts leave it out (an expand, docs/deploy.md).
+    entrants = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
         return f"bracket of query {self.query_id}"
 
     @property
+    def adaptive(self) -> bool:
+        return self.design == Study.Design.ADAPTIVE
+
+    @property
     def rounds(self) -> int:
-        """Rounds to the final: the size rounded up to a power of two, 2**rounds slots (3 systems: 2 rounds)."""
+        """Rounds to the final: the size rounded up to a power of two, 2**rounds slots (3 systems: 2 rounds). An
+        adaptive schedule has one comparison per round: its budget."""
+        if self.adaptive:
+            return self.budget
         return max((self.size - 1).bit_length(), 1)
 
     @property
@@ -369,6 +391,29 @@ class Judgment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.choice} on match {self.match_id}"
+
+
+class PairTally(models.Model):
+    """How one pair of a study's systems fared so far, for the adaptive design's choice of the next pair
+    (annotation.services.tally): written with every answer of an adaptive question, read when its next pair is
+    chosen. Not data: previews never count here and the analysis reads the judgments, with its exclusion rule.
+    The pair is stored once, the lower system id first."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="pair_tallies")
+    first = models.ForeignKey(StudySystem, on_delete=models.CASCADE, related_name="+")
+    second = models.ForeignKey(StudySystem, on_delete=models.CASCADE, related_name="+")
+    first_wins = models.PositiveIntegerField(default=0)
+    second_wins = models.PositiveIntegerField(default=0)
+    ties = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "first", "second"], name="one_tally_per_pair"),
+            models.CheckConstraint(condition=Q(first__lt=models.F("second")), name="tally_pair_in_order"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.first_id} vs {self.second_id}: {self.first_wins}-{self.second_wins} ({self.ties} ties)"
 
 
 class SweeperRun(models.Model):

@@ -317,13 +317,15 @@ CHOICE_STUDY_FIELDS = (
     "check_policy",
     "check_max_failures",
     "min_ranked_questions",
+    "constrained_first_round",  # the adaptive design's next pair keeps to it
 )
 CHOICE_COLUMNS: RowShape = [
     (Match, "m", model_columns(Match)),
     (Judgment, "j", model_columns(Judgment)),
     (Bracket, "b", model_columns(Bracket)),
     (Query, "qu", model_columns(Query, {"id", "participation_id", "index", "status", "text"})),
-    (Participation, "p", model_columns(Participation, {"id", "annotator_id", "study_id"})),
+    # `source`: a preview's answers are not added to the adaptive design's tallies.
+    (Participation, "p", model_columns(Participation, {"id", "annotator_id", "study_id", "source"})),
     (Study, "st", model_columns(Study, {"id", *CHOICE_STUDY_FIELDS})),
 ]
 

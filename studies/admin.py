@@ -292,7 +292,8 @@ class StudyAdmin(StudyScopedAdmin):
     actions = ["open_studies", "pause_studies", "close_studies"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Study | None = None) -> list[str]:  # type: ignore[override]
-        locked = ["prompt_template"] if obj is not None and study_has_candidates(study=obj) else []
+        frozen = ["prompt_template", "design", "adaptive_matches"]  # the design's rules, studies.services.study
+        locked = frozen if obj is not None and study_has_candidates(study=obj) else []
         # The open link is shown to those who may see invitations (owners and researchers).
         shown = obj is not None and study_allows(user=request.user, study=obj, action=StudyAction.ANALYSE)
         return [*locked, "open_link"] if shown else locked

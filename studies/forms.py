@@ -204,6 +204,13 @@ class StudyAdminForm(forms.ModelForm):
         initial=1,
         help_text=Study._meta.get_field("check_max_failures").help_text,
     )
+    # The design: optional on the form too (a form without it keeps the stored design, the bracket for a new study).
+    design = forms.ChoiceField(
+        required=False,
+        choices=Study.Design.choices,
+        initial=Study.Design.BRACKET,
+        help_text=Study._meta.get_field("design").help_text,
+    )
     completion_url = forms.URLField(max_length=500, required=False, assume_scheme="https")
     screen_out_url = forms.URLField(
         required=False,
@@ -221,6 +228,9 @@ class StudyAdminForm(forms.ModelForm):
 
     def clean_check_max_failures(self) -> int:
         return self.cleaned_data.get("check_max_failures") or 1
+
+    def clean_design(self) -> str:
+        return self.cleaned_data.get("design") or (self.instance.design if self.instance.pk else Study.Design.BRACKET)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -182,6 +182,26 @@ class Study(models.Model):
         default=False,
         help_text="A fixed practice comparison with feedback before the first question (never stored as data).",
     )
+
+    # --- the design (docs/backends.md, "Designs"): which pairs each question asks ---
+    class Design(models.TextChoices):
+        BRACKET = "bracket", "Bracket: single elimination, the winners of each round meet in the next"
+        ADAPTIVE = "adaptive", "Adaptive: each next pair the one that tells most about the ranking so far"
+
+    design = models.CharField(
+        max_length=8,
+        choices=Design.choices,
+        default=Design.BRACKET,
+        db_default=Design.BRACKET,
+        help_text="How each question's pairs are chosen. Adaptive suits many systems: its analysis headline is "
+        "Bradley-Terry strengths, not per-stage win rates (docs/analysis.md).",
+    )
+    adaptive_matches = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="Adaptive design only: comparisons per question (empty: the number of systems minus one, as "
+        "many as a bracket plays; at most every pair once).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -207,6 +227,10 @@ class Study(models.Model):
             ),
             models.UniqueConstraint(
                 fields=["open_link_token"], condition=~Q(open_link_token=""), name="unique_open_link_token"
+            ),
+            models.CheckConstraint(
+                condition=Q(adaptive_matches__isnull=True) | Q(adaptive_matches__gte=1),
+                name="study_adaptive_matches_at_least_one",
             ),
         ]
 

@@ -15,6 +15,7 @@ from analysis.stats.agreement import AgreementResult, ThresholdAlpha
 from analysis.stats.analyze import AnalysisReport
 from analysis.stats.annotators import AnnotatorSummary, PageTime
 from analysis.stats.bradley_terry import BradleyTerryResult, SystemStrength
+from analysis.stats.estimand import BRADLEY_TERRY, Estimand
 from analysis.stats.exclusion import ExclusionSummary
 from analysis.stats.multiplicity import METHOD_NAMES, PValueFamily
 from analysis.stats.regression import LogisticRegressionResult
@@ -168,6 +169,8 @@ class ReportContent:
 
     title: str
     provenance: tuple[tuple[str, str], ...]
+    estimand: Estimand
+    """The design and the headline statistic for it: the page shows Bradley-Terry first where it is the headline."""
     notes: tuple[str, ...]
     exclusion: ExclusionSummary | None
     stages: tuple[StageSummary, ...]
@@ -267,7 +270,8 @@ def _alpha_interval(result: object) -> str:
 
 WIN_RATE_TITLES = {
     "variant": "Variants (model × condition); the first stage is out of the variant's matches, "
-    "every later stage out of its advances into it (wins, ties whose coin sent it on, byes)",
+    "every later stage out of its advances into it (wins, ties whose coin sent it on, byes); the adaptive stage "
+    "out of all its comparisons, opponents chosen by the design (description only)",
     "model_share": "Share of decided matches won, per model (null 1/k)",
     "condition_share": "Share of decided matches won, per condition (null 1/k)",
     "head_to_head": "Cross-model head-to-head (first-named model's wins)",
@@ -512,17 +516,20 @@ def report_content(
     risk-band tables (``analysis.stats.systems.system_tables``)."""
     wr, regression, agreement = _win_rates(report), _regression(report), _agreement(report)
     strengths, page_time_figure = _strengths(report), _page_time_figure(report)
-    figures: list[Figure | None] = [b.figure for b in wr.blocks]
+    strengths_first = report.estimand.headline == BRADLEY_TERRY
+    figures: list[Figure | None] = [strengths.figure if strengths is not None and strengths_first else None]
+    figures += [b.figure for b in wr.blocks]
     if regression is not None:
         figures.append(regression.figure)
     if agreement is not None:
         figures += [agreement.alpha_figure, agreement.sweep_figure]
-    if strengths is not None:
+    if strengths is not None and not strengths_first:
         figures.append(strengths.figure)
     figures.append(page_time_figure)
     return ReportContent(
         title=title,
         provenance=_provenance(report),
+        estimand=report.estimand,
         notes=report.notes,
         exclusion=report.exclusion,
         stages=report.stages,

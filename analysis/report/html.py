@@ -18,6 +18,7 @@ from analysis.report.content import (
     WinRateContent,
 )
 from analysis.stats.annotators import AnnotatorSummary, PageTime
+from analysis.stats.estimand import BRADLEY_TERRY
 from analysis.stats.exclusion import ExclusionSummary
 from analysis.stats.win_rates import StageSummary
 
@@ -94,7 +95,8 @@ def _stage_section(stages: Sequence[StageSummary]) -> str:
         [
             "<h2>Stages</h2>",
             f"<p>{len(stages)} stage{'s' if len(stages) != 1 else ''} in this table: "
-            f"{escape(names)}. A bracket of 2<sup>k</sup> systems plays round1 to round(k−1) and a final.</p>",
+            f"{escape(names)}. A bracket of 2<sup>k</sup> systems plays round1 to round(k−1) and a final; the "
+            "adaptive design's comparisons are one stage, adaptive.</p>",
             _table(
                 ["stage", "matches", "decided", "neither", "annotators"],
                 [
@@ -445,11 +447,18 @@ def _annotator_section(annotators: Sequence[AnnotatorSummary]) -> list[str]:
 def render_page(content: ReportContent, svgs: Mapping[str, str]) -> str:
     """The whole report as one HTML document; ``svgs`` holds each of ``content.figures`` drawn, by key."""
     notes = "".join(f"<p class='note'>{escape(n)}</p>" for n in content.notes)
+    # The design's headline first: Bradley-Terry strengths before the win rates for an adaptive design.
+    strengths_first = content.estimand.headline == BRADLEY_TERRY
+    strengths = _strength_section(content.strengths, svgs)
     extra = [
-        *_strength_section(content.strengths, svgs),
+        *([] if strengths_first else strengths),
         *_page_time_section(content.page_times, content.page_time_figure, svgs),
         *_annotator_section(content.annotators),
     ]
+    estimand = (
+        f"<h2>What the headline estimates ({escape(content.estimand.design)} design)</h2>"
+        f"<p id='estimand'>{escape(content.estimand.sentence)}</p>"
+    )
     body = [
         f"<h1>{escape(content.title)}</h1>",
         "<h2>Data and settings</h2>",
@@ -458,7 +467,9 @@ def render_page(content: ReportContent, svgs: Mapping[str, str]) -> str:
         + "</dl>",
         _exclusion_section(content.exclusion),
         notes,
+        estimand,
         _stage_section(content.stages),
+        "\n".join(strengths) if strengths_first else "",
         _win_rate_section(content.win_rates, svgs),
         _regression_section(content.regression, svgs),
         _agreement_section(content.agreement, svgs),

@@ -21,13 +21,14 @@ from analysis.stats.bootstrap import ClusterResampler
 from analysis.stats.bradley_terry import BradleyTerryResult, bradley_terry
 from analysis.stats.config import AnalysisConfig
 from analysis.stats.errors import AnalysisError
+from analysis.stats.estimand import BRADLEY_TERRY, OUTSIDE_DESIGN, WIN_RATES, Estimand, estimand_of
 from analysis.stats.exclusion import ExclusionSummary
 from analysis.stats.metric_info import describe_metrics
 from analysis.stats.multiplicity import PValueFamily, p_value_family
 from analysis.stats.provenance import Provenance, code_version, now_iso, table_checksum
 from analysis.stats.regression import LogisticRegressionResult, fit_personalization_logit
 from analysis.stats.small_sample import BOOTSTRAP, CR2_T, few_annotators_warning, use_small_sample
-from analysis.stats.table import has_conditions, metric_names, placement_recorded, prepare_table
+from analysis.stats.table import MIXED_DESIGN, has_conditions, metric_names, placement_recorded, prepare_table
 from analysis.stats.win_rates import StageSummary, WinRateTable, stage_summaries, win_rates
 
 T = TypeVar("T")
@@ -56,6 +57,9 @@ class AnalysisReport(ResultMixin):
     regression_family: PValueFamily | None = None
     """The regression's coefficients as one family of tests, with their adjusted p-values (in the order of
     ``regression.coefficients``); the win rates' families are ``win_rates.families``."""
+    estimand: Estimand = Estimand(design=OUTSIDE_DESIGN, headline=WIN_RATES, sentence="")
+    """The design that chose the pairs and the statistic that is the headline for it (``analysis.stats.estimand``):
+    per-stage win rates for brackets, Bradley-Terry strengths for the adaptive design."""
 
     @property
     def test_families(self) -> tuple[PValueFamily, ...]:
@@ -77,14 +81,19 @@ class AnalysisReport(ResultMixin):
             f"{p.n_annotators} annotators; table sha256 {p.table_sha256[:16]}...; code {p.code_version}; "
             f"seed {p.seed}; {p.n_resamples} resamples; created {p.created_at}",
             *(f"WARNING: {w}" for w in self.warnings),
+            f"Estimand: {self.estimand.sentence}",
             "Stages: "
             + ", ".join(
                 f"{s.stage} {s.matches} matches ({s.decided} decided, {s.neither} neither)" for s in self.stages
             ),
             self.exclusion.sentence() if self.exclusion else "Exclusion rule: none applied.",
-            self.win_rates.summary(),
         ]
-        for section in (self.regression, self.agreement, self.bradley_terry):
+        # The headline first: Bradley-Terry before the win rates where the design makes it the estimate to report.
+        strengths_first = self.estimand.headline == BRADLEY_TERRY
+        if strengths_first and self.bradley_terry is not None:
+            parts.append(self.bradley_terry.summary())
+        parts.append(self.win_rates.summary())
+        for section in (self.regression, self.agreement, None if strengths_first else self.bradley_terry):
             if section is not None:
                 parts.append(section.summary())
             if section is self.regression and self.regression_family is not None:
@@ -148,6 +157,11 @@ def analyze(
             "Bradley-Terry, like neither; a variant's rate over all its matches counts a tie as a match not won"
         )
     notes.extend(_bracket_size_notes(t.frame))
+    estimand = estimand_of(t.stage, has_stage="stage" in table.columns)
+    if estimand.design == MIXED_DESIGN:
+        notes.append(
+            "the table mixes bracket and adaptive comparisons: each stage's rates describe its own design's rows"
+        )
     if "stage" not in table.columns:
         notes.append("no tournament fields (stage, bracket_pair): every comparison is analysed as one stage, 'final'")
     if not has_conditions(t):
@@ -276,6 +290,7 @@ def analyze(
         notes=tuple(notes),
         warnings=(few,) if few else (),
         exclusion=exclusion,
+        estimand=estimand,
         regression_family=(
             p_value_family(
                 name="logistic regression",

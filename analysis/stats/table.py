@@ -65,24 +65,47 @@ CHOICES: tuple[str, ...] = ("left", "right", "neither", "tie")
 """``tie`` ("both equally good") is neither side's win: like "neither" it is left out of every decided
 statistic (decided win rates, regression, Bradley-Terry) and counted on its own (``n_tie``)."""
 FINAL_STAGE = "final"
+ADAPTIVE_STAGE = "adaptive"
+"""The one stage of an adaptive design's comparisons: each pair chosen from the judgments before it, none a round
+of a bracket (docs/comparison-table.md, "Stages")."""
 STAGES: tuple[str, ...] = ("round1", FINAL_STAGE)
-"""The stages of the default 4-system bracket; any ``round<k>`` (k >= 1) and ``final`` are valid."""
+"""The stages of the default 4-system bracket; any ``round<k>`` (k >= 1), ``final`` and ``adaptive`` are valid."""
 BRACKET_PAIRS: tuple[str, ...] = ("AB", "CD", "final")
 """The bracket pairs of the default 4-system bracket; larger brackets add ``EF``, ``ABCD``, ..."""
-_STAGE_RE = re.compile(r"round([1-9][0-9]*)|final")
+_STAGE_RE = re.compile(r"round([1-9][0-9]*)|final|adaptive")
+STAGE_WORDS = "round1, round2, ..., final or adaptive"
+
+BRACKET_DESIGN = "bracket"
+ADAPTIVE_DESIGN = "adaptive"
+MIXED_DESIGN = "mixed"
+"""What produced a table's pairs (``design_of``): brackets, the adaptive design, or both."""
 
 
 def is_stage(value: object) -> bool:
-    """``final`` or ``round<k>`` with k >= 1 (``round1``, ``round2``, ...)."""
+    """``final``, ``round<k>`` with k >= 1 (``round1``, ``round2``, ...) or ``adaptive``."""
     return isinstance(value, str) and _STAGE_RE.fullmatch(value) is not None
 
 
 def stage_key(stage: str) -> tuple[int, int]:
-    """Sort key: ``round1 < round2 < ... < final``."""
+    """Sort key: ``round1 < round2 < ... < final < adaptive``."""
     found = _STAGE_RE.fullmatch(stage)
     if found is None:
-        raise AnalysisError(f"unknown stage {stage!r} (expected round1, round2, ... or final)")
+        raise AnalysisError(f"unknown stage {stage!r} (expected {STAGE_WORDS})")
+    if stage == ADAPTIVE_STAGE:
+        return (2, 0)
     return (1, 0) if found.group(1) is None else (0, int(found.group(1)))
+
+
+def design_of(stages: Iterable[object]) -> str | None:
+    """The design a table's stages say produced it: ``bracket`` (rounds and finals), ``adaptive`` or ``mixed``;
+    None without any stage."""
+    found = {str(s) for s in stages if s is not None}
+    if not found:
+        return None
+    adaptive = ADAPTIVE_STAGE in found
+    if not adaptive:
+        return BRACKET_DESIGN
+    return ADAPTIVE_DESIGN if found == {ADAPTIVE_STAGE} else MIXED_DESIGN
 
 
 def stage_order(stages: Iterable[object]) -> tuple[str, ...]:
@@ -244,9 +267,7 @@ def prepare_table(table: pd.DataFrame) -> PreparedTable:
     stage = _as_str(frame["stage"])
     bad = sorted({str(s) for s in stage if not is_stage(s)})
     if bad:
-        raise AnalysisError(
-            f"unknown stage values: {', '.join(bad)} (expected round1, round2, ... or final)", extra={"values": bad}
-        )
+        raise AnalysisError(f"unknown stage values: {', '.join(bad)} (expected {STAGE_WORDS})", extra={"values": bad})
     annot = _as_str(frame["annotator"])
     if any(a is None for a in annot):
         raise AnalysisError("annotator is empty on some rows")
@@ -314,10 +335,12 @@ def with_derived_columns(table: pd.DataFrame) -> pd.DataFrame:
     if "round" not in out.columns and "stage" in out.columns:
         # round<k> is round k; the final comes after the table's last numbered round (2 for round1/final).
         stages = out["stage"].astype(object)
-        numbered = [stage_key(str(s))[1] for s in stage_order(stages) if s != FINAL_STAGE]
+        # An adaptive comparison has no round a stage could say (its place in the question is its `match` label).
+        numbered = [stage_key(str(s))[1] for s in stage_order(stages) if s not in (FINAL_STAGE, ADAPTIVE_STAGE)]
         final_round = max(numbered, default=0) + 1
         out["round"] = [
-            final_round if s == FINAL_STAGE else stage_key(str(s))[1] if is_stage(s) else None for s in stages
+            final_round if s == FINAL_STAGE else stage_key(str(s))[1] if is_stage(s) and s != ADAPTIVE_STAGE else None
+            for s in stages
         ]
     if "seconds_on_page" not in out.columns and {"shown_at", "answered_at"} <= set(out.columns):
         delta = pd.to_datetime(out["answered_at"], utc=True) - pd.to_datetime(out["shown_at"], utc=True)
@@ -414,7 +437,7 @@ def check_rows(table: pd.DataFrame, *, conditions: Iterable[str]) -> None:
     stage = frame["stage"]
     flag(
         _not_stage(stage),
-        lambda i: f"stage {stage.iat[i]!r} is not round1, round2, ... or final",
+        lambda i: f"stage {stage.iat[i]!r} is not {STAGE_WORDS}",
     )
     decided = choice.isin(["left", "right"]).fillna(False).to_numpy(dtype=bool)
     if "winner_side" in frame.columns:

@@ -19,6 +19,7 @@ from analysis.stats.bootstrap import ClusterResampler, bootstrap_ratios
 from analysis.stats.multiplicity import HOLM, PValueFamily, p_value_family
 from analysis.stats.small_sample import BOOTSTRAP, CR2_T
 from analysis.stats.table import (
+    ADAPTIVE_STAGE,
     ADVANCED_COLUMN,
     BRACKET_COLUMN,
     PreparedTable,
@@ -341,10 +342,11 @@ def build_cells(t: PreparedTable, *, persona: str = "persona", generic: str = "g
             previous: str | None = None
             for stage in played:
                 cell = _side_cell("variant", label, stage, left_is, right_is, t, stages[stage], 0.5)
-                if previous is not None:
+                if previous is not None and stage != ADAPTIVE_STAGE:
                     into = (went_on & stages[previous]) | (arrived & stages[stage])
                     cell = _Cell(cell.statistic, label, stage, cell.wins, cell.losses, cell.neither, into, 0.5)
                 cells.append(cell)
+                # An adaptive comparison is out of all its matches: nobody advances into one (the pairs were chosen).
                 previous = stage
 
     # Per model and per condition: share of decided matches won (null 1/k for k levels).

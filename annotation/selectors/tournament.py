@@ -51,6 +51,12 @@ def match_progress(*, match: Match) -> tuple[int, int]:
     slots = {(r, i): (status, winner) for r, i, status, winner in queries.bracket_slots(bracket_id=match.bracket_id)}
 
     bracket = match.bracket
+    if bracket.adaptive:
+        # One comparison per round up to the budget; one that ends early (every pair left retired by "neither")
+        # ends sooner than said, as a bracket's skipped rounds do.
+        answered = sum(1 for status, _ in slots.values() if status == Match.Status.ANSWERED)
+        data = sum(1 for _, i in slots if i < bracket.size)
+        return answered, max(data, bracket.budget) + sum(1 for _, i in slots if i >= bracket.size)
     byes = bracket.bye_candidates()
 
     def can_win(r: int, i: int) -> bool:

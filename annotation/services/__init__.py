@@ -10,7 +10,10 @@ The study's design (audit log, study, invitations, membership) is studies/servic
 - `quality`: attention checks (inserting one into a bracket, counting failures), the study's check policy
   (screening a participation out), and a researcher's manual exclusion of a participation and its undo.
 - `persona`: the annotator's self-description, versioned until the first question.
-- `tournament`: drawing a query's bracket, creating and advancing matches, marking a match shown,
+- `tally`: a study's pair tallies, which the adaptive design reads to choose a question's next pair and adds each
+  answer to.
+- `tournament`: drawing a query's bracket (or, under the adaptive design, choosing each next pair),
+  creating and advancing matches, marking a match shown,
   and recording a choice (`judgment_record`; `judgment_record_as` for the API, `judgment_record_on_page` for
   the comparison page).
 - `generation`: claiming, generating, failing and retrying candidate summaries, the sweeper for

@@ -12,6 +12,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
+from annotation.adaptive import pair_label
 from annotation.models import Bracket, Candidate, Judgment, Match, Participation
 from annotation.positions import position_name, span_label
 from annotation.services.participation import participation_screen_out
@@ -71,7 +72,11 @@ def check_match_create(
         bracket=bracket,
         round=round_number,
         index=CHECK_INDEX,
-        label=check_label(round_number=round_number, size=bracket.size),
+        # An adaptive question's comparisons are numbered as shown (pair1, pair2, ...): the check takes the number
+        # after the comparison it follows, and the comparisons after it count it (services.tournament).
+        label=pair_label(round_number + 1)
+        if bracket.adaptive
+        else check_label(round_number=round_number, size=bracket.size),
         left_id=left,
         right_id=right,
         check_expected=expected,

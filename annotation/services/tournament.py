@@ -1,12 +1,16 @@
 """The tournament of a query: drawing its bracket, showing a match, recording a choice (`judgment_record`)
 and advancing the winner to the next round. A tie advances the side the bracket's seeded coin picks
-(`tie_advances`); a tie in the final ends the bracket with no single winner (docs/annotators.md)."""
+(`tie_advances`); a tie in the final ends the bracket with no single winner (docs/annotators.md).
+
+Under the study's adaptive design the "bracket" is a schedule instead: each answer is added to the study's pair
+tallies and the question's next pair is the one that tells most about the ranking so far (annotation.adaptive),
+until the study's comparisons per question are asked (`_adaptive_next`)."""
 
 from __future__ import annotations
 
 import random
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -16,16 +20,18 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from annotation import queries
+from annotation.adaptive import Entrant, max_budget, next_pair, pair_label, posterior
 from annotation.models import Bracket, Candidate, Judgment, Match, Participation, Query
 from annotation.positions import position_name, span_label
 from annotation.services.participation import participation_require_active
 from annotation.services.quality import check_apply_policy, check_due, check_failed, check_match_create
+from annotation.services.tally import Outcome, tally_add, tally_outcome, tally_wins, wins_add
 from kernel.exceptions import ApplicationError
 from kernel.similarity import token_likeness
 from kernel.stamps import stamp_first
 from kernel.text import tokenize
 from studies.models import Study, StudySystem
-from studies.services.study import study_require_open
+from studies.services.study import adaptive_budget, study_require_open
 
 COMMENT_MAX_CHARS = 2000
 
@@ -137,9 +143,11 @@ def bracket_create(*, query: Query, seed: int | None = None, study: Study | None
     if study is None:
         study = (
             Study.objects.filter(participations=query.participation_id)
-            .only("pk", "constrained_first_round", "check_share", "identical_policy")
+            .only("pk", "constrained_first_round", "check_share", "identical_policy", "design", "adaptive_matches")
             .get()
         )
+    if study.design == Study.Design.ADAPTIVE:
+        return _adaptive_create(query=query, candidates=candidates, seed=seed, study=study)
     study_id, constrained, check_share, policy = (
         study.pk,
         study.constrained_first_round,
@@ -190,6 +198,128 @@ def bracket_create(*, query: Query, seed: int | None = None, study: Study | None
     return bracket
 
 
+def _adaptive_create(*, query: Query, candidates: Sequence[Candidate], seed: int, study: Study) -> Bracket:
+    """`bracket_create` under the adaptive design: positions drawn at random from the seed (every summary has
+    one, none a bye), the attention check placed as in a bracket, and the first pair chosen (`_adaptive_next`)."""
+    rng = random.Random(seed)
+    order = [c.pk for c in candidates]
+    rng.shuffle(order)
+    by_id = {c.pk: c for c in candidates}
+    for position, candidate_id in enumerate(order):
+        by_id[candidate_id].position = position_name(position)
+    Candidate.objects.bulk_update([by_id[candidate_id] for candidate_id in order], ["position"])
+    budget = min(adaptive_budget(study=study, systems=len(order)), max_budget(len(order)))
+    bracket = Bracket.objects.create(
+        query=query,
+        seed=seed,
+        size=len(order),
+        pair_likeness=pair_likeness(candidates),
+        design=Study.Design.ADAPTIVE,
+        budget=budget,
+        # The condition snapshot, the system's only for rows without one (legacy imports).
+        entrants=[
+            [c, by_id[c].system_id, by_id[c].condition or by_id[c].system.condition]
+            for c in order  # position order
+        ],
+    )
+    matches: list[Match] = []
+    if check_due(seed=seed, share=study.check_share):
+        check = check_match_create(
+            bracket=bracket, study_id=study.pk, participation_id=query.participation_id, candidate_ids=order
+        )
+        if check is not None:
+            matches.append(check)
+    Query.objects.filter(pk=query.pk).exclude(status=Query.Status.DISCARDED).update(status=Query.Status.READY)
+    _adaptive_next(
+        bracket=bracket,
+        matches=matches,
+        study=study,
+        counted=lambda: query.participation.source != Participation.Source.PREVIEW,
+    )
+    return bracket
+
+
+def _adaptive_next(
+    *,
+    bracket: Bracket,
+    matches: list[Match],
+    study: Study,
+    counted: Callable[[], bool],
+    outcomes: Sequence[Outcome] = (),
+) -> None:
+    """Create the question's next pair, unless its comparisons are all asked or no pair is left: the one that tells
+    most about the ranking (annotation.adaptive.next_pair) from the study's tallies and `outcomes`, this request's
+    answers not stored there yet, which are added to them last (`counted()`: not a preview's). A new pair of
+    identical summaries under the identical policy "tie" is recorded as a tie at once and the next one chosen. The
+    question is ranked once nothing is pending. `matches`: all the question's matches (checks included), under the
+    bracket's lock or just created; the matches created here are appended. Of `study` its key, first-round rule and
+    identical policy are read."""
+    entrants = [Entrant(candidate=c, system=i, condition=cond) for i, (c, _, cond) in enumerate(bracket.entrants or [])]
+    systems = [system for _, system, _ in bracket.entrants or []]
+    outcomes = list(outcomes)
+    wins = None
+    while True:
+        data = [m for m in matches if not m.check_expected]
+        if len(data) >= bracket.budget or any(m.status == Match.Status.PENDING for m in data):
+            break
+        if wins is None:
+            wins = tally_wins(study_id=study.pk, systems=systems)
+            wins_add(wins, systems=systems, outcomes=outcomes)
+        pair = next_pair(
+            entrants,
+            gains=posterior(wins).gains(),
+            asked=[(m.left_id, m.right_id) for m in data if m.left_id is not None and m.right_id is not None],
+            retired={
+                c
+                for m in data
+                if _match_choice(m) == Judgment.Choice.NEITHER
+                for c in (m.left_id, m.right_id)
+                if c is not None
+            },
+            constrained=study.constrained_first_round,
+            rng=random.Random(f"{bracket.seed}:adaptive:{len(data) + 1}"),
+        )
+        if pair is None:
+            break
+        round_number = len(data) + 1
+        number = round_number + sum(1 for m in matches if m.check_expected and m.round < round_number)
+        left_id, right_id, kind, similarity = _placed(bracket=bracket, round_number=round_number, index=0, pair=pair)
+        match = Match.objects.create(
+            bracket=bracket,
+            round=round_number,
+            index=0,
+            label=pair_label(number),
+            left_id=left_id,
+            right_id=right_id,
+            identical=kind,
+            similarity=similarity,
+        )
+        matches.append(match)
+        if not (kind and study.identical_policy == Study.IdenticalPolicy.TIE):
+            break
+        _tie_record_automatic(bracket=bracket, match=match)
+        if (outcome := _adaptive_outcome(bracket=bracket, match=match, choice=Judgment.Choice.TIE)) is not None:
+            outcomes.append(outcome)
+            wins_add(wins, systems=systems, outcomes=[outcome])
+    if outcomes and counted():
+        tally_add(study_id=study.pk, outcomes=outcomes)
+    if not any(m.status == Match.Status.PENDING for m in matches):
+        if Query.objects.filter(pk=bracket.query_id, status=Query.Status.READY).update(status=Query.Status.RANKED):
+            bracket.query.status = Query.Status.RANKED  # the judgment's page says so (views._compare_answer)
+
+
+def _adaptive_outcome(*, bracket: Bracket, match: Match, choice: str) -> Outcome | None:
+    """What an answer to an adaptive match adds to the study's tallies (annotation.services.tally)."""
+    system_of = {candidate: system for candidate, system, _ in bracket.entrants or []}
+    assert match.left_id is not None and match.right_id is not None  # an answered match has both sides
+    return tally_outcome(choice=choice, left_system=system_of[match.left_id], right_system=system_of[match.right_id])
+
+
+def _match_choice(match: Match) -> str | None:
+    """The choice an answered match recorded (None while it is pending or was skipped)."""
+    return _answered(match, "choice")
+
+
 def _pair_key(first_id: int, second_id: int) -> str:
     return f"{min(first_id, second_id)}:{max(first_id, second_id)}"
 
@@ -211,8 +341,8 @@ def pair_likeness(candidates: Sequence[Candidate]) -> dict[str, list[object]]:
 def tie_advances(*, bracket: Bracket, match: Match) -> int | None:
     """The candidate a tie sends on: the bracket's seeded coin for this match, so the same seed always
     sends the same side; None in the final, where a tie leaves no single winner."""
-    if match.round >= bracket.rounds:
-        return None
+    if bracket.adaptive or match.round >= bracket.rounds:
+        return None  # an adaptive schedule sends no one on: its next pair is chosen afresh
     heads = random.Random(f"{bracket.seed}:tie:{match.round}:{match.index}").random() < 0.5
     return match.left_id if heads else match.right_id
 
@@ -258,13 +388,11 @@ def _match_build(*, bracket: Bracket, round_number: int, index: int, entrants: S
     span = 2**round_number
     names = [name for name in _slot_positions(bracket)[index * span : (index + 1) * span] if name is not None]
     label = _round_label(round_number, bracket.rounds, span_label(names))
-    left_id, right_id = entrants
-    if left_id is None or right_id is None:
+    if entrants[0] is None or entrants[1] is None:
         return Match(bracket=bracket, round=round_number, index=index, label=label, status=Match.Status.SKIPPED)
-    # Left/right placement is random too, reproducible from the bracket's seed.
-    if random.Random(f"{bracket.seed}:{round_number}:{index}").random() < 0.5:
-        left_id, right_id = right_id, left_id
-    kind, similarity = (bracket.pair_likeness or {}).get(_pair_key(left_id, right_id), ["", None])
+    left_id, right_id, kind, similarity = _placed(
+        bracket=bracket, round_number=round_number, index=index, pair=(entrants[0], entrants[1])
+    )
     return Match(
         bracket=bracket,
         round=round_number,
@@ -277,15 +405,30 @@ def _match_build(*, bracket: Bracket, round_number: int, index: int, entrants: S
     )
 
 
+def _placed(*, bracket: Bracket, round_number: int, index: int, pair: tuple[int, int]) -> tuple[int, int, str, Any]:
+    """A match's (left id, right id, likeness kind, similarity): left/right placement is random, reproducible
+    from the bracket's seed, and the pair's likeness the one measured when the bracket was drawn."""
+    left_id, right_id = pair
+    if random.Random(f"{bracket.seed}:{round_number}:{index}").random() < 0.5:
+        left_id, right_id = right_id, left_id
+    kind, similarity = (bracket.pair_likeness or {}).get(_pair_key(left_id, right_id), ["", None])
+    return left_id, right_id, kind, similarity
+
+
 def _match_winner_id(match: Match) -> int | None:
+    return _answered(match, "winner_id")
+
+
+def _answered(match: Match, field: str) -> Any:
+    """`field` of the judgment of an answered match (None while it is pending or was skipped)."""
     if match.status != Match.Status.ANSWERED:
         return None
     judgment = getattr(match, "judgment", None)
     if judgment is None:
         # Answered by a request that committed while this one waited for the bracket's lock: the locked
         # read returned the match's new status but not the judgment inserted since it began.
-        return Judgment.objects.filter(match_id=match.pk).values_list("winner_id", flat=True).get()
-    return judgment.winner_id
+        return Judgment.objects.filter(match_id=match.pk).values_list(field, flat=True).get()
+    return getattr(judgment, field)
 
 
 def _tournament_advance(*, bracket: Bracket, match: Match, matches: list[Match], policy: str | None = None) -> None:
@@ -527,6 +670,16 @@ def _judgment_record_locked(
     match.save(update_fields=["status"])
     if comment and study.comments == Study.Comments.QUESTION:
         Query.objects.filter(pk=query.pk).update(feedback=comment)
+    if not match.check_expected and match.bracket.adaptive:
+        participation = query.participation
+        _adaptive_next(
+            bracket=match.bracket,
+            matches=matches,
+            study=study,
+            counted=lambda: participation.source != Participation.Source.PREVIEW,
+            outcomes=[o for o in [_adaptive_outcome(bracket=match.bracket, match=match, choice=choice)] if o],
+        )
+        return judgment
     if not match.check_expected:
         _tournament_advance(bracket=match.bracket, match=match, matches=matches)
         return judgment
@@ -565,6 +718,11 @@ def bracket_settle(*, query_id: int) -> bool:
         return False
     bracket = matches[0].bracket
     if bracket.query.status != Query.Status.READY or any(m.status == Match.Status.PENDING for m in matches):
+        return True
+    if bracket.adaptive:
+        study = bracket.query.participation.study
+        # Nothing new to add to the tallies: every answer added its own.
+        _adaptive_next(bracket=bracket, matches=matches, study=study, counted=lambda: False)
         return True
     for match in list(matches):
         if not match.check_expected and match.index < bracket.size:

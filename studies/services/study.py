@@ -46,6 +46,9 @@ STUDY_FIELDS = (
     "retrieval_settings",
     "prompt_template",
     "constrained_first_round",
+    # the design (docs/backends.md, "Designs")
+    "design",
+    "adaptive_matches",
     # quality control (docs/annotators.md, "Attention checks")
     "check_share",
     "check_policy",
@@ -236,15 +239,39 @@ def _validate_served(spec: Mapping[str, Any]) -> None:
 
 BRACKET_SIZES = range(2, MAX_BRACKET_SIZE + 1)
 """Designs a single-elimination bracket can run: 2 to 32 systems (positions A to Z, then AA to AF); a count
-that is not a power of two plays with first-round byes (annotation.services.tournament)."""
+that is not a power of two plays with first-round byes (annotation.services.tournament). The adaptive design
+runs the same counts (its summaries take the same positions)."""
+DESIGN_NAMES: dict[str, str] = {
+    Study.Design.BRACKET: "A single-elimination bracket",
+    Study.Design.ADAPTIVE: "An adaptive design",
+}
 
 
-def _validate_design(specs: Sequence[Mapping[str, Any]], *, constrained_first_round: bool = False) -> None:
+def adaptive_budget(*, study: Study, systems: int) -> int:
+    """Comparisons per question of an adaptive study with `systems` systems: its setting, or as many as a bracket
+    plays (systems - 1) when it has none."""
+    return study.adaptive_matches or max(systems - 1, 1)
+
+
+def _validate_design(
+    specs: Sequence[Mapping[str, Any]],
+    *,
+    constrained_first_round: bool = False,
+    design: str = Study.Design.BRACKET,
+    adaptive_matches: int | None = None,
+) -> None:
     count = len(specs)
     if count not in BRACKET_SIZES:
         raise ApplicationError(
-            f"A single-elimination bracket needs 2 to {MAX_BRACKET_SIZE} systems; this study has {count}.",
+            f"{DESIGN_NAMES.get(design, DESIGN_NAMES[Study.Design.BRACKET])} needs 2 to {MAX_BRACKET_SIZE} systems; "
+            f"this study has {count}.",
             field="systems",
+        )
+    pairs = count * (count - 1) // 2
+    if design == Study.Design.ADAPTIVE and adaptive_matches is not None and adaptive_matches > pairs:
+        raise ApplicationError(
+            f"Comparisons per question can be at most {pairs} with {count} systems: every pair once.",
+            field="adaptive_matches",
         )
     if constrained_first_round:
         persona = sum(spec["condition"] == StudySystem.Condition.PERSONA for spec in specs)
@@ -258,6 +285,24 @@ def _validate_design(specs: Sequence[Mapping[str, Any]], *, constrained_first_ro
             )
     for spec in specs:
         _validate_served(spec)
+
+
+def _validate_design_settings(fields: Mapping[str, Any]) -> None:
+    """The design's own settings, whatever the status: a known design, and comparisons per question a whole
+    number of at least 1 (or empty)."""
+    design = fields.get("design", Study.Design.BRACKET)
+    if design not in Study.Design.values:
+        raise ApplicationError(
+            f"Unknown design {design!r}; choose one of {', '.join(Study.Design.values)}.", field="design"
+        )
+    matches = fields.get("adaptive_matches")
+    most = MAX_BRACKET_SIZE * (MAX_BRACKET_SIZE - 1) // 2
+    if matches is not None and (not isinstance(matches, int) or isinstance(matches, bool) or not 1 <= matches <= most):
+        raise ApplicationError(
+            f"Comparisons per question must be a whole number from 1 to {most} (every pair of {MAX_BRACKET_SIZE} "
+            "systems once), or empty: the number of systems minus one.",
+            field="adaptive_matches",
+        )
 
 
 def study_validate(
@@ -301,6 +346,7 @@ def study_validate(
     if not isinstance(constrained, bool):
         raise ApplicationError("Constrained first round must be true or false.", field="constrained_first_round")
     _validate_choice_settings(fields)
+    _validate_design_settings(fields)
     _validate_corpus_path(retrieval_settings)
     _validate_quality(fields)
     _validate_crowd(fields, study)
@@ -325,9 +371,23 @@ def study_validate(
                 field="constrained_first_round",
                 status=409,
             )
+        for name in ("design", "adaptive_matches"):
+            if fields.get(name, getattr(study, name)) != getattr(study, name):
+                raise ApplicationError(
+                    "Summaries have already been generated for this study, so its design can no longer change "
+                    "(its questions were played under the old one, and the analysis reads them by it). Create a "
+                    "new study for a new design.",
+                    field=name,
+                    status=409,
+                )
     _validate_systems(systems)
     if status == Study.Status.OPEN:
-        _validate_design(systems, constrained_first_round=constrained)
+        _validate_design(
+            systems,
+            constrained_first_round=constrained,
+            design=fields.get("design", Study.Design.BRACKET),
+            adaptive_matches=fields.get("adaptive_matches"),
+        )
 
 
 def _number(value: Any) -> bool:
@@ -534,6 +594,8 @@ def study_create(
     retrieval_settings: Mapping[str, Any] | None = None,
     prompt_template: PromptTemplate | None = None,
     constrained_first_round: bool = False,
+    design: str = Study.Design.BRACKET,
+    adaptive_matches: int | None = None,
     check_share: float = 0.0,
     check_policy: str = Study.CheckPolicy.WARN,
     check_max_failures: int = 1,
@@ -564,6 +626,8 @@ def study_create(
         else retrieval_settings,
         "prompt_template": prompt_template or prompt_template_default(),
         "constrained_first_round": constrained_first_round,
+        "design": design,
+        "adaptive_matches": adaptive_matches,
         "check_share": check_share,
         "check_policy": check_policy,
         "check_max_failures": check_max_failures,

@@ -179,7 +179,7 @@ def test_duplicated_match_rows_are_refused(tmp_path):
     [
         ("right_system", "LEFT", "left_system and right_system are the same"),
         ("choice", "leftt", "choice 'leftt' is not left, right, neither or tie"),
-        ("stage", "semifinal", "stage 'semifinal' is not round1, round2, ... or final"),
+        ("stage", "semifinal", "stage 'semifinal' is not round1, round2, ..., final or adaptive"),
         ("winner_side", "right", "winner_side 'right' disagrees with choice 'left'"),
         ("winner_system", "other-persona", "winner_system 'other-persona' is not the chosen side's system"),
         ("left_model", None, "left_model is empty"),

@@ -13,6 +13,7 @@ from django.core.management import call_command
 
 from analysis.community_exports import export_community
 from analysis.importers import judgments_table
+from analysis.models import ResearchJob
 from analysis.selectors import analysis_frame
 
 datasets = pytest.importorskip("datasets")
@@ -66,3 +67,42 @@ def test_croissant_metadata_describes_the_parquet_file(tmp_path):
     assert all(f["source"]["extract"]["column"] == f["name"] for f in record_set["field"])
     loaded = datasets.load_dataset(str(tmp_path), split="train")
     assert loaded.num_rows == 6
+
+
+@pytest.mark.django_db
+def test_the_research_page_and_api_offer_the_hugging_face_dataset(
+    played_study, researcher_client, django_capture_on_commit_callbacks, tmp_path
+):
+    page = researcher_client.get(f"/research/studies/{played_study.slug}/").content.decode()
+    assert 'name="format" value="hf"' in page and "Hugging Face dataset" in page
+    with django_capture_on_commit_callbacks(execute=True):
+        posted = researcher_client.post(
+            f"/research/studies/{played_study.slug}/jobs/", {"kind": "export", "format": "hf"}
+        )
+    assert posted.status_code == 302 and "error" not in posted["Location"]
+    job = ResearchJob.objects.get()
+    assert job.status == ResearchJob.Status.DONE, job.error
+    assert {"data/train.parquet", "README.md", "croissant.json"} <= set(job.files)
+    # Downloaded file by file as the page links them, the folder is a dataset `datasets` loads.
+    for name in ("data/train.parquet", "README.md", "croissant.json"):
+        response = researcher_client.get(f"/research/jobs/{job.pk}/files/{name}")
+        assert response.status_code == 200
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"".join(response.streaming_content))
+    loaded = datasets.load_dataset(str(tmp_path), split="train").to_pandas()
+    frame, _ = analysis_frame(study=played_study, exclude=None)
+    assert len(loaded) == len(frame) == job.manifest["rows"] > 0
+    assert read_card(tmp_path / "README.md")["dataset_info"]["splits"][0]["num_examples"] == len(frame)
+
+    # The research API: the same option; the summary table has no dataset form (a 400 naming the field).
+    url = f"/api/v1/research/studies/{played_study.slug}/jobs/"
+    with django_capture_on_commit_callbacks(execute=True):
+        started = researcher_client.post(
+            url, {"kind": "export", "options": {"format": "hf"}}, content_type="application/json"
+        )
+    assert started.status_code in (201, 202), started.content
+    assert ResearchJob.objects.get(pk=started.json()["id"]).files == job.files
+    refused = researcher_client.post(
+        url, {"kind": "export", "options": {"format": "hf", "table": "summaries"}}, content_type="application/json"
+    )
+    assert refused.status_code == 400 and "format" in refused.json()["extra"]["fields"]

@@ -156,7 +156,7 @@ def test_two_systems_have_per_variant_rates_from_the_final():
 def test_unknown_stage_names_what_is_allowed():
     frame = eight_system_table()
     frame.loc[0, "stage"] = "semifinal"
-    with pytest.raises(AnalysisError, match=r"semifinal.*round1, round2, \.\.\. or final"):
+    with pytest.raises(AnalysisError, match=r"semifinal.*round1, round2, \.\.\., final or adaptive"):
         prepare_table(frame)
     frame.loc[0, "stage"] = "round0"
     with pytest.raises(AnalysisError, match="round0"):

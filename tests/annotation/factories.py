@@ -7,11 +7,13 @@ from collections.abc import Sequence
 
 import factory
 from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
 
 from annotation.models import Participation, Query
 from annotation.selectors.tournament import match_current
 from annotation.services.participation import invitation_accept, participation_finish, participation_screen
 from annotation.services.persona import persona_save
+from annotation.services.prewritten import prewritten_import
 from annotation.services.query import query_submit
 from annotation.services.tournament import judgment_record
 from studies.models import Study
@@ -127,3 +129,48 @@ def played_study(*, slug: str, title: str, annotators: int, questions: Sequence[
                 judgment_record(match=match, choice=rng.choice(["left", "right"]), by=participation)
         participation_finish(participation=participation)
     return study
+
+
+def prewritten_adaptive_study(systems: int, *, items: int = 3, **fields) -> Study:  # type: ignore[no-untyped-def]
+    """An open adaptive study of `systems` pre-written systems (`sys-00`, ... alternately persona and generic, so a
+    constrained first round is possible) with `items` imported items: each output says which system wrote it
+    ("... by system 7 ..."), which only the test reads, never the annotator's pages."""
+    study = StudyFactory(
+        design=fields.pop("design", Study.Design.ADAPTIVE),
+        systems=[
+            {
+                "label": f"sys-{i:02d}",
+                "model_name": f"lab-model-{i:02d}",
+                "condition": ("persona", "generic")[i % 2],
+                "generation_backend": "prewritten",
+            }
+            for i in range(systems)
+        ],
+        **fields,
+    )
+    rows = "\n".join(
+        f'item{k},sys-{i:02d},"Nurses on nights sleep less, says summary number {i} of item {k}.",'
+        f'"A cohort study of night shifts, number {k}.",What does study {k} find?'
+        for k in range(items)
+        for i in range(systems)
+    )
+    prewritten_import(study=study, data="item_id,system,output,source,prompt\n" + rows, format="csv")
+    return study
+
+
+def system_number(text: str) -> int:
+    """The system that wrote an output of `prewritten_adaptive_study`, from its text."""
+    return int(text.split("summary number ")[1].split(" ")[0])
+
+
+def api_annotator(study: Study) -> tuple[APIClient, int]:
+    """A new annotator through the public API: an invitation accepted, the persona described. Their signed-in
+    client and participation id."""
+    invitation = invitation_create_bulk(study=study, count=1)[0]
+    accepted = APIClient().post(f"/api/v1/invitations/{invitation.token}/accept/", {"consent": True}, format="json")
+    assert accepted.status_code == 201, accepted.json()
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {accepted.json()['token']}")
+    pid = accepted.json()["id"]
+    assert client.put(f"/api/v1/participations/{pid}/persona/", PERSONA, format="json").status_code == 200
+    return client, pid

@@ -130,7 +130,7 @@ def bracket_matches_locked(*, match_id: int) -> list[Match]:
         .select_related("bracket__query__participation__study", "judgment")
         .defer(
             *fields_except("bracket__query__", Query, keep=("participation", "index", "status", "text")),
-            *fields_except("bracket__query__participation__", Participation, keep=("annotator", "study")),
+            *fields_except("bracket__query__participation__", Participation, keep=("annotator", "study", "source")),
             *fields_except("bracket__query__participation__study__", Study, keep=CHOICE_STUDY_FIELDS),
         )
         .filter(bracket__matches=match_id)

@@ -14,6 +14,7 @@ SERVICE_LAYERS = [
     "participation",
     "quality",
     "persona",
+    "tally",
     "tournament",
     "generation",
     "query",

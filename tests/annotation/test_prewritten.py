@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 
 from annotation.models import Judgment, PrewrittenAssignment, PrewrittenItem, PrewrittenOutput, Query
 from studies.services.invitation import invitation_create_bulk
-from tests.annotation.factories import PERSONA, StudyFactory
+from tests.annotation.factories import PERSONA, StudyFactory, api_annotator
 
 pytestmark = pytest.mark.django_db
 
@@ -174,7 +174,7 @@ def test_a_changed_output_is_updated_until_the_item_is_shown_then_refused(study,
     assert "1 updated" in out.split(";")[1]
     assert PrewrittenOutput.objects.get(item__key="doc1", system__label="alpha").text == "A careful summary, revised."
 
-    client, pid = _annotator(study)
+    client, pid = api_annotator(study)
     assert client.post(f"/api/v1/participations/{pid}/next-item/", {}, format="json").status_code == 201
     shown = PrewrittenAssignment.objects.get().item.key
     changed = _rows()
@@ -215,17 +215,6 @@ def test_the_admin_api_imports_for_owners_only_and_names_bad_lines(study, tmp_pa
 # --- the annotators' journey ------------------------------------------------------------------------------------
 
 
-def _annotator(study) -> tuple[APIClient, int]:  # type: ignore[no-untyped-def]
-    invitation = invitation_create_bulk(study=study, count=1)[0]
-    accepted = APIClient().post(f"/api/v1/invitations/{invitation.token}/accept/", {"consent": True}, format="json")
-    assert accepted.status_code == 201, accepted.json()
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {accepted.json()['token']}")
-    pid = accepted.json()["id"]
-    assert client.put(f"/api/v1/participations/{pid}/persona/", PERSONA, format="json").status_code == 200
-    return client, pid
-
-
 def _prefer(texts: tuple[str, str]) -> str:
     """The annotator's taste: alpha's careful style over beta's, beta's over gamma's hedging."""
     rank = {"A careful": 0, "Summary in": 1, "Hard to": 2}
@@ -255,7 +244,7 @@ def played(study, tmp_path):
     study.min_ranked_questions = 1
     study.save(update_fields=["queries_per_annotator", "min_ranked_questions"])
     _import("pre", _csv(tmp_path / "outputs.csv", _rows()))
-    annotators = [_annotator(study), _annotator(study)]
+    annotators = [api_annotator(study), api_annotator(study)]
     shown: list[tuple[int, str]] = []
     for _ in range(3):
         for number, (client, pid) in enumerate(annotators):
@@ -293,7 +282,7 @@ def test_two_annotators_rank_balanced_items_and_every_judgment_lands(played):
 
 def test_the_same_client_token_is_the_same_item(study, tmp_path):
     _import("pre", _csv(tmp_path / "outputs.csv", _rows()))
-    client, pid = _annotator(study)
+    client, pid = api_annotator(study)
     url = f"/api/v1/participations/{pid}/next-item/"
     first = client.post(url, {"client_token": "once"}, format="json")
     again = client.post(url, {"client_token": "once"}, format="json")
@@ -363,7 +352,7 @@ def test_a_system_added_after_the_import_holds_the_items_back_and_a_removed_one_
     from studies.services.study import study_update
 
     _import("pre", _csv(tmp_path / "outputs.csv", _rows()))
-    client, pid = _annotator(study)
+    client, pid = api_annotator(study)
     added = [*SYSTEMS, {"label": "delta", "model_name": "lab-model-d", "condition": "generic",
                         "generation_backend": "prewritten"}]  # fmt: skip
     study_update(study=study, systems=added)

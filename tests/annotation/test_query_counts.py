@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 
 from annotation.models import Match, Query
 from studies.services.invitation import invitation_create_bulk
-from tests.annotation.factories import PERSONA, StudyFactory
+from tests.annotation.factories import PERSONA, StudyFactory, prewritten_adaptive_study
 
 pytestmark = pytest.mark.django_db
 
@@ -229,3 +229,42 @@ def test_retrieval_and_generation_have_pinned_statement_counts(
         candidate_generate(candidate_id=ids[3])
     query.refresh_from_db()
     assert query.status == Query.Status.READY
+
+
+def test_an_adaptive_choice_has_pinned_statement_counts(django_assert_num_queries):
+    """The adaptive design's hot path: choosing the next pair reads the study's tallies once and adds the answer
+    to them in one statement, however many systems and answers the study has."""
+    study = prewritten_adaptive_study(5, items=1)
+    invitation = invitation_create_bulk(study=study, count=1)[0]
+    me = APIClient().post(f"/api/v1/invitations/{invitation.token}/accept/", {"consent": True}, format="json").json()
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {me['token']}")
+    client.put(f"/api/v1/participations/{me['id']}/persona/", PERSONA, format="json")
+    qid = client.post(f"/api/v1/participations/{me['id']}/next-item/", {"client_token": "t"}).json()["id"]
+
+    def current() -> int:
+        return client.get(f"/api/v1/queries/{qid}/current-match/").json()["id"]
+
+    def answer(match_id: int, choice: str) -> None:
+        assert client.post(f"/api/v1/matches/{match_id}/choice/", {"choice": choice}, format="json").status_code == 200
+
+    # Current match: as for a bracket (token with user, the match with all it shows, first-shown update).
+    with django_assert_num_queries(3):
+        match_id = current()
+    # Choice: token with user; judgment_record_as (sp): the locked read, judgment insert, match answered; then the
+    # study's tallies (one read), the next pair's insert, and the answer added to the tallies (one upsert).
+    with django_assert_num_queries(9):
+        answer(match_id, "left")
+    # "Neither" adds nothing to the tallies: the same without the upsert (two summaries retired, three left).
+    match_id = current()
+    with django_assert_num_queries(8):
+        answer(match_id, "neither")
+    match_id = current()
+    with django_assert_num_queries(9):
+        answer(match_id, "right")
+    # The last of the question's 4 comparisons (5 systems): no next pair to choose (no read, no insert); the
+    # upsert, and the question ranked.
+    match_id = current()
+    with django_assert_num_queries(8):
+        answer(match_id, "left")
+    assert client.get(f"/api/v1/queries/{qid}/").json()["status"] == Query.Status.RANKED
