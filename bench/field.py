@@ -185,6 +185,8 @@ class Log:
     answers: dict[int, tuple[str, float]] = field(default_factory=dict)  # match -> (choice, sent), answered 200
     questions: dict[str, int] = field(default_factory=dict)  # client_token -> query id (201)
     failures_seen: int = 0
+    # What the annotator was shown failed, as the API said it: (status, failure_reason, candidates' states)
+    failure_reasons: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
 
     def add(self, attr: str, item: Any) -> None:
@@ -296,8 +298,10 @@ class FieldAnnotator:
                 # The page says what failed and offers "try again": a way forward; the annotator takes it.
                 now = time.monotonic()
                 self.log.add("waits", (self.number, started, now, "failure shown"))
+                states = ",".join(sorted(str(c.get("status")) for c in status.get("candidates") or []))
                 with self.log.lock:
                     self.log.failures_seen += 1
+                    self.log.failure_reasons[(str(status["status"]), str(status.get("failure_reason")), states)] += 1
                 self.pause(self.rng.uniform(2.0, 5.0))
                 self.send("retry", "POST", f"/api/v1/queries/{qid}/retry/", expect=(200, 201, 202, 409))
                 started = self.open_wait = time.monotonic()
@@ -499,6 +503,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=20261206)
     p.add_argument("--db-name", default="bench_field", help="in the benchmark's own PostgreSQL; starts bench_field")
     p.add_argument("--keep-logs", action="store_true")
+    p.add_argument("--phases", type=int, default=7, choices=range(1, 8), metavar="1-7",
+                   help="run the first N phases only (1: steady; 2: and the judges; ...)")  # fmt: skip
     args = p.parse_args()
     if not args.db_name.startswith("bench_field") or not args.db_name.replace("_", "").isalnum():
         p.error("--db-name must start with bench_field (letters, digits, _)")
@@ -662,7 +668,7 @@ def run(args: argparse.Namespace, rig: Rig, work: Path) -> int:
         ("gunicorn recycle (HUP)", rig.gunicorn_recycle),
     ]
     phases: list[Phase] = []
-    for name, fault in schedule:
+    for name, fault in schedule[: args.phases]:
         # The first phase counts from the first arrival: its questions are the first ones asked.
         phase = Phase(name, start=started if not phases else time.monotonic())
         print(f"[{time.monotonic() - t0:5.0f} s] {name} ...", flush=True)
@@ -688,7 +694,7 @@ def report(args: argparse.Namespace, rig: Rig, log: Log, phases: list[Phase], st
     from django.db import connections
     from django.db.models import Count
 
-    from annotation.models import Judgment, Query
+    from annotation.models import Candidate, Judgment, Query
 
     stored = dict(
         Judgment.objects.filter(match__bracket__query__participation__study_id=study_id).values_list(
@@ -701,6 +707,19 @@ def report(args: argparse.Namespace, rig: Rig, log: Log, phases: list[Phase], st
     )  # fmt: skip
     queries = Query.objects.filter(participation__study_id=study_id)
     stored_query_ids = set(queries.values_list("pk", flat=True))
+    # Why work failed, as stored (the worker logs only some of the ways a candidate or a search fails).
+    failed_in_db = [
+        f"{n} candidates failed: {reason[:160]!r}"
+        for reason, n in Counter(
+            Candidate.objects.filter(query__participation__study_id=study_id, status=Candidate.Status.FAILED)
+            .values_list("failure_reason", flat=True)
+        ).most_common(6)
+    ] + [
+        f"{n} questions failed: {reason[:160]!r}"
+        for reason, n in Counter(
+            queries.filter(status=Query.Status.FAILED).values_list("failure_reason", flat=True)
+        ).most_common(4)
+    ]  # fmt: skip
     connections.close_all()
 
     def in_phase(t: float, p: Phase) -> bool:
@@ -772,6 +791,10 @@ def report(args: argparse.Namespace, rig: Rig, log: Log, phases: list[Phase], st
     )
     if bad:
         print("  failed requests (route, status: count): " + ", ".join(f"{r} {s}: {n}" for (r, s), n in bad.items()))
+    for (shown, reason, states), n in log.failure_reasons.most_common(8):
+        print(f"  failure shown {n} times: status {shown}, reason {reason!r}, candidates [{states}]")
+    for line in failed_in_db:
+        print(f"  in the database: {line}")
     for line in log.problems[:20]:
         print(f"  problem: {line}")
     if lost_questions or dup_judgments:

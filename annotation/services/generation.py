@@ -22,6 +22,7 @@ from generation.citations import check_citations
 from generation.registry import get_generation_backend
 from kernel import leases
 from kernel.backends import BackendError, GenerationRequest
+from kernel.db import connection_release
 from kernel.heartbeat import heartbeat
 from kernel.similarity import likeness
 from kernel.tasks import enqueue_on_commit, lost_if_sent_before
@@ -162,6 +163,9 @@ def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candi
     )
     backend = get_generation_backend(system.generation_backend, system.backend_settings)
     attempt = candidate.attempts
+    # The model's answer takes seconds: the connection goes back to the process's pool meanwhile, so that a
+    # threads-pool worker of many slots holds few (docs/deploy.md, "Database connections").
+    connection_release()
     with heartbeat(
         lambda: candidate_lease_renew(candidate_id=candidate.pk, attempt=attempt),
         every=settings.BACKGROUND_HEARTBEAT_S,
