@@ -15,7 +15,6 @@ long question finds nothing) + 35 s backoff = 275 s, under the sweeper's 10-minu
 
 from __future__ import annotations
 
-import logging
 import random
 from typing import Any
 
@@ -42,8 +41,6 @@ from generation import openai_chat  # noqa: F401 - imported before the pool fork
 from kernel.backends import BackendError
 from kernel.tasks import FIRST, LATER, OrderedTask, unreachable_service
 
-logger = logging.getLogger(__name__)
-
 GENERATION_SOFT_TIME_LIMIT_S: int = settings.GENERATION_SOFT_TIME_LIMIT_S
 RETRIEVAL_SOFT_TIME_LIMIT_S: int = settings.RETRIEVAL_SOFT_TIME_LIMIT_S
 BACKOFF_BASE_S = 5.0  # before attempt n+1: uniform(0, 5 * 2**(n-1)) s, full jitter, so 5, 10, 20 s at most
@@ -59,13 +56,11 @@ def unexpected_reason(exc: BaseException) -> str:
 
 def _retrieval_failed(task: Task, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
     query_id = kwargs.get("query_id", args[0] if args else None)
-    logger.error("retrieval of query %s failed: %r", query_id, exc)
     query_mark_failed(query_id=query_id, reason=unexpected_reason(exc))
 
 
 def _generation_failed(task: Task, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
     candidate_id = kwargs.get("candidate_id", args[0] if args else None)
-    logger.error("generation of candidate %s failed: %r", candidate_id, exc)
     candidate_mark_failed(candidate_id=candidate_id, reason=unexpected_reason(exc))
 
 
