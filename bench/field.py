@@ -399,6 +399,9 @@ class Costs:
     peak_rss_total: Counter[str] = field(default_factory=Counter)  # MiB, the role's processes together
     peak_rss_one: Counter[str] = field(default_factory=Counter)  # MiB, its largest process
     processes: Counter[str] = field(default_factory=Counter)  # the most processes seen in the role
+    # Every candidate and question seen failed (id -> stored reason): one retried by its annotator is no longer
+    # failed at the end, and the reason is not in the API (annotators see only "could not be written").
+    failed: dict[tuple[str, int], str] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
 
     def _sql(self, sql: str, database: str = "postgres") -> list[tuple[Any, ...]]:
@@ -446,6 +449,11 @@ class Costs:
                                  "WHERE application_name LIKE 'field-%' GROUP BY 1")  # fmt: skip
             for name, n in rows:
                 self.peak_connections[name] = max(self.peak_connections[name], int(n))
+            with contextlib.suppress(Exception):  # PostgreSQL restarting
+                for kind, table in (("candidate", "annotation_candidate"), ("question", "annotation_query")):
+                    sql = f"SELECT id, failure_reason FROM {table} WHERE status = 'failed'"  # noqa: S608 - names
+                    for pk, reason in self._sql(sql, database=self.db_name):
+                        self.failed.setdefault((kind, int(pk)), str(reason))
             procs = dict(self.rig.services.procs) if self.rig.services is not None else {}
             for name, proc in procs.items():
                 pids = _group_pids(proc.pid)
@@ -599,6 +607,7 @@ class Rig:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+            shutil.copy(self.work / "celery-annotator.log", self.work / "celery-annotator-killed.log")
             time.sleep(self.args.worker_down)  # the container's restart policy brings it back
             self.start_worker("worker-annotator")
         finally:
@@ -714,6 +723,9 @@ def run(args: argparse.Namespace, rig: Rig, work: Path) -> int:
         STATIC_ROOT=str(work / "static"),
         GUNICORN_BIND=f"{HOST}:{port}",
         LLM_CONCURRENCY=str(concurrency),
+        # No answer from a cache: the stand-in's summaries are alike, so the judges' prompts repeat, and with the
+        # cache most judge calls never reached the server (a run of 782 candidates x 4 metrics made 174 calls).
+        LLM_CACHE="off",
     )
     use_in_this_process(rig.env, ("ALLOWED_HOSTS", "SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE",
                                   "CSRF_COOKIE_SECURE", "STATIC_ROOT", "SITE_URL", "LLM_CONCURRENCY"))  # fmt: skip
@@ -993,6 +1005,9 @@ def report_costs(args: argparse.Namespace, phases: list[Phase], costs: Costs) ->
         for name in ROLES
         if costs.processes[name]
     )
+    reasons = Counter((kind, reason[:200]) for (kind, _), reason in costs.failed.items())
+    for (kind, reason), n in reasons.most_common(8):
+        print(f"  {n} {kind}s seen failed (sampled every 2 s): {reason!r}")
     print(f"held at most: {roles}; PostgreSQL connections of all roles at once "
           f"{sum(costs.peak_connections.values())} (the sum of the peaks)")  # fmt: skip
 

@@ -202,8 +202,9 @@ def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candi
 
 def candidate_retry_later(*, candidate_id: int, reason: str) -> bool:
     """After a transient failure of the attempt running now: True when the candidate is queued for the
-    task's next attempt; False when its attempts are spent (it is failed with the reason) or another
-    worker has taken it over (it is left alone)."""
+    task's next attempt, or still queued (the fault came before the claim: the database out of reach); False
+    when its attempts are spent (it is failed with the reason) or another worker has taken it over (it is left
+    alone)."""
     running = Candidate.objects.filter(pk=candidate_id, status=Candidate.Status.RUNNING)
     if running.filter(attempts__lt=MAX_ATTEMPTS).update(
         status=Candidate.Status.QUEUED,
@@ -211,6 +212,8 @@ def candidate_retry_later(*, candidate_id: int, reason: str) -> bool:
         queued_at=timezone.now(),
         lease_expires_at=None,
     ):
+        return True
+    if Candidate.objects.filter(pk=candidate_id, status=Candidate.Status.QUEUED).exists():
         return True
     if running.exists():
         candidate_mark_failed(
