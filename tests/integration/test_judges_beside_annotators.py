@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +22,12 @@ from scoring import services
 from scoring.models import CandidateScore, ScoringRun
 from tests.annotation.factories import StudyFactory
 from tests.integration.test_worker import ask, describe, openai_study, settled
-from tests.integration.worker import WorkerPool, broker_url, wait_for, worker_pool
+from tests.integration.worker import WorkerPool, broker_url, wait_for
 from tests.support.openai_standin import OpenAIStandIn, openai_standin
 
 pytestmark = [pytest.mark.worker, pytest.mark.timeout(240)]
 
 JUDGE = "judge-model"
-
-
-@pytest.fixture
-def celery_workers(transactional_db: None, tmp_path: Path) -> Iterator[WorkerPool]:
-    with worker_pool(tmp_path, broker_url()) as pool:
-        yield pool
 
 
 def _start(pool: WorkerPool, tmp_path: Path, *, annotator_concurrency: int) -> None:
@@ -94,16 +87,16 @@ def _judged(run: ScoringRun) -> list[float | None]:
 
 
 def test_a_scoring_run_advances_beside_summaries_when_the_server_has_room(
-    celery_workers: WorkerPool, tmp_path: Path
+    redis_workers: WorkerPool, tmp_path: Path
 ) -> None:
-    _start(celery_workers, tmp_path, annotator_concurrency=4)
-    scored = _scored_study(celery_workers)
+    _start(redis_workers, tmp_path, annotator_concurrency=4)
+    scored = _scored_study(redis_workers)
     release = threading.Event()
     with _held_standin(release) as standin:
         try:
             # The server has 8 slots (the systems' concurrency); four summaries hold four of them.
             query = ask(openai_study(standin, slug="room", timeout=120, concurrency=8))
-            wait_for(lambda: standin.in_flight == 4, timeout=60, message=describe(query, celery_workers))
+            wait_for(lambda: standin.in_flight == 4, timeout=60, message=describe(query, redis_workers))
 
             run = services.scoring_run_start(
                 study=scored, metrics=["geval_relevance"], judge={"model": JUDGE, "base_url": standin.base_url}
@@ -115,7 +108,7 @@ def test_a_scoring_run_advances_beside_summaries_when_the_server_has_room(
                 timeout=30,
                 message=lambda: (
                     f"run {_run(run).done}/{run.total}, judge calls {_judge_calls(standin)}\n"
-                    + celery_workers.logs()[-4000:]
+                    + redis_workers.logs()[-4000:]
                 ),
             )
             # Judged while the four summaries were still being written.
@@ -125,13 +118,13 @@ def test_a_scoring_run_advances_beside_summaries_when_the_server_has_room(
             assert Candidate.objects.filter(query=query, status=Candidate.Status.RUNNING).count() == 4
         finally:
             release.set()
-        wait_for(lambda: settled(query), timeout=60, message=describe(query, celery_workers))
+        wait_for(lambda: settled(query), timeout=60, message=describe(query, redis_workers))
     assert Query.objects.get(pk=query.pk).status == Query.Status.READY
 
 
-def test_a_scoring_run_waits_while_summaries_wait_for_the_server(celery_workers: WorkerPool, tmp_path: Path) -> None:
-    _start(celery_workers, tmp_path, annotator_concurrency=8)
-    scored = _scored_study(celery_workers)
+def test_a_scoring_run_waits_while_summaries_wait_for_the_server(redis_workers: WorkerPool, tmp_path: Path) -> None:
+    _start(redis_workers, tmp_path, annotator_concurrency=8)
+    scored = _scored_study(redis_workers)
     release = threading.Event()
     with _held_standin(release) as standin:
         try:
@@ -144,13 +137,13 @@ def test_a_scoring_run_waits_while_summaries_wait_for_the_server(celery_workers:
                     and Candidate.objects.filter(query__in=queries, status=Candidate.Status.RUNNING).count() == 8
                 ),
                 timeout=60,
-                message=describe(queries[0], celery_workers),
+                message=describe(queries[0], redis_workers),
             )
             run = services.scoring_run_start(
                 study=scored, metrics=["geval_relevance"], judge={"model": JUDGE, "base_url": standin.base_url}
             )
             time.sleep(8.0)  # the run's chunk has started and asked for a slot (its log says when)
-            assert "score_chunk" in celery_workers.logs()
+            assert "score_chunk" in redis_workers.logs()
             assert (_run(run).done, _judge_calls(standin)) == (0, 0)
             assert standin.in_flight == 4
         finally:
@@ -159,10 +152,10 @@ def test_a_scoring_run_waits_while_summaries_wait_for_the_server(celery_workers:
         wait_for(
             lambda: _run(run).status != ScoringRun.Status.RUNNING,
             timeout=90,
-            message=lambda: f"run {_run(run).done}/{run.total}\n" + celery_workers.logs()[-4000:],
+            message=lambda: f"run {_run(run).done}/{run.total}\n" + redis_workers.logs()[-4000:],
         )
         for query in queries:
-            wait_for(lambda q=query: settled(q), timeout=60, message=describe(query, celery_workers))
+            wait_for(lambda q=query: settled(q), timeout=60, message=describe(query, redis_workers))
     assert (run.status, run.done) == (ScoringRun.Status.DONE, 4)
     assert _judged(run) == [4.0] * 4
     assert [Query.objects.get(pk=q.pk).status for q in queries] == [Query.Status.READY] * 2

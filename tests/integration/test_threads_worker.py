@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,18 +17,12 @@ from django.db import connection
 
 from annotation.models import Candidate, Query
 from tests.integration.test_worker import ask, describe, openai_study, settled
-from tests.integration.worker import WorkerPool, broker_url, wait_for, worker_database_url, worker_pool
+from tests.integration.worker import WorkerPool, broker_url, wait_for, worker_database_url
 from tests.support.openai_standin import openai_standin
 
 pytestmark = [pytest.mark.worker, pytest.mark.timeout(180)]
 
 APPLICATION = "threads-worker-test"
-
-
-@pytest.fixture
-def celery_workers(transactional_db: None, tmp_path: Path) -> Iterator[WorkerPool]:
-    with worker_pool(tmp_path, broker_url()) as pool:
-        yield pool
 
 
 def _worker_connections() -> int:
@@ -41,10 +33,10 @@ def _worker_connections() -> int:
 
 
 def test_sixteen_summaries_wait_on_the_model_at_once_in_one_process_of_four_connections(
-    celery_workers: WorkerPool,
+    redis_workers: WorkerPool,
 ) -> None:
     url = worker_database_url()
-    celery_workers.start(
+    redis_workers.start(
         "threads",
         pool="threads",
         concurrency=16,
@@ -66,7 +58,7 @@ def test_sixteen_summaries_wait_on_the_model_at_once_in_one_process_of_four_conn
         try:
             study = openai_study(standin, slug="threads", timeout=120, concurrency=16)
             queries = [ask(study) for _ in range(4)]  # four annotators: 16 summaries
-            wait_for(lambda: standin.in_flight == 16, timeout=60, message=describe(queries[0], celery_workers))
+            wait_for(lambda: standin.in_flight == 16, timeout=60, message=describe(queries[0], redis_workers))
             # Three seconds of beats (every second per summary) while all 16 wait: the pool's 4 at most.
             held = []
             deadline = time.monotonic() + 3.0
@@ -78,7 +70,7 @@ def test_sixteen_summaries_wait_on_the_model_at_once_in_one_process_of_four_conn
         finally:
             release.set()
         for query in queries:
-            wait_for(lambda q=query: settled(q), timeout=60, message=describe(query, celery_workers))
+            wait_for(lambda q=query: settled(q), timeout=60, message=describe(query, redis_workers))
     assert [Query.objects.get(pk=q.pk).status for q in queries] == [Query.Status.READY] * 4
     # One attempt each: no summary waited for a connection long enough to fail and be retried.
     rows = Candidate.objects.filter(query__in=queries)
