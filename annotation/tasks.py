@@ -15,12 +15,13 @@ long question finds nothing) + 35 s backoff = 275 s, under the sweeper's 10-minu
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import random
 from typing import Any
 
 from celery import Task, shared_task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
+from django import db
 from django.conf import settings
 
 from annotation.services.generation import (
@@ -42,10 +43,9 @@ from generation import openai_chat  # noqa: F401 - imported before the pool fork
 from kernel.backends import BackendError
 from kernel.tasks import FIRST, LATER, OrderedTask, unreachable_service
 
-logger = logging.getLogger(__name__)
-
 GENERATION_SOFT_TIME_LIMIT_S: int = settings.GENERATION_SOFT_TIME_LIMIT_S
 RETRIEVAL_SOFT_TIME_LIMIT_S: int = settings.RETRIEVAL_SOFT_TIME_LIMIT_S
+_UNREACHABLE_DATABASE = (db.OperationalError, db.InterfaceError)
 BACKOFF_BASE_S = 5.0  # before attempt n+1: uniform(0, 5 * 2**(n-1)) s, full jitter, so 5, 10, 20 s at most
 # A service's Retry-After is waited for up to this long (well under the sweeper's REQUEUE_QUEUED_AFTER).
 RETRY_AFTER_CAP_S = 120.0
@@ -59,13 +59,11 @@ def unexpected_reason(exc: BaseException) -> str:
 
 def _retrieval_failed(task: Task, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
     query_id = kwargs.get("query_id", args[0] if args else None)
-    logger.error("retrieval of query %s failed: %r", query_id, exc)
     query_mark_failed(query_id=query_id, reason=unexpected_reason(exc))
 
 
 def _generation_failed(task: Task, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
     candidate_id = kwargs.get("candidate_id", args[0] if args else None)
-    logger.error("generation of candidate %s failed: %r", candidate_id, exc)
     candidate_mark_failed(candidate_id=candidate_id, reason=unexpected_reason(exc))
 
 
@@ -92,8 +90,10 @@ def retrieve_query(self, query_id: int) -> None:  # type: ignore[no-untyped-def]
         if reason is not None and self.request.retries < self.max_retries:
             countdown = backoff(self.request.retries, error)
             # The lease covers the wait, so the sweeper does not take a scheduled retry for a dead worker, nor
-            # another message the search; it lapses when the retry is due, for the retry to claim it.
-            query_lease_renew(query_id=query_id, seconds=countdown)
+            # another message the search; it lapses when the retry is due, for the retry to claim it. A database
+            # out of reach (the fault being retried, often) leaves the lease as it is: the retry is sent all the same.
+            with contextlib.suppress(*_UNREACHABLE_DATABASE):
+                query_lease_renew(query_id=query_id, seconds=countdown)
             raise self.retry(countdown=countdown) from error
         if reason is not None:
             reason = f"Gave up after {self.request.retries + 1} attempts; the last: {reason}"
@@ -125,7 +125,7 @@ def generate_candidate(self, candidate_id: int) -> None:  # type: ignore[no-unty
         if reason is None:  # permanent: a configuration the admin must fix
             candidate_mark_failed(candidate_id=candidate_id, reason=unexpected_reason(error))
             return
-        if candidate_retry_later(candidate_id=candidate_id, reason=reason):
+        if _queued_again(candidate_id=candidate_id, reason=reason):
             try:
                 raise self.retry(countdown=backoff(self.request.retries, error)) from error
             except Reject:
@@ -135,14 +135,26 @@ def generate_candidate(self, candidate_id: int) -> None:  # type: ignore[no-unty
                 raise
 
 
+def _queued_again(*, candidate_id: int, reason: str) -> bool:
+    """`candidate_retry_later`, except that a database out of reach (the fault being retried, often) does not end
+    the candidate: its retry is sent all the same, and claims it if it is still queued; one left running under
+    its lease is sent again by the sweeper once the lease lapses."""
+    try:
+        return candidate_retry_later(candidate_id=candidate_id, reason=reason)
+    except Exception as error:
+        if not unreachable_service(error):
+            raise
+        return True
+
+
 @shared_task(soft_time_limit=60, time_limit=90)
 def sweep_generation() -> dict[str, int]:
     return background_sweep()
 
 
 def _retriable(error: BaseException) -> bool:
-    """What the tasks look at before giving up: a backend's error, a time limit, or a broker or Redis out of
-    reach (restarting: docs/backends.md, "Sweepers"); anything else fails through `on_failure`."""
+    """What the tasks look at before giving up: a backend's error, a time limit, or the database, a broker or
+    Redis out of reach (restarting: docs/backends.md, "Sweepers"); anything else fails through `on_failure`."""
     return isinstance(error, BackendError | SoftTimeLimitExceeded) or unreachable_service(error)
 
 
@@ -151,7 +163,7 @@ def _transient_reason(error: BaseException, soft_limit_s: int) -> str | None:
     if isinstance(error, SoftTimeLimitExceeded):
         return f"no answer within the {soft_limit_s} s time limit"
     if unreachable_service(error):
-        return f"the broker or Redis could not be reached ({type(error).__name__}: {error})"
+        return f"the database, the broker or Redis could not be reached ({type(error).__name__}: {error})"
     if isinstance(error, BackendError) and error.transient:
         return error.reason
     return None

@@ -35,15 +35,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import httpx
-from _shared import QUESTIONS, REPO, percentile, production_env, use_in_this_process  # bench/ is the script dir
+from _shared import (  # bench/ is the script dir
+    QUESTIONS,
+    REPO,
+    group_cpu_seconds,
+    percentile,
+    production_env,
+    use_in_this_process,
+)
 from load import (
     HOST,
     PERSONAS,
     Services,
     compose_worker_env,
+    db_named,
     free_port,
     gunicorn_argv,
     server_up,
@@ -89,6 +98,12 @@ class ModelServer:
     def own_p95(self) -> float:
         """The model's own p95 (the distribution's, without queueing): median x e^(1.645 sigma)."""
         return self.median_s * math.exp(1.6449 * self.sigma)
+
+    def question_p95(self, summaries: int) -> float:
+        """The model's own p95 for a question: its first comparison needs all `summaries` answers, so the slowest
+        of that many independent draws, whose distribution function is F(x)^n: the p95 is the draw at
+        F = 0.95^(1/n) (4 summaries: z = 2.24, 18.5 s for median 3 s, p99 20 s; one call's p95 is 11.5 s)."""
+        return self.median_s * math.exp(NormalDist().inv_cdf(0.95 ** (1 / summaries)) * self.sigma)
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         arrived = time.monotonic()
@@ -185,6 +200,8 @@ class Log:
     answers: dict[int, tuple[str, float]] = field(default_factory=dict)  # match -> (choice, sent), answered 200
     questions: dict[str, int] = field(default_factory=dict)  # client_token -> query id (201)
     failures_seen: int = 0
+    # What the annotator was shown failed, as the API said it: (status, failure_reason, candidates' states)
+    failure_reasons: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
 
     def add(self, attr: str, item: Any) -> None:
@@ -296,8 +313,10 @@ class FieldAnnotator:
                 # The page says what failed and offers "try again": a way forward; the annotator takes it.
                 now = time.monotonic()
                 self.log.add("waits", (self.number, started, now, "failure shown"))
+                states = ",".join(sorted(str(c.get("status")) for c in status.get("candidates") or []))
                 with self.log.lock:
                     self.log.failures_seen += 1
+                    self.log.failure_reasons[(str(status["status"]), str(status.get("failure_reason")), states)] += 1
                 self.pause(self.rng.uniform(2.0, 5.0))
                 self.send("retry", "POST", f"/api/v1/queries/{qid}/retry/", expect=(200, 201, 202, 409))
                 started = self.open_wait = time.monotonic()
@@ -322,6 +341,131 @@ class FieldAnnotator:
             match = None
 
 
+# --- what a question costs ----------------------------------------------------------------------------
+
+ROLES = {"gunicorn": "field-web", "celery-annotator": "field-annotator", "celery-research": "field-research",
+         "beat": "field-beat"}  # fmt: skip  # process (group) -> its connections' application_name
+
+
+def _proc_fields(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _group_pids(pgid: int) -> list[int]:
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        fields = _proc_fields(int(stat.parent.name))
+        if fields is not None and int(fields[2]) == pgid:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+@dataclass
+class Snapshot:
+    """Counters at one moment: CPU seconds per process group and of the PostgreSQL server (its postmaster and
+    backends, with the backends that exited), its transactions, summaries done, questions asked."""
+
+    at: float
+    cpu: dict[str, float]
+    postgres_cpu: float
+    xacts: int
+    summaries: int
+    questions: int
+    load: float = 0.0  # the host's 1-minute load average
+
+
+@dataclass
+class Costs:
+    """Samples, every 2 s, the connections each role holds on PostgreSQL (by application_name) and the memory of
+    each role's processes; takes snapshots of the counters at the phases' boundaries."""
+
+    rig: Any
+    db_name: str
+    log: Any
+    peak_connections: Counter[str] = field(default_factory=Counter)
+    peak_rss_total: Counter[str] = field(default_factory=Counter)  # MiB, the role's processes together
+    peak_rss_one: Counter[str] = field(default_factory=Counter)  # MiB, its largest process
+    processes: Counter[str] = field(default_factory=Counter)  # the most processes seen in the role
+    # Every candidate and question seen failed (id -> stored reason): one retried by its annotator is no longer
+    # failed at the end, and the reason is not in the API (annotators see only "could not be written").
+    failed: dict[tuple[str, int], str] = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def _sql(self, sql: str, database: str = "postgres") -> list[tuple[Any, ...]]:
+        import psycopg  # the benchmark's own connection, outside Django's (which the annotators' threads do not use)
+
+        with psycopg.connect(self.rig.pg.url.rsplit("/", 1)[0] + f"/{database}", connect_timeout=3) as conn:
+            return list(conn.execute(sql).fetchall())  # type: ignore[arg-type]
+
+    def postgres_cpu(self) -> float:
+        try:
+            master = int((self.rig.pg.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return 0.0
+        ticks = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            fields = _proc_fields(int(stat.parent.name))
+            if fields is None:
+                continue
+            pid, parent = int(stat.parent.name), int(fields[1])
+            if pid == master:
+                ticks += sum(int(f) for f in fields[11:15])  # its own and its exited backends' (cutime, cstime)
+            elif parent == master:
+                ticks += sum(int(f) for f in fields[11:13])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+    def snapshot(self) -> Snapshot:
+        procs = self.rig.services.procs if self.rig.services is not None else {}
+        cpu = {name: group_cpu_seconds(proc.pid) for name, proc in procs.items()}
+        xacts = summaries = 0
+        try:
+            xacts = int(self._sql(f"SELECT xact_commit + xact_rollback FROM pg_stat_database "  # noqa: S608
+                                  f"WHERE datname = '{self.db_name}'")[0][0])  # fmt: skip
+            summaries = int(self._sql("SELECT count(*) FROM annotation_candidate WHERE status = 'done'",
+                                      database=self.db_name)[0][0])  # fmt: skip
+        except Exception:  # noqa: BLE001 - the database may be restarting; the phase's costs are then not printed
+            xacts = summaries = -1
+        asked = sum(1 for _, route, _, status in list(self.log.requests) if route == "submit" and status == 201)
+        return Snapshot(time.monotonic(), cpu, self.postgres_cpu(), xacts, summaries, asked, os.getloadavg()[0])
+
+    def sample(self) -> None:
+        while not self.stop.wait(2.0):
+            rows: list[tuple[Any, ...]] = []
+            with contextlib.suppress(Exception):  # PostgreSQL restarting: no sample this time
+                rows = self._sql("SELECT application_name, count(*) FROM pg_stat_activity "
+                                 "WHERE application_name LIKE 'field-%' GROUP BY 1")  # fmt: skip
+            for name, n in rows:
+                self.peak_connections[name] = max(self.peak_connections[name], int(n))
+            with contextlib.suppress(Exception):  # PostgreSQL restarting
+                for kind, table in (("candidate", "annotation_candidate"), ("question", "annotation_query")):
+                    sql = f"SELECT id, failure_reason FROM {table} WHERE status = 'failed'"  # noqa: S608 - names
+                    for pk, reason in self._sql(sql, database=self.db_name):
+                        self.failed.setdefault((kind, int(pk)), str(reason))
+            procs = dict(self.rig.services.procs) if self.rig.services is not None else {}
+            for name, proc in procs.items():
+                pids = _group_pids(proc.pid)
+                # gunicorn's and Celery's main processes are counted: they are processes the host runs.
+                rss = [_rss_mib(pid) for pid in pids]
+                rss = [r for r in rss if r > 0]
+                if rss:
+                    self.processes[name] = max(self.processes[name], len(rss))
+                    self.peak_rss_total[name] = max(self.peak_rss_total[name], round(sum(rss)))
+                    self.peak_rss_one[name] = max(self.peak_rss_one[name], round(max(rss)))
+
+
 # --- phases and faults -------------------------------------------------------------------------------
 
 
@@ -332,6 +476,7 @@ class Phase:
     fault_end: float = 0.0
     end: float = 0.0
     judges: str = "-"
+    counted: tuple[Snapshot, Snapshot] | None = None  # the counters after the fault ended, and at the end
 
 
 class Rig:
@@ -388,7 +533,9 @@ class Rig:
         key = "celery-annotator" if service == "worker-annotator" else "celery-research"
         log = self.work / f"{key}.log"
         log.unlink(missing_ok=True)
-        self.services.env = {**self.env, **compose_worker_env(service), "RESEARCH_YIELD_HOST": "field"}
+        extra = dict(item.split("=", 1) for item in self.args.annotator_env) if service == "worker-annotator" else {}
+        self.services.env = {**db_named(self.env, ROLES[key]), **compose_worker_env(service),
+                             "RESEARCH_YIELD_HOST": "field", **extra}  # fmt: skip
         self.services.start(key, ["sh", str(REPO / "platform" / "celery-worker.sh"), "-n", f"{self.name}-{key}@%h",
                                   "--without-gossip", "--without-mingle"])  # fmt: skip
         self.services.env = self.env
@@ -396,9 +543,10 @@ class Rig:
                  name=key)  # fmt: skip
 
     def start_services(self, base_url: str, port: int) -> None:
-        self.services = Services(env=self.env, logs=self.work)
+        self.services = Services(env=db_named(self.env, ROLES["gunicorn"]), logs=self.work)
         self.services.start("gunicorn", gunicorn_argv(self.work, conf=REPO / "platform" / "gunicorn.conf.py",
                                                       access_log=self.work / "access.log"))  # fmt: skip
+        self.services.env = self.env
         self.start_worker("worker-annotator")
         self.start_worker("worker-research")
         self.start_beat()
@@ -435,7 +583,8 @@ class Rig:
 
     def start_beat(self) -> None:
         assert self.services is not None
-        self.services.env = {**self.env, "CELERY_BEAT_SCHEDULE_FILE": str(self.work / "celerybeat-schedule")}
+        self.services.env = {**db_named(self.env, ROLES["beat"]),
+                             "CELERY_BEAT_SCHEDULE_FILE": str(self.work / "celerybeat-schedule")}  # fmt: skip
         self.services.start("beat", ["sh", str(REPO / "platform" / "celery-beat.sh")])
         self.services.env = self.env
 
@@ -458,6 +607,7 @@ class Rig:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+            shutil.copy(self.work / "celery-annotator.log", self.work / "celery-annotator-killed.log")
             time.sleep(self.args.worker_down)  # the container's restart policy brings it back
             self.start_worker("worker-annotator")
         finally:
@@ -499,9 +649,16 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=20261206)
     p.add_argument("--db-name", default="bench_field", help="in the benchmark's own PostgreSQL; starts bench_field")
     p.add_argument("--keep-logs", action="store_true")
+    p.add_argument("--annotator-env", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="the annotator worker's environment beyond docker-compose.yml's (CELERY_POOL=prefork "
+                        "CELERY_CONCURRENCY=4: the worker as it was before issue 30's run)")  # fmt: skip
+    p.add_argument("--phases", type=int, default=7, choices=range(1, 8), metavar="1-7",
+                   help="run the first N phases only (1: steady; 2: and the judges; ...)")  # fmt: skip
     args = p.parse_args()
     if not args.db_name.startswith("bench_field") or not args.db_name.replace("_", "").isalnum():
         p.error("--db-name must start with bench_field (letters, digits, _)")
+    if any("=" not in item for item in args.annotator_env):
+        p.error("--annotator-env takes KEY=VALUE pairs")
     if args.quick:
         args.annotators, args.phase, args.ramp, args.hang = min(args.annotators, 10), 40.0, 10.0, 20.0
     if args.annotators < 1 or args.phase <= 0 or not 0 <= args.reading[0] <= args.reading[1]:
@@ -566,6 +723,9 @@ def run(args: argparse.Namespace, rig: Rig, work: Path) -> int:
         STATIC_ROOT=str(work / "static"),
         GUNICORN_BIND=f"{HOST}:{port}",
         LLM_CONCURRENCY=str(concurrency),
+        # No answer from a cache: the stand-in's summaries are alike, so the judges' prompts repeat, and with the
+        # cache most judge calls never reached the server (a run of 782 candidates x 4 metrics made 174 calls).
+        LLM_CACHE="off",
     )
     use_in_this_process(rig.env, ("ALLOWED_HOSTS", "SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE",
                                   "CSRF_COOKIE_SECURE", "STATIC_ROOT", "SITE_URL", "LLM_CONCURRENCY"))  # fmt: skip
@@ -624,6 +784,9 @@ def run(args: argparse.Namespace, rig: Rig, work: Path) -> int:
     threads = [
         threading.Thread(target=arrive, args=(a,), daemon=True, name=f"annotator-{a.number}") for a in annotators
     ]
+    costs = Costs(rig=rig, db_name=args.db_name, log=log)
+    threading.Thread(target=costs.sample, daemon=True, name="costs").start()
+    first = costs.snapshot()
     started = time.monotonic()
     for t in threads:
         t.start()
@@ -662,7 +825,7 @@ def run(args: argparse.Namespace, rig: Rig, work: Path) -> int:
         ("gunicorn recycle (HUP)", rig.gunicorn_recycle),
     ]
     phases: list[Phase] = []
-    for name, fault in schedule:
+    for name, fault in schedule[: args.phases]:
         # The first phase counts from the first arrival: its questions are the first ones asked.
         phase = Phase(name, start=started if not phases else time.monotonic())
         print(f"[{time.monotonic() - t0:5.0f} s] {name} ...", flush=True)
@@ -672,15 +835,20 @@ def run(args: argparse.Namespace, rig: Rig, work: Path) -> int:
             except Exception as error:
                 print(f"  the fault itself failed: {error!r}", flush=True)
         phase.fault_end = time.monotonic()
+        after_fault = first if not phases else costs.snapshot()
         time.sleep(args.phase + (args.ramp if not phases else 0.0))
         phase.end = time.monotonic()
+        phase.counted = (after_fault, costs.snapshot())
         phase.judges = judges_state()
         phases.append(phase)
+    costs.stop.set()
     stop.set()
     for t in threads:
         t.join(timeout=args.request_timeout + 5)
     time.sleep(2)
-    return report(args, rig, log, phases, study.pk, judge_run, t0)
+    code = report(args, rig, log, phases, study.pk, judge_run, t0)
+    report_costs(args, phases, costs)
+    return code
 
 
 def report(args: argparse.Namespace, rig: Rig, log: Log, phases: list[Phase], study_id: int,
@@ -688,7 +856,7 @@ def report(args: argparse.Namespace, rig: Rig, log: Log, phases: list[Phase], st
     from django.db import connections
     from django.db.models import Count
 
-    from annotation.models import Judgment, Query
+    from annotation.models import Candidate, Judgment, Query
 
     stored = dict(
         Judgment.objects.filter(match__bracket__query__participation__study_id=study_id).values_list(
@@ -701,6 +869,19 @@ def report(args: argparse.Namespace, rig: Rig, log: Log, phases: list[Phase], st
     )  # fmt: skip
     queries = Query.objects.filter(participation__study_id=study_id)
     stored_query_ids = set(queries.values_list("pk", flat=True))
+    # Why work failed, as stored (the worker logs only some of the ways a candidate or a search fails).
+    failed_in_db = [
+        f"{n} candidates failed: {reason[:160]!r}"
+        for reason, n in Counter(
+            Candidate.objects.filter(query__participation__study_id=study_id, status=Candidate.Status.FAILED)
+            .values_list("failure_reason", flat=True)
+        ).most_common(6)
+    ] + [
+        f"{n} questions failed: {reason[:160]!r}"
+        for reason, n in Counter(
+            queries.filter(status=Query.Status.FAILED).values_list("failure_reason", flat=True)
+        ).most_common(4)
+    ]  # fmt: skip
     connections.close_all()
 
     def in_phase(t: float, p: Phase) -> bool:
@@ -716,10 +897,15 @@ def report(args: argparse.Namespace, rig: Rig, log: Log, phases: list[Phase], st
     lost_questions = sorted(set(log.questions.values()) - stored_query_ids)
     dup_at = [log.answers[m][1] for m in dup_judgments if m in log.answers]
     own_p95 = rig.model.own_p95()
-    target_q2fc = 1.5 * own_p95
+    question_p95 = rig.model.question_p95(len(SYSTEM_MODELS) * 2)
+    # The issue's target, 1.5x the model's own p95, read for what a question waits for: all four of its summaries.
+    # 1.5x one call's p95 (printed too) is below the model's own p95 for four: no platform could meet it.
+    target_q2fc = 1.5 * question_p95
     print()
-    print(f"model stand-in: own p95 {own_p95:.1f} s (median {args.model_median:g} s, p99 {args.model_p99:g} s); "
-          f"question-to-first-comparison target p95 <= {target_q2fc:.1f} s (1.5x) while nothing fails")  # fmt: skip
+    print(f"model stand-in: own p95 {own_p95:.1f} s a call, {question_p95:.1f} s a question (the slowest of its 4 "
+          f"summaries; median {args.model_median:g} s, p99 {args.model_p99:g} s); question-to-first-comparison "
+          f"target p95 <= {target_q2fc:.1f} s (1.5x a question's) while nothing fails (1.5x a call's: "
+          f"{1.5 * own_p95:.1f} s)")  # fmt: skip
     header = (f"{'phase':<24} {'questions':>9} {'q->1st p50':>10} {'q->1st p95':>10} {'choice p95':>10} "
               f"{'stuck>60s':>9} {'>60s after':>10} {'lost':>4} {'dup':>3} {'5xx':>4} {'503':>4} {'conn':>4} "
               f"{'model p95':>9} {'served p95':>10}  judges")  # fmt: skip
@@ -772,12 +958,58 @@ def report(args: argparse.Namespace, rig: Rig, log: Log, phases: list[Phase], st
     )
     if bad:
         print("  failed requests (route, status: count): " + ", ".join(f"{r} {s}: {n}" for (r, s), n in bad.items()))
+    for (shown, reason, states), n in log.failure_reasons.most_common(8):
+        print(f"  failure shown {n} times: status {shown}, reason {reason!r}, candidates [{states}]")
+    for line in failed_in_db:
+        print(f"  in the database: {line}")
     for line in log.problems[:20]:
         print(f"  problem: {line}")
     if lost_questions or dup_judgments:
         code = 2
     print("PASS" if code == 0 else "MISSED: see the rows above")
     return code
+
+
+def report_costs(args: argparse.Namespace, phases: list[Phase], costs: Costs) -> None:
+    """What a question and a summary cost, per phase from the counters (docs/deploy.md, "Sizing", derives the
+    deployment's size from the steady phase's row), and the most connections and memory each role held."""
+    print()
+    header = (f"{'phase':<24} {'asked':>5} {'summ.':>5} {'q/s':>5} {'web ms/q':>8} {'ann. ms/s':>9} "
+              f"{'res. s':>6} {'pg ms/q':>7} {'xact/q':>6} {'load':>4}")  # fmt: skip
+    print(header)
+    print("-" * len(header))
+    for p in phases:
+        if p.counted is None:
+            continue
+        a, b = p.counted
+        asked, summaries, seconds = b.questions - a.questions, b.summaries - a.summaries, b.at - a.at
+        if a.xacts < 0 or b.xacts < 0 or asked <= 0 or summaries <= 0:
+            print(f"{p.name:<24} {asked:>5} {'-':>5}  (counters unreadable: the database was restarting)")
+            continue
+
+        def cpu(name: str, a: Snapshot = a, b: Snapshot = b) -> float:
+            return max(0.0, b.cpu.get(name, 0.0) - a.cpu.get(name, 0.0))
+
+        print(f"{p.name:<24} {asked:>5} {summaries:>5} {asked / seconds:>5.2f} {cpu('gunicorn') / asked * 1000:>8.0f} "
+              f"{cpu('celery-annotator') / summaries * 1000:>9.1f} {cpu('celery-research'):>6.1f} "
+              f"{(b.postgres_cpu - a.postgres_cpu) / asked * 1000:>7.0f} {(b.xacts - a.xacts) / asked:>6.0f} "
+              f"{b.load:>4.1f}")  # fmt: skip
+    print("asked: questions sent (201) in the phase after its fault; summ.: summaries done meanwhile; web ms/q: "
+          "gunicorn's CPU per question asked (every request of the journey: polls, matches, choices); ann. ms/s: the "
+          "annotator worker's CPU per summary (its retrieval's share included); res. s: the research worker's CPU; "
+          "pg ms/q: the PostgreSQL server's CPU per question; xact/q: its transactions per question; load: the "
+          "host's load average at the phase's end")  # fmt: skip
+    roles = ", ".join(
+        f"{name}: {costs.processes[name]} processes, peak {costs.peak_connections[ROLES[name]]} connections, "
+        f"{costs.peak_rss_total[name]} MiB ({costs.peak_rss_one[name]} MiB the largest process)"
+        for name in ROLES
+        if costs.processes[name]
+    )
+    reasons = Counter((kind, reason[:200]) for (kind, _), reason in costs.failed.items())
+    for (kind, reason), n in reasons.most_common(8):
+        print(f"  {n} {kind}s seen failed (sampled every 2 s): {reason!r}")
+    print(f"held at most: {roles}; PostgreSQL connections of all roles at once "
+          f"{sum(costs.peak_connections.values())} (the sum of the peaks)")  # fmt: skip
 
 
 if __name__ == "__main__":

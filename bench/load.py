@@ -694,12 +694,12 @@ def db_named(env: dict[str, str], application_name: str) -> dict[str, str]:
 
 def compose_worker_env(service: str) -> dict[str, str]:
     """The environment docker-compose.yml gives a worker service beyond the shared app settings: the queue
-    names, WORKER_NICE, CELERY_CONCURRENCY; the benchmark runs its workers as the deployment does."""
+    names, WORKER_NICE, CELERY_CONCURRENCY, CELERY_POOL; the benchmark runs its workers as the deployment does."""
     import yaml
 
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     environment = compose["services"][service].get("environment") or {}
-    keys = ("CELERY_QUEUES", "WORKER_NICE", "CELERY_CONCURRENCY")
+    keys = ("CELERY_QUEUES", "WORKER_NICE", "CELERY_CONCURRENCY", "CELERY_POOL")
     return {k: str(v) for k, v in environment.items() if k in keys}
 
 

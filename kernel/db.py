@@ -21,3 +21,20 @@ def close_database_pools() -> None:
                 close_pool()
         except Exception:  # noqa: BLE001 - an exiting process reports and goes on
             logger.warning("could not close the %s database pool", connection.alias, exc_info=True)
+
+
+def connection_release() -> None:
+    """Give this thread's database connection back to its process's pool while the thread waits on something
+    else (a model server's answer, a heartbeat's next tick), so that a process running many such waits in threads
+    (a threads-pool worker) holds a connection only while it talks to the database: its pool of
+    DATABASE_POOL_MAX_SIZE then serves any number of threads (docs/deploy.md, "Database connections"). The next
+    query takes one from the pool again. Nothing is done inside a transaction, or without a pool (a connection
+    per thread, kept CONN_MAX_AGE: closing it would cost a new connection per wait)."""
+    from django.conf import settings  # kernel/db.py is imported by gunicorn's config, before Django is set up
+    from django.db import connection
+
+    if not settings.configured:  # a heartbeat in a plain-Python process (the pure cores' tests)
+        return
+    pooled = bool((connection.settings_dict.get("OPTIONS") or {}).get("pool"))
+    if pooled and connection.connection is not None and not connection.in_atomic_block:
+        connection.close()

@@ -13,6 +13,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from kernel.db import connection_release
+
 logger = logging.getLogger(__name__)
 
 
@@ -29,6 +31,7 @@ def heartbeat(beat: Callable[[], object], *, every: float, name: str = "heartbea
                     beat()
                 except Exception:
                     logger.exception("%s failed", name)
+                _release_db_connection()
         finally:
             _close_db_connections()
 
@@ -39,6 +42,15 @@ def heartbeat(beat: Callable[[], object], *, every: float, name: str = "heartbea
     finally:
         stop.set()
         thread.join(timeout=every + 5)
+
+
+def _release_db_connection() -> None:
+    """Between beats the thread's connection goes back to its process's pool (kernel.db.connection_release): a
+    heartbeat per task in flight would otherwise hold one for the task's whole length."""
+    try:
+        connection_release()
+    except Exception:  # noqa: BLE001 - a connection not given back is closed when the heartbeat ends
+        logger.debug("could not give the heartbeat's connection back", exc_info=True)
 
 
 def _close_db_connections() -> None:

@@ -69,7 +69,13 @@ class Limiter(Protocol):
     A "research" call (a judge, a stress-test rewrite) takes at most `research_limit(limit)` of a replica's
     slots, and none while an annotator's call is waiting for one of its replicas: research gives way, so a
     scoring run at full speed leaves annotators at least `limit - research_limit(limit)` slots and the next
-    free one."""
+    free one.
+
+    A server has one size: the `limit` its annotator calls declare (the deployment's LLM_CONCURRENCY, or a study
+    system's `concurrency`). A research call measures the server by that declared limit when there is one, not
+    by its own client's `concurrency`: a judge built with the default of 4 on a server of 64 slots would
+    otherwise find "4 in flight" whenever four summaries were being written, and wait for good while the
+    server had 60 slots to spare (the field test, issue 30: 0 of 107 candidates judged in 8 minutes)."""
 
     def acquire(
         self, base_urls: Sequence[str], limit: int, *, timeout: float, lane: str = "annotator"
@@ -117,6 +123,7 @@ class LocalLimiter:
         self._in_flight: dict[str, int] = {}
         self._research: dict[str, int] = {}
         self._waiting: dict[str, int] = {}  # annotator calls waiting for a slot, per replica
+        self._declared: dict[str, int] = {}  # the limit annotator calls last declared, per replica
         self._slow_until: dict[str, float] = {}
         self._cond = threading.Condition()
 
@@ -138,18 +145,24 @@ class LocalLimiter:
     ) -> Iterator[int]:
         research = _check_lane(lane)
         keys = [_server_key(u) for u in base_urls]
-        cap = research_limit(limit, self.research_share)
         deadline = time.monotonic() + timeout
         waiting = False
         with self._cond:
+            if not research:
+                for k in keys:
+                    self._declared[k] = max(1, limit)
             try:
                 while True:
                     yielding = research and any(self._waiting.get(k, 0) for k in keys)
                     counts = [self._in_flight.get(k, 0) for k in keys]
+                    sizes = [self._declared.get(k, max(1, limit)) if research else max(1, limit) for k in keys]
                     open_ = [
                         i
                         for i in range(len(keys))
-                        if counts[i] < max(1, limit) and not (research and self._research.get(keys[i], 0) >= cap)
+                        if counts[i] < sizes[i]
+                        and not (
+                            research and self._research.get(keys[i], 0) >= research_limit(sizes[i], self.research_share)
+                        )
                     ]
                     if open_ and not yielding:
                         best = min(open_, key=lambda i: counts[i])
@@ -181,11 +194,15 @@ class LocalLimiter:
 
 
 # KEYS: for each of the n replicas its lease set (member: lease token, score: expiry in ms), then each one's set of
-# research leases, then each one's set of waiting annotator calls (member: token, score: when the mark lapses).
-# ARGV: limit, lease in ms, token, lane, research limit, n, waiting mark in ms. Drops what expired, then takes a
-# slot on the replica with the fewest holders below the limit (research: below its own limit too, and only if no
-# annotator call waits for any of these replicas). Returns the 0-based replica index; -1 when every replica is
-# full (an annotator call then marks itself waiting on each replica); -2 when research gives way.
+# research leases, then each one's set of waiting annotator calls (member: token, score: when the mark lapses),
+# then each one's declared size (the limit its annotator calls last gave, kept DECLARED_S).
+# ARGV: limit, lease in ms, token, lane, research limit, n, waiting mark in ms, research share, declared in ms.
+# An annotator call declares its limit as the replica's size; a research call measures each replica by its
+# declared size when there is one (the share of it, rounded down, at least 1, as `research_limit`), else by its
+# own limit. Drops what expired, then takes a slot on the replica with the fewest holders below its size
+# (research: below its research limit too, and only if no annotator call waits for any of these replicas).
+# Returns the 0-based replica index; -1 when every replica is full (an annotator call then marks itself waiting
+# on each replica); -2 when research gives way.
 _ACQUIRE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -195,20 +212,29 @@ local research = ARGV[4] == 'research'
 local rlimit = tonumber(ARGV[5])
 local n = tonumber(ARGV[6])
 local mark = tonumber(ARGV[7])
+local share = tonumber(ARGV[8])
+local declared_ms = tonumber(ARGV[9])
 for i = 1, n do
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
   redis.call('ZREMRANGEBYSCORE', KEYS[n + i], '-inf', now)
   redis.call('ZREMRANGEBYSCORE', KEYS[2 * n + i], '-inf', now)
+  if not research then redis.call('SET', KEYS[3 * n + i], limit, 'PX', declared_ms) end
 end
 if research then
   for i = 1, n do
     if redis.call('ZCARD', KEYS[2 * n + i]) > 0 then return -2 end
   end
 end
-local best, best_n = -1, limit
+local best, best_n = -1, nil
 for i = 1, n do
+  local size, rsize = limit, rlimit
+  if research then
+    local declared = tonumber(redis.call('GET', KEYS[3 * n + i]))
+    if declared then size, rsize = declared, math.max(1, math.floor(declared * share)) end
+  end
   local count = redis.call('ZCARD', KEYS[i])
-  if count < best_n and (not research or redis.call('ZCARD', KEYS[n + i]) < rlimit) then
+  if count < size and (best_n == nil or count < best_n)
+      and (not research or redis.call('ZCARD', KEYS[n + i]) < rsize) then
     best, best_n = i, count
   end
 end
@@ -266,6 +292,10 @@ class RedisLeaseLimiter:
     # waiting call gave up or its process died.
     WAITING_MARK_S = 2.0
 
+    # How long a server's size, as its annotator calls declare it, is remembered after the last of them: research
+    # calls measure the server by it meanwhile (an hour: a study's idle night does not shrink the server).
+    DECLARED_S = 3600.0
+
     def __init__(
         self,
         redis_url: str,
@@ -321,6 +351,14 @@ class RedisLeaseLimiter:
     def waiting_key(self, base_url: str) -> str:
         return f"{self.key(base_url)}:waiting"
 
+    def size_key(self, base_url: str) -> str:
+        return f"{self.key(base_url)}:size"
+
+    def size(self, base_url: str) -> int | None:
+        """The server's size as its annotator calls last declared it (None: none declared in DECLARED_S)."""
+        value = self._redis.get(self.size_key(base_url))
+        return int(value) if value is not None else None
+
     def waiting(self, base_url: str) -> int:
         """Annotator calls marked as waiting for a slot on one server."""
         now_s, now_us = self._redis.time()
@@ -336,8 +374,13 @@ class RedisLeaseLimiter:
         raises: a slot not given back expires by itself `lease_s` later."""
         research = _check_lane(lane)
         leases = [self.key(u) for u in base_urls]
-        keys = leases + [self.research_key(u) for u in base_urls] + [self.waiting_key(u) for u in base_urls]
-        args: list[str | int] = [
+        keys = [
+            *leases,
+            *(self.research_key(u) for u in base_urls),
+            *(self.waiting_key(u) for u in base_urls),
+            *(self.size_key(u) for u in base_urls),
+        ]
+        args: list[str | int | float] = [
             max(1, limit),
             self.lease_ms,
             uuid.uuid4().hex,
@@ -345,6 +388,8 @@ class RedisLeaseLimiter:
             research_limit(limit, self.research_share),
             len(base_urls),
             int(self.WAITING_MARK_S * 1000),
+            self.research_share,
+            int(self.DECLARED_S * 1000),
         ]
         token = str(args[2])
         deadline = time.monotonic() + timeout
@@ -375,7 +420,7 @@ class RedisLeaseLimiter:
                 time.sleep(min(pause * (0.5 + random.random()), max(0.0, deadline - time.monotonic())))
         except BaseException:
             if not research:  # no longer waiting: research may go on at once rather than after the mark lapses
-                self._forget_waiting(keys[2 * len(base_urls) :], token)
+                self._forget_waiting(keys[2 * len(base_urls) : 3 * len(base_urls)], token)
             raise
         held = (leases[index], keys[len(base_urls) + index] if research else "")
         with self._held_lock:

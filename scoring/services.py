@@ -258,7 +258,12 @@ def scoring_run_chunk(*, run_id: int, candidate_ids: list[int], chunk_index: int
             store = _judge_matches(run, candidate_ids)
         else:
             store = _score_candidates(run, candidate_ids, score_rows, pause=pause)
-        pause()
+        # Judges' work is the model server's (their lanes make them give way there): a run of judges alone does
+        # not wait for the host's annotator work before storing either.
+        if run.options.get("unit") != "match" and any(
+            spec.family != "llm_judge" for spec in _specs(list(run.metrics)).values()
+        ):
+            pause()
     if pause.pauses:
         logger.info(
             "run %s chunk %s paused %d times, %.2f s in all, for annotator work", run_id, index, pause.pauses,

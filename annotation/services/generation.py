@@ -22,6 +22,7 @@ from generation.citations import check_citations
 from generation.registry import get_generation_backend
 from kernel import leases
 from kernel.backends import BackendError, GenerationRequest
+from kernel.db import connection_release
 from kernel.heartbeat import heartbeat
 from kernel.similarity import likeness
 from kernel.tasks import enqueue_on_commit, lost_if_sent_before
@@ -162,6 +163,9 @@ def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candi
     )
     backend = get_generation_backend(system.generation_backend, system.backend_settings)
     attempt = candidate.attempts
+    # The model's answer takes seconds: the connection goes back to the process's pool meanwhile, so that a
+    # threads-pool worker of many slots holds few (docs/deploy.md, "Database connections").
+    connection_release()
     with heartbeat(
         lambda: candidate_lease_renew(candidate_id=candidate.pk, attempt=attempt),
         every=settings.BACKGROUND_HEARTBEAT_S,
@@ -198,8 +202,9 @@ def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candi
 
 def candidate_retry_later(*, candidate_id: int, reason: str) -> bool:
     """After a transient failure of the attempt running now: True when the candidate is queued for the
-    task's next attempt; False when its attempts are spent (it is failed with the reason) or another
-    worker has taken it over (it is left alone)."""
+    task's next attempt, or still queued (the fault came before the claim: the database out of reach); False
+    when its attempts are spent (it is failed with the reason) or another worker has taken it over (it is left
+    alone)."""
     running = Candidate.objects.filter(pk=candidate_id, status=Candidate.Status.RUNNING)
     if running.filter(attempts__lt=MAX_ATTEMPTS).update(
         status=Candidate.Status.QUEUED,
@@ -207,6 +212,8 @@ def candidate_retry_later(*, candidate_id: int, reason: str) -> bool:
         queued_at=timezone.now(),
         lease_expires_at=None,
     ):
+        return True
+    if Candidate.objects.filter(pk=candidate_id, status=Candidate.Status.QUEUED).exists():
         return True
     if running.exists():
         candidate_mark_failed(
@@ -221,10 +228,21 @@ def citation_flags(*, text: str, n_documents: int) -> dict[str, Any]:
 
 
 def candidate_mark_failed(*, candidate_id: int, reason: str) -> Candidate:
-    """The end of a candidate that cannot be generated; the reason is shown to admins (and an annotator may retry)."""
-    Candidate.objects.filter(pk=candidate_id).exclude(status=Candidate.Status.DONE).update(
-        status=Candidate.Status.FAILED, failure_reason=reason[:4000], finished_at=timezone.now(), lease_expires_at=None
+    """The end of a candidate that cannot be generated; the reason is shown to admins (and an annotator may retry).
+    Every way a candidate fails comes here, so here the worker's log gets its line: the field test (issue 30) saw
+    515 failures shown to annotators and none in the log, because only the task's unexpected errors were logged."""
+    failed = (
+        Candidate.objects.filter(pk=candidate_id)
+        .exclude(status=Candidate.Status.DONE)
+        .update(
+            status=Candidate.Status.FAILED,
+            failure_reason=reason[:4000],
+            finished_at=timezone.now(),
+            lease_expires_at=None,
+        )
     )
+    if failed:
+        logger.error("generation of candidate %s failed: %s", candidate_id, reason)
     return Candidate.objects.get(pk=candidate_id)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 import unicodedata
 from datetime import datetime, timedelta
@@ -51,6 +52,8 @@ from kernel.text import CorpusTermStats, sources_miss_question
 from studies.models_audit import AuditEvent, AuditOrigin
 from studies.services.audit import audit_record
 from studies.services.study import study_prompt_template, study_require_open
+
+logger = logging.getLogger(__name__)
 
 # The retrieval task, sent by the name it is registered and routed under (kernel/tasks.py).
 RETRIEVE_QUERY = "annotation.tasks.retrieve_query"
@@ -370,10 +373,12 @@ def _duration(span: timedelta) -> str:
 
 
 def query_mark_failed(*, query_id: int, reason: str) -> Query:
-    """The end of a retrieval that cannot succeed; the annotator may discard the question or retry it."""
-    Query.objects.filter(pk=query_id, status=Query.Status.RETRIEVING).update(
+    """The end of a retrieval that cannot succeed; the annotator may discard the question or retry it. Logged here,
+    whichever way it failed (the task, the sweeper's deadline, no sources found)."""
+    if Query.objects.filter(pk=query_id, status=Query.Status.RETRIEVING).update(
         status=Query.Status.FAILED, failure_reason=reason[:2000], lease_expires_at=None
-    )
+    ):
+        logger.error("retrieval of query %s failed: %s", query_id, reason)
     return Query.objects.get(pk=query_id)
 
 

@@ -119,7 +119,8 @@ def score_rows(
     embedding_model: sentence-transformers model for the embedding metrics
         (default SCORING_EMBEDDING_MODEL, else the bundled all-MiniLM-L6-v2).
     pause: called before each row of a row-wise metric and each batch of a batched one (a
-        caller that must make way for other work sleeps in it).
+        caller that must make way for other work on its host sleeps in it); never for the LLM judges, whose
+        work is the model server's (they give way there: ``modelserver.limits``).
 
     Returns one dict per row, in order: ``id``, each metric's float (None when it
     could not be computed) and ``errors``: {metric: reason}.
@@ -187,7 +188,7 @@ def score_rows(
                 for start in range(0, len(indices), _CHUNK):
                     chunk = indices[start : start + _CHUNK]
                     batch = [inputs[i] for i in chunk]
-                    if pause is not None and not group.pauses_per_row:
+                    if pause is not None and group.pauses and not group.pauses_per_row:
                         pause()
                     results = group.compute([b for b in batch if b is not None], wanted, ctx)
                     for index, outcome in zip(chunk, results, strict=True):

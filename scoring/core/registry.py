@@ -102,6 +102,9 @@ class MetricGroup:
     specs: tuple[MetricSpec, ...] = ()
     #: compute() calls ctx.pause before each row (else score_rows calls it before each batch)
     pauses_per_row: bool = False
+    #: its work is a model server's, not this host's CPU: it never pauses for the host's annotator work (the
+    #: model server's lanes make it give way there, modelserver.limits)
+    pauses: bool = True
     #: runs with no network once its optional dependencies import
     offline: bool = True
     #: needs the optional embeddings extra
@@ -365,6 +368,7 @@ class _JudgeGroup(MetricGroup):
     """One LLM-judge metric; rows are judged concurrently up to the server's concurrency limit."""
 
     offline = False
+    pauses = False
 
     def __init__(self, spec: MetricSpec) -> None:
         self.key = f"judge:{spec.name}"

@@ -118,6 +118,11 @@ def test_transient_faults_are_retried_and_a_bad_api_key_fails_readably(celery_wo
         # A wrong key is a configuration error: no retries, a reason an admin can act on.
         locked_rows = candidates(locked_query)
         assert [c.status for c in locked_rows] == ["failed"] * 4
+        # ... and the worker's log has a line for each, with the reason (issue 30: the field test's annotators saw
+        # 515 failures that no line of the log mentioned).
+        log = celery_workers.logs()
+        for row in locked_rows:
+            assert re.search(rf"generation of candidate {row.pk} failed: .*401", log), log[-3000:]
         assert [c.attempts for c in locked_rows] == [1] * 4
         assert locked.completions == 4
         for c in locked_rows:

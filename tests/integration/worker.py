@@ -2,7 +2,7 @@
 
     with running_worker(broker_url, name="w1") as worker: ...
 
-The worker is `celery -A config worker --pool=prefork` in its own session, so that teardown can
+The worker is `celery -A config worker --pool=prefork` (or `pool="threads"`) in its own session, so that teardown can
 end it and every pool process it forked, and nothing outlives the test.
 """
 
@@ -161,6 +161,7 @@ class CeleryWorker:
         queues: list[str] | None = None,
         extra_env: dict[str, str] | None = None,
         nice: int | None = None,
+        pool: str = "prefork",
     ) -> None:
         self.queues = queues or all_queues()
         self.name = f"{name}-{uuid.uuid4().hex[:6]}"
@@ -178,7 +179,7 @@ class CeleryWorker:
         }
         self.args = [
             str(CELERY), "-A", "config", "worker",
-            "--pool=prefork", f"--concurrency={concurrency}", "-Q", ",".join(self.queues),
+            f"--pool={pool}", f"--concurrency={concurrency}", "-Q", ",".join(self.queues),
             "-n", self.hostname, "--loglevel=INFO",
             # Nothing to synchronise with in a test: skip the start-up handshakes.
             "--without-mingle", "--without-gossip", "--without-heartbeat",

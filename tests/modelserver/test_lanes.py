@@ -109,6 +109,32 @@ def test_research_gives_way_to_a_waiting_annotator(limiter: Any) -> None:
     annotator.join(10)
 
 
+def test_research_measures_the_server_by_the_annotators_limit(limiter: Any) -> None:
+    """The field test (issue 30): summaries declare the server's 16 slots; a judge whose client was built with the
+    default concurrency of 4 found four summaries in flight and waited for good. Measured by the server's size it
+    takes its share (8) beside them, and no more; the server's size still holds for everyone."""
+    with ExitStack() as stack:
+        for _ in range(4):
+            _hold(limiter, stack, "annotator", limit=16)
+        for _ in range(8):
+            _hold(limiter, stack, "research", limit=4)
+        with pytest.raises(LimitTimeout):  # half of 16
+            _hold(limiter, stack, "research", limit=4)
+        for _ in range(4):
+            _hold(limiter, stack, "annotator", limit=16)
+        with pytest.raises(LimitTimeout):  # 16 in flight
+            _hold(limiter, stack, "annotator", limit=16)
+
+
+def test_research_on_a_server_no_annotator_uses_keeps_its_own_limit(limiter: Any) -> None:
+    """A judge server of its own (JUDGE_BASE_URL): no summary declares its size, so the judge's own limit is it."""
+    with ExitStack() as stack:
+        for _ in range(2):
+            _hold(limiter, stack, "research", limit=4)
+        with pytest.raises(LimitTimeout):
+            _hold(limiter, stack, "research", limit=4)
+
+
 def test_an_unknown_lane_is_refused(limiter: Any) -> None:
     with pytest.raises(ValueError, match="unknown model-server lane 'judge'"):
         with limiter.acquire([SERVER], 4, timeout=0.1, lane="judge"):

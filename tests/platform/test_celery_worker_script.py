@@ -105,3 +105,35 @@ def test_gunicorn_reads_env_as_django_does(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["3", "7"]
+
+
+def test_a_threads_worker_takes_as_many_slots_as_the_model_server_and_more(run_script, tmp_path: Path) -> None:
+    """Issue 30: the annotator worker's 4 prefork processes, each holding one generation for its whole latency,
+    put at most 10 of a server's 64 slots to work. A threads worker follows the server: LLM_CONCURRENCY + 4
+    threads unless CELERY_CONCURRENCY says otherwise, and 4 database connections (its tasks give theirs back while
+    they wait on the model)."""
+    (tmp_path / ".env").write_text("LLM_CONCURRENCY=64\n")
+    command = run_script(CELERY_POOL="threads", CELERY_QUEUES="annotator").stdout.splitlines()
+    assert "--pool=threads" in command and "--concurrency=68" in command
+    command = run_script(CELERY_POOL="threads", CELERY_CONCURRENCY="100").stdout.splitlines()
+    assert "--concurrency=100" in command
+    # Unset: prefork, 4 processes, whatever the model server takes.
+    command = run_script().stdout.splitlines()
+    assert "--pool=prefork" in command and "--concurrency=4" in command
+
+
+def test_the_pool_size_of_database_connections_follows_the_pool(run_script, tmp_path: Path) -> None:
+    # The stand-in celery prints the variable the worker's Django settings read.
+    bin_dir = tmp_path / "bin"
+    (bin_dir / "celery").write_text('#!/bin/sh\nprintf "DATABASE_POOL_MAX_SIZE=%s\\n" "$DATABASE_POOL_MAX_SIZE"\n')
+    assert run_script(CELERY_POOL="threads").stdout.strip() == "DATABASE_POOL_MAX_SIZE=4"
+    assert run_script().stdout.strip() == "DATABASE_POOL_MAX_SIZE=2"
+    assert run_script(CELERY_POOL="threads", DATABASE_POOL_MAX_SIZE="6").stdout.strip() == "DATABASE_POOL_MAX_SIZE=6"
+
+
+@pytest.mark.parametrize(("variable", "value"), [("CELERY_POOL", "gevent"), ("LLM_CONCURRENCY", "lots")])
+def test_an_unknown_pool_or_concurrency_stops_the_worker_and_says_why(run_script, variable: str, value: str) -> None:
+    result = run_script(**{"CELERY_POOL": "threads", variable: value})
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert variable in result.stderr and repr(value) in result.stderr
