@@ -1,36 +1,39 @@
 """A pre-warmed Python process that forks one child per start-up a test wants to see, instead of a fresh
-`python -c ...` each time.
+`python ...` each time.
 
 Why: a production start-up (`django.setup()` on config.settings.production) spends most of its ~2 s importing
-third-party libraries (openai's types, scipy through bm25s, celery, Django itself), and
-tests/platform/test_settings_errors.py starts dozens of them, one per refused or accepted environment.
-The zygote imports those libraries once, in a clean process, and forks a child per case; the child takes the
-case's environment, working folder and argv, runs the same code as `__main__` and exits the way the
-interpreter would (SystemExit's code, 1 with the traceback on stderr for an exception, atexit handlers run,
-streams flushed; `_exit`).
-Everything the test can see is the same as a fresh start-up's: the exit code, stdout and stderr (the
-equivalence is checked against real fresh start-ups in that file).
+third-party libraries (openai's types, scipy through bm25s, celery, pandas, Django itself), and a Celery
+worker ~3 s of its ~4 s of CPU. tests/platform/test_settings_errors.py starts dozens of the first, one per
+refused or accepted environment, and the real-worker tests (tests/integration, tests/faults) start a hundred
+or so of the second. The zygote imports those libraries once, in a clean process, and forks a child per
+case; the child takes the case's environment, working folder, argv and output files, runs the same code as
+`__main__` and exits the way the interpreter would (SystemExit's code, 1 with the traceback on stderr for an
+exception, atexit handlers run, streams flushed; `_exit`). What a test can see is the same as from a fresh
+start-up: the exit code, stdout and stderr, the process and its session (test_settings_errors.py compares
+both, byte for byte).
 
 What keeps it honest:
 - Only libraries are imported ahead, never project code or Django's settings: the zygote runs without
   DJANGO_SETTINGS_MODULE, so an import that touched settings would fail there, and every project module,
-  the settings and `django.setup()` run in the child with the case's environment.
+  the settings, `django.setup()` and Celery's worker start-up run in the child with the case's environment.
 - While those libraries import, every read of `os.environ` is recorded. A case whose environment differs
-  from the zygote's in a variable read then (OPENAI_LOG, PATH, ...) is refused with ValueError, as is one
-  that changes a variable the interpreter reads as it starts (PYTHON*, LANG, LC_*) or removes one the zygote
-  has. A library that reads the whole environment at import makes the zygote refuse every case, except the
-  scans listed in `_KNOWN_SCANS` (tqdm reads only TQDM_* variables).
+  from the zygote's in a variable read then (OPENAI_LOG, HOME, ...) is refused with ValueError, as is one
+  that changes a variable the interpreter or a C library reads as it starts (PYTHON*, LANG, LC_*, TZ,
+  OMP_*, OPENBLAS_*, ...; the audit cannot see those). A library that reads the whole environment at import
+  makes the zygote refuse every case, except the scans listed in `_KNOWN_SCANS` (tqdm reads TQDM_* only).
+  `start_up` and `spawn` start another zygote, on the case's environment, for a case no running one fits.
 - The child skips the interpreter's teardown of its modules (~1 s for the hundreds imported ahead, each
   object touched and its page copied): only an object's __del__ run at that teardown could show anything.
-- Variables read by C code at load (OpenBLAS's thread count) are not seen by the audit: the zygote's
-  environment is the cases' common part (PATH, PYTHONPATH), so the libraries saw what a fresh process of
-  any case would see unless a case sets such a variable, which none does.
+- The child's parent is the zygote, not the test: `spawn` hands back a `Forked`, which answers poll, wait
+  and the signals as `subprocess.Popen` does.
 
     done = start_up([sys.executable, "-c", code, "arg"], env=..., cwd=repo, timeout=120)
     done.returncode, done.stdout, done.stderr   # as subprocess.run(..., capture_output=True, text=True)
+    worker = spawn([celery, "-A", "config", "worker", ...], env=..., cwd=repo, output=log_path)
+    worker.pid, worker.poll(), worker.wait(timeout=5)   # as subprocess.Popen(..., start_new_session=True)
 
-`start_up` keeps one zygote per common environment and folder for the rest of the test run (each xdist
-process has its own); `Zygote(imports, env=..., cwd=...)` is one of them.
+The zygotes last for the rest of the test run (each xdist process has its own). TEST_ZYGOTE=off runs every
+case as a fresh process instead, to compare a whole run both ways.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -82,18 +86,29 @@ STARTUP_IMPORTS = (
     "psycopg",
     "jinja2",
     "requests",
+    # A Celery worker's: its command line, the prefork pool, the brokers' transports, the model-server client.
+    "celery.bin.celery",
+    "celery.apps.worker",
+    "celery.worker.consumer",
+    "billiard.pool",
+    "kombu.transport.redis",
+    "kombu.transport.pyamqp",
+    "psycopg_pool",
+    "httpx2",
 )
 
 # Modules known to read the whole environment at import, and the prefix of the only variables they use.
 _KNOWN_SCANS = {"tqdm.utils": "TQDM_"}
-# Read by the interpreter itself as it starts, before any audit could see it.
-_INTERPRETER_PREFIXES = ("PYTHON", "LC_", "LANG")
+# Read by the interpreter itself as it starts, or by C libraries as they load (OpenBLAS's and OpenMP's thread
+# counts, glibc's time zone and allocator), where the audit cannot see it.
+_READ_AT_START = ("PYTHON", "LC_", "LANG", "TZ", "OMP_", "OPENBLAS_", "MKL_", "GOTO_", "BLIS_", "MALLOC_")
 
 
 class Zygote:
     def __init__(self, imports: Sequence[str], *, env: Mapping[str, str], cwd: Path) -> None:
         self.env = dict(env)
         self.cwd = Path(cwd)
+        self._lock = threading.Lock()
         self._folder = tempfile.TemporaryDirectory(prefix="zygote-")
         self._log = Path(self._folder.name) / "zygote.log"
         with self._log.open("wb") as log:
@@ -130,15 +145,14 @@ class Zygote:
         self._folder.cleanup()
 
     def differences(self, env: Mapping[str, str]) -> list[str]:
-        """Why a case with this environment would not see what a fresh start-up sees (empty: it would)."""
+        """Why a case with this environment would not see what a fresh start-up sees (empty: it would). Only the
+        variables read before the fork must match: the child's environment is the case's, whole."""
         why = []
         for name in sorted(set(env) | set(self.env)):
             if env.get(name) == self.env.get(name):
                 continue
-            if name not in env:
-                why.append(f"{name} is in the zygote's environment, not the case's")
-            elif name.startswith(_INTERPRETER_PREFIXES):
-                why.append(f"{name} is read by the interpreter as it starts")
+            if name.startswith(_READ_AT_START):
+                why.append(f"{name} is read as the interpreter or a C library starts")
             elif name in self.read:
                 why.append(f"{name} was read when {self.read[name]} was imported")
             elif any(name.startswith(_KNOWN_SCANS[module]) for module in self.scans):
@@ -151,6 +165,33 @@ class Zygote:
         """What `subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)` returns,
         for argv `[sys.executable, "-c", code, *args]`, `[sys.executable, script, *args]`, or `[script, *args]`
         where the script's #! line names this interpreter (a console script such as gunicorn's)."""
+        argv = self._argv(argv, env)
+        out, err = (Path(self._folder.name) / name for name in ("stdout", "stderr"))
+        request = {"op": "run", "argv": argv[1:], "env": dict(env), "cwd": str(cwd), "stdout": str(out)}
+        with self._lock:
+            pid = self._ask(request | {"stderr": str(err)})["pid"]
+            try:
+                status = self._reply(timeout=timeout)["returncode"]
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)
+                self._reply(timeout=30)
+                raise subprocess.TimeoutExpired(argv, timeout, _read(out), _read(err)) from None
+        return subprocess.CompletedProcess(argv, status, _read(out), _read(err))
+
+    def spawn(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, output: Path) -> Forked:
+        """As `subprocess.Popen(argv, env=env, cwd=cwd, stdout=<output opened "wb">, stderr=STDOUT,
+        start_new_session=True)`: a long-running process (a Celery worker) in a session of its own."""
+        argv = self._argv(argv, env)
+        request = {"op": "spawn", "argv": argv[1:], "env": dict(env), "cwd": str(cwd), "stdout": str(output)}
+        with self._lock:
+            return Forked(self, self._ask(request | {"stderr": str(output)})["pid"], argv)
+
+    def poll(self, pid: int) -> int | None:
+        """A spawned child's exit status (negative: the signal that ended it), None while it runs."""
+        with self._lock:
+            return self._ask({"op": "poll", "pid": pid})["returncode"]  # type: ignore[no-any-return]
+
+    def _argv(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
         why = self.differences(env)
         if why:
             raise ValueError(f"this case cannot be forked from the zygote: {'; '.join(why)}")
@@ -159,19 +200,13 @@ class Zygote:
             argv = [sys.executable, *argv] if _shebang_is_this_interpreter(argv[0]) else argv
         if not _same_interpreter(argv[0]) or len(argv) < 2:
             raise ValueError(f"not a start-up of this interpreter: {argv}")
-        out, err = (Path(self._folder.name) / name for name in ("stdout", "stderr"))
-        request = {"argv": argv[1:], "env": dict(env), "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
+        return argv
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self._process.stdin is not None
         self._process.stdin.write(json.dumps(request).encode() + b"\n")
         self._process.stdin.flush()
-        pid = self._reply(timeout=30)["pid"]
-        try:
-            status = self._reply(timeout=timeout)["returncode"]
-        except TimeoutError:
-            os.kill(pid, signal.SIGKILL)
-            self._reply(timeout=30)
-            raise subprocess.TimeoutExpired(argv, timeout, _read(out), _read(err)) from None
-        return subprocess.CompletedProcess(argv, status, _read(out), _read(err))
+        return self._reply(timeout=30)
 
     def _reply(self, *, timeout: float) -> dict[str, Any]:
         assert self._process.stdout is not None
@@ -189,27 +224,81 @@ class Zygote:
         return dict(json.loads(line))
 
 
-_zygotes: dict[tuple[object, ...], Zygote] = {}
+class Forked:
+    """A spawned child, as much of `subprocess.Popen` as the tests use: pid, returncode, poll, wait,
+    send_signal, terminate, kill."""
+
+    def __init__(self, zygote: Zygote, pid: int, args: list[str]) -> None:
+        self.zygote, self.pid, self.args = zygote, pid, args
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.zygote.poll(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+            time.sleep(0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:  # as Popen: never a signal to a pid that may have been reused
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+_zygotes: list[Zygote] = []
+
+
+def _zygote_for(env: Mapping[str, str], cwd: Path) -> Zygote:
+    """A zygote in `cwd` whose pre-imports saw what this environment would have shown them: one of those
+    already running, or a new one on this environment (without DJANGO_SETTINGS_MODULE, so that an import
+    that touched settings would fail)."""
+    for zygote in _zygotes:
+        if zygote.cwd == Path(cwd) and not zygote.differences(env):
+            return zygote
+    if not _zygotes:
+        atexit.register(_close_all)
+    own = {name: value for name, value in env.items() if name != "DJANGO_SETTINGS_MODULE"}
+    _zygotes.append(Zygote(STARTUP_IMPORTS, env=own, cwd=cwd))
+    return _zygotes[-1]
 
 
 def start_up(
     argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, timeout: float
 ) -> subprocess.CompletedProcess[str]:
     """`subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)` for a start-up
-    of this interpreter, forked from a zygote with STARTUP_IMPORTS and the part of `env` that the interpreter
-    and those imports read (ValueError if the case changes anything else they read)."""
-    common = {name: value for name, value in env.items() if name == "PATH" or name.startswith(_INTERPRETER_PREFIXES)}
-    key = (tuple(sorted(common.items())), str(cwd))
-    if key not in _zygotes:
-        if not _zygotes:
-            atexit.register(_close_all)
-        _zygotes[key] = Zygote(STARTUP_IMPORTS, env=common, cwd=cwd)
-    return _zygotes[key].run(argv, env=env, cwd=cwd, timeout=timeout)
+    of this interpreter, forked from a zygote with STARTUP_IMPORTS (ValueError if the case changes anything
+    they read)."""
+    if os.environ.get("TEST_ZYGOTE") == "off":
+        return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return _zygote_for(env, cwd).run(argv, env=env, cwd=cwd, timeout=timeout)
+
+
+def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, output: Path) -> Forked | subprocess.Popen[bytes]:
+    """`subprocess.Popen(argv, env=env, cwd=cwd, stdout=output, stderr=STDOUT, start_new_session=True)` for
+    a long-running process of this interpreter, forked from a zygote with STARTUP_IMPORTS."""
+    if os.environ.get("TEST_ZYGOTE") == "off":
+        with output.open("wb") as log:
+            return subprocess.Popen(
+                argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+    return _zygote_for(env, cwd).spawn(argv, env=env, cwd=cwd, output=output)
 
 
 def _close_all() -> None:
     while _zygotes:
-        _zygotes.popitem()[1].close()
+        _zygotes.pop().close()
 
 
 def _read(path: Path) -> str:
@@ -282,27 +371,44 @@ def _serve() -> None:
         return
     _send({"read": read, "scans": scans})
     requests = os.fdopen(0, "rb", buffering=0)
+    ended: dict[int, int] = {}
     while line := requests.readline():
         request = json.loads(line)
+        if request["op"] == "poll":
+            pid = request["pid"]
+            if pid not in ended:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    ended[pid] = os.waitstatus_to_exitcode(status)
+            _send({"returncode": ended.get(pid)})
+            continue
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             _become(request)  # never returns: the case's code runs and the child exits
         _send({"pid": pid})
-        _, status = os.waitpid(pid, 0)
-        _send({"returncode": os.waitstatus_to_exitcode(status)})
+        if request["op"] == "run":
+            _, status = os.waitpid(pid, 0)
+            _send({"returncode": os.waitstatus_to_exitcode(status)})
 
 
 def _become(request: dict[str, Any]) -> None:
     """In the forked child: the case's descriptors, environment, folder, argv and `__main__`, then its code."""
+    if request["op"] == "spawn":
+        os.setsid()  # start_new_session=True: the test ends it, and what it forks, with os.killpg
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
-    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-        opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(opened, fd)
-        os.close(opened)
     os.close(null)
+    out = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(out, 1)
+    if request["stderr"] == request["stdout"]:
+        os.dup2(out, 2)  # stderr=subprocess.STDOUT
+    else:
+        err = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(err, 2)
+        os.close(err)
+    os.close(out)
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
