@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from tests.support.redis_server import redis_server
-from tests.support.zygote import start_up
+from tests.support.zygote import start_up, zygote_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -98,9 +98,11 @@ def test_a_start_up_forked_from_the_zygote_shows_what_a_fresh_one_shows(argv: li
 
 
 def test_a_case_the_zygote_cannot_start_as_a_fresh_process_would_is_refused() -> None:
-    # openai read OPENAI_LOG when the zygote imported it: a child would log as the zygote's environment said.
+    # openai read OPENAI_LOG when the zygote imported it: a child would log as the zygote's environment said
+    # (start_up then starts a zygote of that environment's own).
+    zygote = zygote_for(production_env(), REPO)
     with pytest.raises(ValueError, match="OPENAI_LOG was read when openai"):
-        start_up(probe([]), cwd=REPO, env=production_env(OPENAI_LOG="debug"), timeout=120)
+        zygote.run(probe([]), cwd=REPO, env=production_env(OPENAI_LOG="debug"), timeout=120)
 
 
 @pytest.mark.parametrize(

@@ -260,7 +260,7 @@ class Forked:
 _zygotes: list[Zygote] = []
 
 
-def _zygote_for(env: Mapping[str, str], cwd: Path) -> Zygote:
+def zygote_for(env: Mapping[str, str], cwd: Path) -> Zygote:
     """A zygote in `cwd` whose pre-imports saw what this environment would have shown them: one of those
     already running, or a new one on this environment (without DJANGO_SETTINGS_MODULE, so that an import
     that touched settings would fail)."""
@@ -282,7 +282,7 @@ def start_up(
     they read)."""
     if os.environ.get("TEST_ZYGOTE") == "off":
         return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    return _zygote_for(env, cwd).run(argv, env=env, cwd=cwd, timeout=timeout)
+    return zygote_for(env, cwd).run(argv, env=env, cwd=cwd, timeout=timeout)
 
 
 def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, output: Path) -> Forked | subprocess.Popen[bytes]:
@@ -293,7 +293,7 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, output: Pat
             return subprocess.Popen(
                 argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
-    return _zygote_for(env, cwd).spawn(argv, env=env, cwd=cwd, output=output)
+    return zygote_for(env, cwd).spawn(argv, env=env, cwd=cwd, output=output)
 
 
 def _close_all() -> None:
