@@ -13,6 +13,67 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("SHARED_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
 
 
+# The modules that take longest, in seconds (the sum of `pytest --durations=0` per file on two busy cores, rounded).
+# They start first, longest first, so that under `--dist worksteal` (bin/test) each process ends on short tests
+# instead of one process waiting for the other to finish a long one started last. A module missing here keeps
+# the usual order; a stale figure costs only speed. Whole modules move, so that module-scoped fixtures (a
+# browser, a fuzzing schema) are still set up once.
+SLOW_MODULES_S = {
+    "tests/faults/test_faults.py": 480,
+    "tests/integration/test_background_faults.py": 275,
+    "tests/integration/test_worker.py": 130,
+    "tests/platform/test_settings_errors.py": 110,
+    "tests/e2e/test_accessibility.py": 105,
+    "tests/security/test_permission_matrix.py": 100,
+    "tests/security/test_page_forms.py": 100,
+    "tests/fuzz/test_api_fuzz.py": 95,
+    "tests/integration/test_queues.py": 95,
+    "tests/faults/test_database_blip.py": 95,
+    "tests/integration/test_yielding.py": 95,
+    "tests/newcomer/test_fresh_clone.py": 95,
+    "tests/platform/test_migrate_once.py": 75,
+    "tests/scoring/factuality/test_weights_sources.py": 70,
+    "tests/e2e/test_annotator_journey.py": 65,
+    "tests/e2e/test_first_hour_pages.py": 60,
+    "tests/newcomer/test_demo_command.py": 55,
+    "tests/annotation/test_generation_races.py": 55,
+    "tests/newcomer/test_sqlite_journey.py": 50,
+    "tests/e2e/test_first_hour_second_pass.py": 45,
+    "tests/platform/test_single_beat.py": 45,
+    "tests/scoring/test_judge_runs.py": 45,
+    "tests/modelserver/test_shared_cache.py": 45,
+    "tests/e2e/test_researcher_journey.py": 45,
+    "tests/platform/test_backup.py": 45,
+}
+
+
+def _database_use(item: pytest.Item) -> int:
+    """pytest-django's order, which its own pytest_collection_modifyitems set before this one: 0 the database
+    in a rolled-back transaction, 1 a transactional database (emptied after the test), 2 no database."""
+    marker = item.get_closest_marker("django_db")
+    fixtures = getattr(item, "fixturenames", [])
+    if (marker and (marker.kwargs.get("transaction") or marker.kwargs.get("reset_sequences"))) or {
+        "transactional_db",
+        "live_server",
+    } & set(fixtures):
+        return 1
+    return 0 if marker or "db" in fixtures else 2
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest modules first within pytest-django's order (a transactional test empties the database, so
+    the others run before it), and the slow ones that need no database before all; a stable sort, so each
+    module keeps its own order."""
+
+    def key(item: pytest.Item) -> tuple[int, int]:
+        seconds = SLOW_MODULES_S.get(item.nodeid.split("::", 1)[0], 0)
+        use = _database_use(item)
+        phase = -1 if use == 2 and seconds else use
+        return phase, -seconds
+
+    items.sort(key=key)
+
+
 def require(condition: bool, reason: str) -> None:
     """Skip on a developer's machine that lacks a prerequisite; fail in CI, which must have it. Works at a test
     module's top too (an optional extra's import)."""

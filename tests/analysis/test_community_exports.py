@@ -28,7 +28,9 @@ def read_card(path) -> dict:
 @pytest.mark.django_db
 def test_study_export_loads_with_datasets_and_matches_the_database(played_study, tmp_path):
     call_command("export_comparisons", study="played", out=tmp_path, formats="csv", hf=True, stdout=io.StringIO())
-    loaded = datasets.load_dataset(str(tmp_path / "hf"), split="train").to_pandas()
+    # A cache of this test's own: the shared one (~/.cache/huggingface) once gave a folder named "hf" of an earlier
+    # run back instead of this one's export (another study's annotator codes).
+    loaded = datasets.load_dataset(str(tmp_path / "hf"), split="train", cache_dir=str(tmp_path / "cache")).to_pandas()
     frame, _ = analysis_frame(study=played_study, exclude=None)
     assert len(loaded) == len(frame) > 0
     key = ["annotator", "query_id", "match"]

@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from tests.support.redis_server import redis_server
+from tests.support.zygote import start_up, zygote_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,9 +35,9 @@ print(json.dumps(out, default=str))
 """
 
 
-def start(names: list[str], hosts: list[str] | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    """A production process's start-up (settings and apps) with only `env` beyond the required settings."""
-    child_env = {
+def production_env(**env: str) -> dict[str, str]:
+    """The required settings of a production start-up, and `env`."""
+    return {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": str(REPO),
         "DJANGO_SETTINGS_MODULE": "config.settings.production",
@@ -46,8 +47,17 @@ def start(names: list[str], hosts: list[str] | None = None, **env: str) -> subpr
         "CELERY_BROKER_URL": "memory://",
         **env,
     }
-    argv = [sys.executable, "-c", PROBE, json.dumps(names), *([json.dumps(hosts)] if hosts else [])]
-    return subprocess.run(argv, cwd=REPO, env=child_env, capture_output=True, text=True, timeout=120)
+
+
+def probe(names: list[str], hosts: list[str] | None = None) -> list[str]:
+    return [sys.executable, "-c", PROBE, json.dumps(names), *([json.dumps(hosts)] if hosts else [])]
+
+
+def start(names: list[str], hosts: list[str] | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """A production process's start-up (settings and apps) with only `env` beyond the required settings:
+    forked from a zygote that imported the libraries ahead (tests/support/zygote.py; a fresh start-up shows
+    the same, test_a_start_up_forked_from_the_zygote_shows_what_a_fresh_one_shows)."""
+    return start_up(probe(names, hosts), cwd=REPO, env=production_env(**env), timeout=120)
 
 
 def settings_of(names: list[str], hosts: list[str] | None = None, **env: str) -> dict[str, object]:
@@ -60,6 +70,39 @@ def refused(**env: str) -> str:
     done = start([], **env)
     assert done.returncode != 0, f"started with {env}: {done.stdout}"
     return done.stderr.strip().splitlines()[-1]
+
+
+GUNICORN = [str(Path(sys.executable).with_name("gunicorn")), "config.wsgi", "-c", "platform/gunicorn.conf.py"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (
+            probe(["ALLOWED_HOSTS", "SECURE_SSL_REDIRECT"], ["eval.example.org", "other.example.org"]),
+            production_env(ALLOWED_HOSTS="eval.example.org, www.example.org ,", MANIFEST_STATIC="false"),
+        ),
+        (probe([]), production_env(AXES_ENABLED="Tru")),
+        ([*GUNICORN, "--check-config"], production_env(GUNICORN_WORKERS="four")),
+        (
+            [sys.executable, "manage.py", "check", "--deploy"],
+            {key: value for key, value in production_env(ENV_FILE=os.devnull).items() if key != "PYTHONPATH"},
+        ),
+    ],
+    ids=["settings-and-requests", "refused", "gunicorn", "manage-py"],
+)
+def test_a_start_up_forked_from_the_zygote_shows_what_a_fresh_one_shows(argv: list[str], env: dict[str, str]) -> None:
+    fresh = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    forked = start_up(argv, cwd=REPO, env=env, timeout=120)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+
+
+def test_a_case_the_zygote_cannot_start_as_a_fresh_process_would_is_refused() -> None:
+    # openai read OPENAI_LOG when the zygote imported it: a child would log as the zygote's environment said
+    # (start_up then starts a zygote of that environment's own).
+    zygote = zygote_for(production_env(), REPO)
+    with pytest.raises(ValueError, match="OPENAI_LOG was read when openai"):
+        zygote.run(probe([]), cwd=REPO, env=production_env(OPENAI_LOG="debug"), timeout=120)
 
 
 @pytest.mark.parametrize(
@@ -182,19 +225,7 @@ def test_a_number_in_a_form_python_reads_is_read_as_written_and_empty_means_the_
 
 def gunicorn_check(**env: str) -> subprocess.CompletedProcess[str]:
     """gunicorn's start-up with the web container's config (platform/gunicorn.conf.py), up to serving."""
-    child_env = {
-        "PATH": os.environ["PATH"],
-        "PYTHONPATH": str(REPO),
-        "DJANGO_SETTINGS_MODULE": "config.settings.production",
-        "ENV_FILE": str(REPO / "no-such.env"),
-        "SECRET_KEY": "a-test-secret-key-that-is-long-enough-for-the-checks-0123456789",
-        "DATABASE_URL": "sqlite:///:memory:",
-        "CELERY_BROKER_URL": "memory://",
-        **env,
-    }
-    gunicorn = Path(sys.executable).with_name("gunicorn")
-    argv = [str(gunicorn), "config.wsgi", "-c", "platform/gunicorn.conf.py", "--check-config"]
-    return subprocess.run(argv, cwd=REPO, env=child_env, capture_output=True, text=True, timeout=120)
+    return start_up([*GUNICORN, "--check-config"], cwd=REPO, env=production_env(**env), timeout=120)
 
 
 def test_gunicorn_refuses_a_worker_count_that_is_not_a_number_and_takes_an_empty_one_as_the_default() -> None:
@@ -240,7 +271,7 @@ def test_check_deploy_says_when_a_host_runs_on_the_embedded_database_or_broker()
         "SECRET_KEY": "a-test-secret-key-that-is-long-enough-for-the-checks-0123456789",
     }
     argv = [sys.executable, "manage.py", "check", "--deploy"]
-    embedded = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    embedded = start_up(argv, cwd=REPO, env=env, timeout=120)
     assert embedded.returncode == 0, embedded.stderr
     assert "(satisfy.W001) The database is the SQLite file" in embedded.stderr
     assert "(satisfy.W002) The task broker is a folder on this host" in embedded.stderr
@@ -251,7 +282,7 @@ def test_check_deploy_says_when_a_host_runs_on_the_embedded_database_or_broker()
         "CELERY_BROKER_URL": "redis://127.0.0.1:6379/8",
         "CACHE_URL": "redis://127.0.0.1:6379/8",
     }
-    served = subprocess.run(argv, cwd=REPO, env=shared, capture_output=True, text=True, timeout=120)
+    served = start_up(argv, cwd=REPO, env=shared, timeout=120)
     said = served.stdout + served.stderr
     assert served.returncode == 0 and not [code for code in ("W001", "W002", "W003") if f"satisfy.{code}" in said], said
 
@@ -268,20 +299,14 @@ def test_check_deploy_says_when_the_brokers_redis_would_lose_queued_tasks(tmp_pa
     }
     argv = [sys.executable, "manage.py", "check", "--deploy"]
     with redis_server(tmp_path) as broker:  # started with --save "" --appendonly no, as the machine's
-        run = subprocess.run(
-            argv, cwd=REPO, env=env | {"CELERY_BROKER_URL": broker.url}, capture_output=True, text=True, timeout=120
-        )
+        run = start_up(argv, cwd=REPO, env=env | {"CELERY_BROKER_URL": broker.url}, timeout=120)
         assert run.returncode == 0, run.stderr
         assert "(satisfy.W006) The broker's Redis keeps queued tasks in memory only" in run.stderr
         redis.Redis.from_url(broker.url).config_set("appendonly", "yes")
-        run = subprocess.run(
-            argv, cwd=REPO, env=env | {"CELERY_BROKER_URL": broker.url}, capture_output=True, text=True, timeout=120
-        )
+        run = start_up(argv, cwd=REPO, env=env | {"CELERY_BROKER_URL": broker.url}, timeout=120)
         assert run.returncode == 0 and "satisfy.W006" not in run.stderr, run.stderr
         broker.stop()
-        run = subprocess.run(
-            argv, cwd=REPO, env=env | {"CELERY_BROKER_URL": broker.url}, capture_output=True, text=True, timeout=120
-        )
+        run = start_up(argv, cwd=REPO, env=env | {"CELERY_BROKER_URL": broker.url}, timeout=120)
         assert run.returncode != 0 and "(satisfy.E004) The broker cannot be reached" in run.stderr
 
 
