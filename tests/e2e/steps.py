@@ -29,3 +29,14 @@ def arrive_and_describe_yourself(
     page.get_by_label("What will you use the answers for?").fill("organising night shifts")
     page.get_by_role("button", name="Save and continue").click()
     return page
+
+
+def sign_in(browser: Browser, live_server: Any, username: str, password: str, *, next_path: str) -> Page:
+    """A new browser context signed in through the sign-in page as `username`, then at `next_path`."""
+    page = browser.new_context(base_url=live_server.url).new_page()
+    page.set_default_timeout(45_000)  # a fresh process's first research page is slow on a loaded machine
+    page.goto(f"/accounts/login/?next={next_path}")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    return page

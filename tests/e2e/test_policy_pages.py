@@ -12,6 +12,7 @@ from django.test import Client
 from playwright.sync_api import Browser, expect
 
 from tests.e2e.conftest import watch_policy
+from tests.e2e.steps import sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -67,12 +68,7 @@ def test_the_api_documentation_runs_and_tries_a_request(browser: Browser, live_s
 def test_a_link_field_selects_its_text_when_clicked(browser: Browser, live_server: Any) -> None:
     """The researcher's API token field: one click selects the whole token, ready to copy."""
     get_user_model().objects.create_superuser("lead", "lead@example.org", "correct horse battery")
-    page = browser.new_context(base_url=live_server.url).new_page()
-    page.set_default_timeout(30_000)
-    page.goto("/accounts/login/?next=/research/token/")
-    page.get_by_label("Username").fill("lead")
-    page.get_by_label("Password").fill("correct horse battery")
-    page.get_by_role("button", name="Sign in").click()
+    page = sign_in(browser, live_server, "lead", "correct horse battery", next_path="/research/token/")
     page.get_by_role("button", name="Create a token").click()
     field = page.get_by_label("Token")
     key = field.input_value()

@@ -14,7 +14,7 @@ from annotation.models import Judgment, PrewrittenAssignment
 from annotation.services.prewritten import prewritten_import
 from tests.annotation.factories import StudyFactory
 from tests.e2e.a11y import assert_accessible
-from tests.e2e.steps import arrive_and_describe_yourself
+from tests.e2e.steps import arrive_and_describe_yourself, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
@@ -68,12 +68,7 @@ def test_an_annotator_ranks_a_prewritten_item(browser, live_server):
 
     # The researcher's side is the live study's: the report has a row per system, the export the two rows.
     get_user_model().objects.create_superuser("lead", "lead@example.org", "correct horse battery")
-    research = browser.new_context(base_url=live_server.url).new_page()
-    research.set_default_timeout(45_000)
-    research.goto("/research/")
-    research.get_by_label("Username").fill("lead")
-    research.get_by_label("Password").fill("correct horse battery")
-    research.get_by_role("button", name="Sign in").click()
+    research = sign_in(browser, live_server, "lead", "correct horse battery", next_path="/research/")
     research.get_by_role("link", name="Summaries we wrote before").click()
     expect(research.locator("dl.stats")).to_contain_text("Comparisons")
     research.get_by_label("Bootstrap resamples").fill("200")
