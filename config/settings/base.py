@@ -135,6 +135,11 @@ if DATABASE_UNAVAILABLE_RETRY_AFTER_S < 1:
     raise ImproperlyConfigured(
         f"DATABASE_UNAVAILABLE_RETRY_AFTER_S must be 1 or more (seconds), not {DATABASE_UNAVAILABLE_RETRY_AFTER_S}"
     )
+# Background work with results dear to store (a scoring chunk's judged scores) keeps trying to store them this long
+# while the database is out of reach, rather than failing and asking the judges again (kernel.db.database_retried).
+DATABASE_RETRY_WITHIN_S = env.float("DATABASE_RETRY_WITHIN_S", default=120.0)
+if DATABASE_RETRY_WITHIN_S < 0:
+    raise ImproperlyConfigured(f"DATABASE_RETRY_WITHIN_S must be 0 or more (seconds), not {DATABASE_RETRY_WITHIN_S:g}")
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL and a busy timeout let the web server and the worker write the same file.
     DATABASES["default"]["OPTIONS"] = {
