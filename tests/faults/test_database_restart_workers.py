@@ -9,6 +9,7 @@ failed and the chunk began again, asking the judges everything again: 1,457 judg
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 import time
@@ -163,3 +164,79 @@ def test_a_scoring_chunk_keeps_its_judged_scores_across_a_database_restart(
     assert scores.split() == [str(total * len(JUDGE_METRICS))] * 3
     # Every question the judge answered was asked once: the chunk did not begin again after the restart.
     assert len(calls) == total * len(JUDGE_METRICS), f"{len(calls)} judge calls for {total} x {len(JUDGE_METRICS)}"
+
+
+@contextmanager
+def systems_on(site: Site, base_url: str) -> Iterator[None]:
+    """The seeded demo study's four systems on the OpenAI stand-in at `base_url` (the client's own retries off, so
+    every fault costs a task attempt) while the block runs; as seeded afterwards, for the session's other tests."""
+    demo = "study_id = (SELECT id FROM annotation_study WHERE slug = 'demo')"
+    seeded = json.loads(
+        site.cluster.psql(
+            "SELECT json_agg(json_build_object('id', id, 'backend', generation_backend, 'settings', backend_settings))"  # noqa: S608
+            f" FROM annotation_studysystem WHERE {demo}"
+        )
+    )
+    settings = json.dumps({"base_url": base_url, "max_retries": 0, "timeout": 30, "use_cache": False})
+    site.cluster.psql(
+        f"UPDATE annotation_studysystem SET generation_backend = 'openai', backend_settings = '{settings}' WHERE {demo}"  # noqa: S608
+    )
+    try:
+        yield
+    finally:
+        for system in seeded:
+            site.cluster.psql(
+                f"UPDATE annotation_studysystem SET generation_backend = '{system['backend']}',"  # noqa: S608 - the seed's own
+                f" backend_settings = '{json.dumps(system['settings'])}' WHERE id = {int(system['id'])}"
+            )
+
+
+def test_summaries_whose_database_went_away_as_the_model_answered_end_done(
+    own_site: Site, own_redis: RedisServer, tmp_path: Path
+) -> None:
+    """A question's four summaries are at the model (a threads-pool annotator worker, as deployed) when PostgreSQL
+    stops; the model answers while the database is down, for about 4 s, longer than a pooled connection is
+    waited for (DATABASE_POOL_TIMEOUT_S, 5 s, from the first failed connection attempt: the pool tries again
+    after 1, 2, 4 s). Each summary's store fails; the task sends it again (kernel.tasks.unreachable_service), and
+    once the database is back every summary ends done and the question reaches its first comparison. Before,
+    Django's OperationalError was not retried: the failure was stored as soon as the database answered again,
+    "couldn't get a connection after 5.00 sec" (10 summaries in the field test)."""
+    site = own_site
+    release = threading.Event()
+    flush_broker(own_redis.url)
+    annotators = worker(site, own_redis, tmp_path, queue="annotator", pool="threads")
+    with openai_standin(hold=release, hang_s=90) as server, systems_on(site, server.base_url), beat(own_redis.url):
+        annotators.start()
+        try:
+            site.start_server(CELERY_TASK_ALWAYS_EAGER="false", CELERY_BROKER_URL=own_redis.url)
+            annotator = Annotator(site)
+            asked = annotator.ask(uuid.uuid4().hex)
+            assert asked.status_code == 201, asked.text
+            query_id = int(asked.json()["id"])
+            wait_until(
+                lambda: server.completions >= 4, timeout=90, what="four summaries at the model", logs=annotators.log
+            )
+            site.cluster.stop()
+            release.set()  # the model answers; the database is down
+            time.sleep(3.5)
+            site.cluster.start()
+            site.wait_for_database()
+            statuses = (
+                f"SELECT string_agg(status, ',' ORDER BY id) FROM annotation_candidate WHERE query_id = {query_id}"  # noqa: S608
+            )
+
+            def settled() -> str | None:
+                found = site.cluster.psql(statuses)
+                return found if "failed" in found or set(found.split(",")) == {"done"} else None
+
+            ended = wait_until(settled, timeout=120, what="the summaries' end", logs=annotators.log)
+            assert ended == "done,done,done,done", annotators.log()[-6000:]
+            first = wait_until(
+                lambda: (r := annotator.api.get(f"/api/v1/queries/{query_id}/current-match/")).status_code == 200 and r,
+                timeout=60,
+                what="the first comparison",
+            )
+            assert first.json()["id"]
+        finally:
+            site.stop_server()
+            annotators.stop()
