@@ -469,7 +469,9 @@ RESEARCH_YIELD_MAX_PAUSE_S = env.float("RESEARCH_YIELD_MAX_PAUSE_S", default=10.
 # (run every SWEEP_INTERVAL_S by the one beat process per deployment: platform/celery-beat.sh,
 # the beat service in docker-compose.yml, its own process in bin/demo) send the work again once
 # the lease has expired. Worst case from a killed worker to its work running again:
-# BACKGROUND_LEASE_S + SWEEP_INTERVAL_S = 25 s. The admin shows a banner, and the error log a line,
+# BACKGROUND_LEASE_S + SWEEP_INTERVAL_S = 25 s; for work it held without a lease (a retry's countdown, a message
+# not yet started: Redis keeps those unacknowledged until its visibility timeout), SWEEP_INTERVAL_S after a worker
+# is back (kernel.tasks.worker_started). The admin shows a banner, and the error log a line,
 # when no sweeper has run for SWEEPER_LATE_AFTER_S.
 # Each attempt's soft time limit (the retry arithmetic is in annotation/tasks.py and docs/backends.md).
 GENERATION_SOFT_TIME_LIMIT_S = env.int("GENERATION_SOFT_TIME_LIMIT_S", default=240)

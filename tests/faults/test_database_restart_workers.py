@@ -101,8 +101,11 @@ def test_a_scoring_chunk_keeps_its_judged_scores_across_a_database_restart(
 
     answered_before_the_fault = 6
     release = threading.Event()
+    lock = threading.Lock()
+    calls: list[dict[str, Any]] = []
 
     def judge(body: dict[str, Any]) -> str:
+        """A rating of 4 for every question; from the 7th on, only once the test releases it."""
         with lock:
             calls.append(body)
             held = len(calls) > answered_before_the_fault
@@ -110,8 +113,6 @@ def test_a_scoring_chunk_keeps_its_judged_scores_across_a_database_restart(
             release.wait(120)
         return "4"
 
-    lock = threading.Lock()
-    calls: list[dict[str, Any]] = []
     flush_broker(own_redis.url)
     research = worker(site, own_redis, tmp_path, queue="research", pool="prefork", DATABASE_POOL=database_pool)
     with openai_standin(judge, hang_s=120) as server, beat(own_redis.url):
@@ -128,7 +129,7 @@ def test_a_scoring_chunk_keeps_its_judged_scores_across_a_database_restart(
             run_id, total = map(
                 int, site.cluster.psql("SELECT id, total FROM scoring_scoringrun ORDER BY id DESC LIMIT 1").split()
             )
-            assert 8 <= total <= 50  # one chunk
+            assert total >= 8  # this test's two questions' summaries, and those of the session's other tests
             # The judge has answered some and holds the next ones: the chunk waits on it.
             wait_until(
                 lambda: len(calls) > answered_before_the_fault + 1, timeout=90, what="the judge's calls",
