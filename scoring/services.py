@@ -358,10 +358,10 @@ def _score_candidates(run: ScoringRun, candidate_ids: list[int], score_rows: Any
     )
     judge = run.options.get("judge") or None
     inputs = {k: v for k, v in run.options.items() if k in ("reference", "source")}
-    rows = candidate_rows(candidates, **inputs)
+    texts = candidate_rows(candidates, **inputs)
     # The judges take minutes: the connection goes back to the process's pool meanwhile (kernel.db).
     connection_release()
-    results = score_rows(rows, list(run.metrics), judge=_judge_runner(run.options), pause=pause)
+    results = score_rows(texts, list(run.metrics), judge=_judge_runner(run.options), pause=pause)
 
     def store() -> int:
         rows: dict[tuple[Any, ...], CandidateScore] = {}  # by key: one statement may not update a row twice
