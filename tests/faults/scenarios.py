@@ -377,13 +377,15 @@ def kill_mid_retrieval(rig: Rig, *, delay: float = 4.0) -> Outcome:
     return outcome
 
 
-def kill_mid_generation(rig: Rig, *, delay: float = 5.0) -> Outcome:
-    """Two generations are in flight at the model server (answering after `delay`) when the worker's whole
-    process group is SIGKILLed; a fresh worker and the sweepers must finish every candidate once."""
-    outcome = Outcome("kill worker mid-generation", f"LLM answers after {delay:.0f}s")
+def kill_mid_generation(rig: Rig, *, delay: float = 5.0, pool: str = "prefork") -> Outcome:
+    """Two generations (four with a threads pool, which holds every one in one process, as the annotator worker
+    is deployed) are in flight at the model server (answering after `delay`) when the worker's whole process
+    group is SIGKILLed; a fresh worker and the sweepers must finish every candidate once."""
+    outcome = Outcome("kill worker mid-generation", f"LLM answers after {delay:.0f}s, {pool} pool")
+    concurrency = 8 if pool == "threads" else 2
     with openai_standin(delay=delay) as llm:
         study = actions.study_open(slug=rig.slug("kill-generation"), systems=openai_systems(llm.base_url))
-        doomed = rig.start_worker("doomed")
+        doomed = rig.start_worker("doomed", pool=pool, concurrency=concurrency)
         annotator = Annotator.join(study)
         response = annotator.ask()
         outcome.expect(response.status_code == 201, f"submit answered {response.status_code}")
@@ -399,7 +401,7 @@ def kill_mid_generation(rig: Rig, *, delay: float = 5.0) -> Outcome:
             return outcome
         killed_at = rig.kill(doomed)
         outcome.notes.append(f"killed with {describe_query(query_id)}")
-        rig.start_worker("rescuer")
+        rig.start_worker("rescuer", pool=pool, concurrency=concurrency)
         outcome.settled_s = rig.settle(lambda: query_settled(query_id), since=killed_at)
         audit_query(outcome, query_id, systems=4)
         see_query(outcome, annotator, query_id)
