@@ -19,6 +19,7 @@ from celery.signals import (
     task_retry,
     worker_init,
     worker_process_shutdown,
+    worker_ready,
 )
 from celery.worker.consumer import Consumer
 from django.conf import settings
@@ -28,6 +29,7 @@ from prometheus_client import multiprocess
 
 from config import monitoring
 from kernel.beat_lock import beat_lock_acquire
+from kernel.tasks import worker_started
 from kernel.yielding import annotator_work_began, annotator_work_ended
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
@@ -126,6 +128,13 @@ def _load_before_the_pool_forks(**kwargs: Any) -> None:
             load()
         except Exception as error:  # noqa: BLE001 - the worker starts regardless; its tasks report the fault
             logging.getLogger(__name__).warning("not loaded before the pool forks: %r", error)
+
+
+@worker_ready.connect
+def _say_this_worker_started(sender: Any = None, **kwargs: Any) -> None:
+    """Messages a killed worker held (a retry's countdown, a task not yet started) are sent again at the next sweep
+    once a worker is back, not after the 10-minute fallback window (kernel.tasks.worker_started)."""
+    worker_started(app=getattr(sender, "app", None))
 
 
 @beat_init.connect

@@ -1,9 +1,15 @@
-"""The process's database connections as a whole: closing them, pools included, as a process ends."""
+"""The process's database connections as a whole: closing them, pools included, as a process ends; giving one back
+while a thread waits on something else; running work again while the database is briefly away."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
 
+T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 
@@ -38,3 +44,29 @@ def connection_release() -> None:
     pooled = bool((connection.settings_dict.get("OPTIONS") or {}).get("pool"))
     if pooled and connection.connection is not None and not connection.in_atomic_block:
         connection.close()
+
+
+def database_retried(work: Callable[[], T], *, within_s: float, what: str) -> T:
+    """`work()`, run again while the database cannot be reached (restarting, failing over, no pooled connection
+    free within DATABASE_POOL_TIMEOUT_S), after 0.5, 1, 2, 4, 8, 8, ... s, for up to `within_s` seconds; then the
+    last error is raised. For background work that holds something dear to store (a scoring chunk's judged
+    scores: minutes of a model server's time) and whose `work` is a transaction of its own that may run twice
+    (an upsert, a count under a row lock). Before each new attempt this thread's connection is closed, so that
+    a connection the restart broke is not used again (pooled or kept CONN_MAX_AGE alike). Inside a transaction
+    nothing is retried: the caller's transaction is lost with the connection."""
+    from django import db  # kernel/db.py is imported by gunicorn's config, before Django is set up
+    from django.db import connection
+
+    deadline = time.monotonic() + within_s
+    delay = 0.5
+    while True:
+        try:
+            return work()
+        except (db.OperationalError, db.InterfaceError) as error:
+            if connection.in_atomic_block or time.monotonic() + delay > deadline:
+                raise
+            logger.warning("%s: the database could not be reached (%s); trying again in %.1f s", what, error, delay)
+        with contextlib.suppress(Exception):  # a broken connection may fail to close too: it is dropped all the same
+            connection.close()
+        time.sleep(delay)
+        delay = min(delay * 2, 8.0)

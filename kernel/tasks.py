@@ -126,41 +126,109 @@ class OrderedTask(CeleryTask):
         return super().apply_async(args, kwargs, **options)
 
 
-# --- a broker that restarted ------------------------------------------------------------------------
+# --- a broker that restarted, or a worker that died ------------------------------------------------
 # A Redis without persistence forgets every queued message when it restarts (RabbitMQ's durable queues keep
 # theirs). The work those messages carried is still in the database, queued, and stamped with when it was
 # sent: work sent before the broker started is sent again by the sweepers at their next run, rather than
 # after their fallback windows (docs/backends.md, "Sweepers"). Sending it again is harmless where the message
 # was not lost after all: every task claims its row under a lease before it works.
+#
+# A worker killed outright (SIGKILL, the OOM killer, a host gone) loses the messages it held in the same way on
+# Redis: a task waiting for its retry's countdown, one received and not yet started or not yet claimed. Redis
+# keeps them unacknowledged until its visibility timeout (REDIS_VISIBILITY_TIMEOUT_S, 2 h), and their rows are
+# queued with no lease that could lapse, so only the 10-minute fallback window sent them again (what can leave
+# an annotator waiting more than a minute after the annotator worker was killed and started again: 2 of 300 in
+# the field run). Each worker now says in the broker when it started (`worker_started`, at `worker_ready`), and
+# for work that claims its row under a lease (summaries, searches, research jobs: `lost_if_sent_before`) a
+# worker's start counts as the broker's: what was sent before it is sent again at the next sweep, and a copy
+# of a message that was only waiting finds its row claimed. Scoring runs keep to the broker's start
+# (`broker_started_at`): a chunk claims nothing, and one sent twice would be judged twice; a chunk a killed
+# worker held is sent again when its run's lease lapses. (RabbitMQ hands a dead consumer's unacknowledged
+# messages out again as soon as its connection drops.)
 _broker_clients: dict[str, Any] = {}
+WORKER_STARTED_KEY = "satisfy:worker-started"
 
 
-def broker_started_at(*, app: Any = None) -> datetime | None:
-    """When the Redis the tasks are sent through last started (from its uptime, rounded down a second so
-    that a message sent in the same second counts as sent before); None for other brokers, or when it cannot
-    be reached (then nothing is sent now: the sweepers run again once it is back)."""
-    app = app or current_app
+def _broker_redis(app: Any) -> tuple[Any, str] | None:
+    """A client of the Redis the tasks are sent through, and the key prefix of the broker's keys; None for other
+    brokers."""
     url = str(app.conf.broker_url or "")
     if not url.startswith(("redis://", "rediss://", "unix://")):
         return None
-    try:
-        client = _broker_clients.get(url)
-        if client is None:
-            import redis  # the broker's client takes most of a second to import: only where Redis is the broker
+    client = _broker_clients.get(url)
+    if client is None:
+        import redis  # the broker's client takes most of a second to import: only where Redis is the broker
 
-            client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
-            _broker_clients[url] = client
-        uptime = int(client.info("server")["uptime_in_seconds"])
+        client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        _broker_clients[url] = client
+    prefix = str((app.conf.broker_transport_options or {}).get("global_keyprefix") or "")
+    return client, prefix
+
+
+def _started_ago(app: Any) -> tuple[float, float | None] | None:
+    """Seconds since the broker's Redis started, and since a worker last said it started (None: none has); read
+    on the broker's clock, so hosts' clocks may differ. None for other brokers, or when it cannot be reached."""
+    try:
+        found = _broker_redis(app)
+        if found is None:
+            return None
+        client, prefix = found
+        with client.pipeline(transaction=False) as pipe:
+            pipe.info("server")
+            pipe.time()
+            pipe.get(prefix + WORKER_STARTED_KEY)
+            info, (seconds, microseconds), worker = pipe.execute()
     except Exception:  # noqa: BLE001 - whatever an unreachable broker raises: the next sweep asks again
         logger.warning("could not ask the broker when it started", exc_info=True)
         return None
-    return timezone.now() - timedelta(seconds=uptime + 1)
+    worker_ago = None if worker is None else max(0.0, seconds + microseconds / 1e6 - float(worker))
+    return float(info["uptime_in_seconds"]), worker_ago
+
+
+def _ago(seconds: float) -> datetime:
+    # Rounded down a second, so that a message sent in the same second counts as sent before.
+    return timezone.now() - timedelta(seconds=int(seconds) + 1)
+
+
+def broker_started_at(*, app: Any = None) -> datetime | None:
+    """When the Redis the tasks are sent through last started (from its uptime); None for other brokers, or when
+    it cannot be reached (then nothing is sent now: the sweepers run again once it is back)."""
+    found = _started_ago(app or current_app)
+    return None if found is None else _ago(found[0])
+
+
+def messages_lost_at(*, app: Any = None) -> datetime | None:
+    """When messages waiting for a worker were last lost for sure or may have been: the broker's Redis started, or
+    a worker started (`worker_started`: its predecessor may have been killed holding messages), whichever is
+    later; None as for `broker_started_at`."""
+    found = _started_ago(app or current_app)
+    if found is None:
+        return None
+    broker_ago, worker_ago = found
+    return _ago(broker_ago if worker_ago is None else min(broker_ago, worker_ago))
+
+
+def worker_started(*, app: Any = None) -> None:
+    """Say in the broker (Redis) that a worker has just started taking tasks: the messages a killed one held are
+    sent again at the next sweep (above). Called by every worker once it is ready (config/celery.py). Never
+    raises: a worker starts regardless, and its predecessor's work waits for the fallback windows."""
+    app = app or current_app
+    try:
+        found = _broker_redis(app)
+        if found is None:
+            return
+        client, prefix = found
+        seconds, microseconds = client.time()
+        client.set(prefix + WORKER_STARTED_KEY, f"{seconds + microseconds / 1e6:.6f}")
+    except Exception:  # noqa: BLE001 - an unreachable broker: the worker's consumer retries; nothing to stamp now
+        logger.warning("could not tell the broker that this worker started", exc_info=True)
 
 
 def lost_if_sent_before(*, window: timedelta, now: datetime, app: Any = None) -> datetime:
     """The send time before which work still waiting for a worker may have lost its message: when the
-    broker last started, or `window` ago (the fallback, for brokers that cannot say), whichever is later."""
-    started = broker_started_at(app=app)
+    broker or a worker last started (`messages_lost_at`), or `window` ago (the fallback, for brokers that
+    cannot say), whichever is later."""
+    started = messages_lost_at(app=app)
     return max(now - window, started) if started is not None else now - window
 
 

@@ -16,6 +16,7 @@ from django.utils import timezone
 from annotation.models import Candidate, Judgment, Participation
 from annotation.services.generation import broker_restarted
 from generation.settings import configure_model_servers, judge_from_settings
+from kernel.db import connection_release, database_retried
 from kernel.exceptions import ApplicationError
 from kernel.heartbeat import heartbeat
 from kernel.tasks import broker_started_at, enqueue_on_commit
@@ -269,6 +270,18 @@ def scoring_run_chunk(*, run_id: int, candidate_ids: list[int], chunk_index: int
             "run %s chunk %s paused %d times, %.2f s in all, for annotator work", run_id, index, pause.pauses,
             pause.paused_s,
         )  # fmt: skip
+    # The judges' answers are minutes of a model server's time: a database away when they are in (a restart, a
+    # fail-over) is waited for, not a reason to ask them again. Storing is an upsert and counting is under the
+    # run's row lock, so an attempt whose commit was lost with its connection may run again (issue 30).
+    return database_retried(
+        lambda: _chunk_store(run_id=run_id, index=index, candidate_ids=candidate_ids, store=store),
+        within_s=settings.DATABASE_RETRY_WITHIN_S,
+        what=f"run {run_id} chunk {index}",
+    )
+
+
+def _chunk_store(*, run_id: int, index: int | None, candidate_ids: list[int], store: Any) -> int:
+    """Store a chunk's scores and count the chunk, once (the run records which chunks are done)."""
     with transaction.atomic():
         count = store()
         run = ScoringRun.objects.select_for_update().get(pk=run_id)
@@ -345,9 +358,10 @@ def _score_candidates(run: ScoringRun, candidate_ids: list[int], score_rows: Any
     )
     judge = run.options.get("judge") or None
     inputs = {k: v for k, v in run.options.items() if k in ("reference", "source")}
-    results = score_rows(
-        candidate_rows(candidates, **inputs), list(run.metrics), judge=_judge_runner(run.options), pause=pause
-    )
+    texts = candidate_rows(candidates, **inputs)
+    # The judges take minutes: the connection goes back to the process's pool meanwhile (kernel.db).
+    connection_release()
+    results = score_rows(texts, list(run.metrics), judge=_judge_runner(run.options), pause=pause)
 
     def store() -> int:
         rows: dict[tuple[Any, ...], CandidateScore] = {}  # by key: one statement may not update a row twice
@@ -391,6 +405,7 @@ def _judge_matches(run: ScoringRun, match_ids: list[int]) -> Any:
             "match__left", "match__right", "match__bracket__query__persona"
         )
     )
+    connection_release()  # the judges take minutes: the connection goes back to the pool meanwhile (kernel.db)
 
     def ask(judgment: Judgment) -> tuple[int, dict[str, tuple[str, str, str]]]:
         match = judgment.match

@@ -135,6 +135,11 @@ if DATABASE_UNAVAILABLE_RETRY_AFTER_S < 1:
     raise ImproperlyConfigured(
         f"DATABASE_UNAVAILABLE_RETRY_AFTER_S must be 1 or more (seconds), not {DATABASE_UNAVAILABLE_RETRY_AFTER_S}"
     )
+# Background work with results dear to store (a scoring chunk's judged scores) keeps trying to store them this long
+# while the database is out of reach, rather than failing and asking the judges again (kernel.db.database_retried).
+DATABASE_RETRY_WITHIN_S = env.float("DATABASE_RETRY_WITHIN_S", default=120.0)
+if DATABASE_RETRY_WITHIN_S < 0:
+    raise ImproperlyConfigured(f"DATABASE_RETRY_WITHIN_S must be 0 or more (seconds), not {DATABASE_RETRY_WITHIN_S:g}")
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL and a busy timeout let the web server and the worker write the same file.
     DATABASES["default"]["OPTIONS"] = {
@@ -464,7 +469,9 @@ RESEARCH_YIELD_MAX_PAUSE_S = env.float("RESEARCH_YIELD_MAX_PAUSE_S", default=10.
 # (run every SWEEP_INTERVAL_S by the one beat process per deployment: platform/celery-beat.sh,
 # the beat service in docker-compose.yml, its own process in bin/demo) send the work again once
 # the lease has expired. Worst case from a killed worker to its work running again:
-# BACKGROUND_LEASE_S + SWEEP_INTERVAL_S = 25 s. The admin shows a banner, and the error log a line,
+# BACKGROUND_LEASE_S + SWEEP_INTERVAL_S = 25 s; for work it held without a lease (a retry's countdown, a message
+# not yet started: Redis keeps those unacknowledged until its visibility timeout), SWEEP_INTERVAL_S after a worker
+# is back (kernel.tasks.worker_started). The admin shows a banner, and the error log a line,
 # when no sweeper has run for SWEEPER_LATE_AFTER_S.
 # Each attempt's soft time limit (the retry arithmetic is in annotation/tasks.py and docs/backends.md).
 GENERATION_SOFT_TIME_LIMIT_S = env.int("GENERATION_SOFT_TIME_LIMIT_S", default=240)

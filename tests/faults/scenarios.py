@@ -377,13 +377,15 @@ def kill_mid_retrieval(rig: Rig, *, delay: float = 4.0) -> Outcome:
     return outcome
 
 
-def kill_mid_generation(rig: Rig, *, delay: float = 5.0) -> Outcome:
-    """Two generations are in flight at the model server (answering after `delay`) when the worker's whole
-    process group is SIGKILLed; a fresh worker and the sweepers must finish every candidate once."""
-    outcome = Outcome("kill worker mid-generation", f"LLM answers after {delay:.0f}s")
+def kill_mid_generation(rig: Rig, *, delay: float = 5.0, pool: str = "prefork") -> Outcome:
+    """Two generations (four with a threads pool, which holds every one in one process, as the annotator worker
+    is deployed) are in flight at the model server (answering after `delay`) when the worker's whole process
+    group is SIGKILLed; a fresh worker and the sweepers must finish every candidate once."""
+    outcome = Outcome("kill worker mid-generation", f"LLM answers after {delay:.0f}s, {pool} pool")
+    concurrency = 8 if pool == "threads" else 2
     with openai_standin(delay=delay) as llm:
         study = actions.study_open(slug=rig.slug("kill-generation"), systems=openai_systems(llm.base_url))
-        doomed = rig.start_worker("doomed")
+        doomed = rig.start_worker("doomed", pool=pool, concurrency=concurrency)
         annotator = Annotator.join(study)
         response = annotator.ask()
         outcome.expect(response.status_code == 201, f"submit answered {response.status_code}")
@@ -399,12 +401,50 @@ def kill_mid_generation(rig: Rig, *, delay: float = 5.0) -> Outcome:
             return outcome
         killed_at = rig.kill(doomed)
         outcome.notes.append(f"killed with {describe_query(query_id)}")
-        rig.start_worker("rescuer")
+        rig.start_worker("rescuer", pool=pool, concurrency=concurrency)
         outcome.settled_s = rig.settle(lambda: query_settled(query_id), since=killed_at)
         audit_query(outcome, query_id, systems=4)
         see_query(outcome, annotator, query_id)
         done = Candidate.objects.filter(query_id=query_id, status=Candidate.Status.DONE).count()
         outcome.expect(done == 4, f"{done} of 4 candidates done: {describe_query(query_id)}")
+        outcome.notes.append(f"after the sweepers: {describe_query(query_id)}; LLM calls {llm.completions}")
+    return outcome
+
+
+def kill_with_retries_waiting(rig: Rig, *, retry_after_s: int = 90, down_s: float = 5.0) -> Outcome:
+    """The annotator worker (a threads pool, as deployed) holds a question's four summaries in their retries'
+    countdown (the model answered 429, Retry-After `retry_after_s`) when its whole process group is SIGKILLed;
+    it is started again `down_s` later, as in the field test. On Redis the messages it held stay unacknowledged
+    until the visibility timeout (2 h) and the summaries are queued with no lease to lapse: each one must be sent
+    again and done within a minute of the worker being back, at one model call more each."""
+    outcome = Outcome("kill worker with retries waiting", f"Retry-After {retry_after_s}s, down {down_s:.0f}s")
+    with openai_standin(script=[f"429:{retry_after_s}"] * 4) as llm:
+        study = actions.study_open(slug=rig.slug("kill-retrying"), systems=openai_systems(llm.base_url))
+        doomed = rig.start_worker("doomed", pool="threads", concurrency=8)
+        annotator = Annotator.join(study)
+        response = annotator.ask()
+        outcome.expect(response.status_code == 201, f"submit answered {response.status_code}")
+        query_id = response.json()["id"]
+        waiting = poll(
+            lambda: (
+                llm.completions >= 4
+                and Candidate.objects.filter(query_id=query_id, status=Candidate.Status.QUEUED, attempts=1).count() == 4
+            ),
+            timeout=30,
+        )
+        if not outcome.expect(waiting, f"the summaries never waited for a retry: {describe_query(query_id)}"):
+            return outcome
+        rig.kill(doomed)
+        outcome.notes.append(f"killed with {describe_query(query_id)}")
+        time.sleep(down_s)
+        rig.start_worker("rescuer", pool="threads", concurrency=8)
+        back_at = time.monotonic()
+        outcome.settled_s = rig.settle(lambda: query_settled(query_id), since=back_at)
+        audit_query(outcome, query_id, systems=4)
+        see_query(outcome, annotator, query_id)
+        done = Candidate.objects.filter(query_id=query_id, status=Candidate.Status.DONE).count()
+        outcome.expect(done == 4, f"{done} of 4 candidates done: {describe_query(query_id)}")
+        outcome.expect(llm.completions == 8, f"{llm.completions} model calls for 4 refused and 4 retried")
         outcome.notes.append(f"after the sweepers: {describe_query(query_id)}; LLM calls {llm.completions}")
     return outcome
 

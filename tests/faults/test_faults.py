@@ -23,8 +23,13 @@ def test_a_worker_killed_mid_retrieval_leaves_no_query_retrieving(rig: Rig) -> N
     check(scenarios.kill_mid_retrieval(rig))
 
 
-def test_a_worker_killed_mid_generation_has_its_candidates_finished_within_a_minute(rig: Rig) -> None:
-    check(scenarios.kill_mid_generation(rig))
+@pytest.mark.parametrize("pool", ["prefork", "threads"])
+def test_a_worker_killed_mid_generation_has_its_candidates_finished_within_a_minute(rig: Rig, pool: str) -> None:
+    check(scenarios.kill_mid_generation(rig, pool=pool))
+
+
+def test_a_worker_killed_with_retries_waiting_has_them_sent_again_within_a_minute_of_its_restart(rig: Rig) -> None:
+    check(scenarios.kill_with_retries_waiting(rig))
 
 
 def test_a_worker_killed_mid_scoring_leaves_the_run_ended_and_counted_once(rig: Rig) -> None:

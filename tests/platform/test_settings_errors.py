@@ -344,6 +344,7 @@ def test_postgresql_connections_come_from_a_pool_sized_by_the_environment() -> N
         ({"DATABASE_POOL_MIN_SIZE": "5", "DATABASE_POOL_MAX_SIZE": "4"}, "DATABASE_POOL_MIN_SIZE (5)"),
         ({"DATABASE_POOL_TIMEOUT_S": "0"}, "DATABASE_POOL_TIMEOUT_S"),
         ({"DATABASE_UNAVAILABLE_RETRY_AFTER_S": "0"}, "DATABASE_UNAVAILABLE_RETRY_AFTER_S"),
+        ({"DATABASE_RETRY_WITHIN_S": "-1"}, "DATABASE_RETRY_WITHIN_S"),
     ],
 )
 def test_a_pool_setting_that_cannot_work_stops_start_up_naming_it(env: dict[str, str], names: str) -> None:
