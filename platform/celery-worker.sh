@@ -1,7 +1,7 @@
 #!/bin/sh
 # Celery worker: late acks, one task at a time per slot (a process, or a thread with CELERY_POOL=threads).
 # CELERY_QUEUES (comma-separated) names the queues it consumes: unset, every queue (one worker does all);
-# a deployment runs one worker per queue (docker-compose.yml: CELERY_QUEUES=annotator, =research).
+# a deployment runs one worker per queue (docker-compose.yml: CELERY_QUEUES=annotator, =retrieval, =research).
 # The periodic sweepers run from one beat process per deployment (platform/celery-beat.sh), never here.
 set -e
 # The same settings as every other process of the host: the variables of .env (ENV_FILE) that the environment
