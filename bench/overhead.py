@@ -74,6 +74,20 @@ def compose_worker_env(service: str) -> dict[str, str]:
     return {k: str(v) for k, v in environment.items() if k in keys}
 
 
+def annotator_services() -> list[str]:
+    """docker-compose.yml's worker services that serve annotators: those consuming the annotator or the retrieval
+    queue (worker-annotator, worker-retrieval; a checkout from before the retrieval queue has only the first)."""
+    import yaml
+
+    services = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
+    found = []
+    for name, service in services.items():
+        queues = str((service.get("environment") or {}).get("CELERY_QUEUES", "")).split(",")
+        if service.get("command") == ["worker"] and {"annotator", "retrieval"} & set(queues):
+            found.append(name)
+    return sorted(found)
+
+
 class ComposeWorker:
     """One worker service started by platform/celery-worker.sh, in its own process group."""
 
@@ -148,6 +162,7 @@ class Row:
     pipeline_flight: tuple[float, int]
     plain_flight: tuple[float, int]
     problems: list[str]
+    plain_ms: float = 0.0  # the plain client's CPU per call
     annotator_ms: float = 0.0  # the annotator worker's CPU per summary
     retrieval_ms: float = 0.0  # the retrieval worker's CPU per summary
 
@@ -175,10 +190,11 @@ def make_study(*, base_url: str, participants: int) -> list[Any]:
         systems=[{**spec, "generation_backend": "openai", "backend_settings": settings} for spec in SYSTEMS],
     )
     participations = []
-    for invitation in invitation_create_bulk(study=study, count=participants):
-        participation = invitation_accept(token=invitation.token, annotator=None, consent=True)
-        persona_save(participation=participation, data=PERSONA)
-        participations.append(participation)
+    for start in range(0, participants, 1000):  # at most 1000 invitations at a time
+        for invitation in invitation_create_bulk(study=study, count=min(1000, participants - start)):
+            participation = invitation_accept(token=invitation.token, annotator=None, consent=True)
+            persona_save(participation=participation, data=PERSONA)
+            participations.append(participation)
     return participations
 
 
@@ -238,15 +254,17 @@ def call(body):
                                            temperature=body.get("temperature"), max_tokens=body.get("max_tokens"))
     return reply.choices[0].message.content or ""
 with ThreadPoolExecutor(threads) as pool:
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     answers = list(pool.map(call, bodies))
-    wall = time.monotonic() - started
+    wall, cpu = time.monotonic() - started, time.process_time() - cpu
 assert all(answers), "the plain client got an empty answer"
-print(wall)
+print(wall, cpu)
 """
 
 
-def plain_batch(bodies: list[dict[str, Any]], standin: Any, threads: int, nice: int) -> tuple[float, tuple[float, int]]:
+def plain_batch(
+    bodies: list[dict[str, Any]], standin: Any, threads: int, nice: int
+) -> tuple[float, tuple[float, int], float]:
     """The same calls from a plain `openai` client, `threads` at a time (one client shared, as its docs advise), in
     a process of its own at the annotator worker's niceness."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as out:
@@ -261,7 +279,8 @@ def plain_batch(bodies: list[dict[str, Any]], standin: Any, threads: int, nice: 
             )
     finally:
         os.unlink(out.name)
-    return float(result.stdout.strip().splitlines()[-1]), flight.summary()
+    wall, cpu = (float(x) for x in result.stdout.strip().splitlines()[-1].split())
+    return wall, flight.summary(), cpu / len(bodies) * 1000
 
 
 def parse_args() -> argparse.Namespace:
@@ -277,6 +296,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--redis", default="redis://127.0.0.1:6379")
     p.add_argument("--redis-db", type=int, default=6, help="Redis database for the broker and limiter; flushed")
     p.add_argument("--keep-logs", action="store_true", help="keep the workers' logs")
+    p.add_argument(
+        "--worker-env",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the workers' environment beyond docker-compose.yml's (WORKER_NICE=0, to compare); the plain client "
+        "takes the annotator worker's WORKER_NICE",
+    )
     args = p.parse_args()
     check_db_name(p, args.db_name)
     return args
@@ -293,7 +320,10 @@ def main() -> int:
         LLM_CONCURRENCY=str(args.concurrency),
     )
     use_in_this_process(env, extra=("LLM_CONCURRENCY",))
-    workers = [ComposeWorker(s, env=env, work=work) for s in ("worker-annotator", "worker-retrieval")]
+    workers = [ComposeWorker(s, env=env, work=work) for s in annotator_services()]
+    extra = dict(item.split("=", 1) for item in args.worker_env)
+    for worker in workers:
+        worker.env.update(extra)
     hogs: list[subprocess.Popen[bytes]] = []
 
     def stop() -> None:
@@ -333,8 +363,9 @@ def run(
 
     for worker in workers:
         worker.start()
-    print("workers: " + "; ".join(f"{w.service} {compose_worker_env(w.service)}" for w in workers))
-    nice = int(compose_worker_env("worker-annotator").get("WORKER_NICE") or 0)
+    print("workers: " + "; ".join(f"{w.service} {compose_worker_env(w.service)}" for w in workers)
+          + (f"; and {args.worker_env}" if args.worker_env else ""))  # fmt: skip
+    nice = int(workers[0].env.get("WORKER_NICE") or 0)
     calls = 4 * args.questions
     ideal = calls * args.delay / args.concurrency
     timeout = 20 * ideal + 60
@@ -360,9 +391,9 @@ def run(
                 cpu = [w.cpu_seconds() for w in workers]
                 wall, bodies, problems, pipeline_flight = pipeline_batch(batch, standin, timeout)
                 cpu = [(w.cpu_seconds() - c) / calls * 1000 for w, c in zip(workers, cpu, strict=True)]
-                plain_s, plain_flight = plain_batch(bodies, standin, args.concurrency, nice)
+                plain_s, plain_flight, plain_ms = plain_batch(bodies, standin, args.concurrency, nice)
                 row = Row(condition, number, os.getloadavg()[0], wall, plain_s, ideal, pipeline_flight, plain_flight,
-                          problems, *cpu)  # fmt: skip
+                          problems, plain_ms, *cpu)  # fmt: skip
                 rows.append(row)
                 print(
                     f"{condition} run {number}: pipeline {wall:.2f}s, plain {plain_s:.2f}s, ratio {row.ratio:.2f}, "
@@ -383,7 +414,7 @@ def report(args: argparse.Namespace, rows: list[Row], ideal: float) -> int:
     print(f"{4 * args.questions} calls of {args.delay * 1000:.0f} ms, {args.concurrency} at a time: ideal {ideal:.2f}s")
     header = (
         f"{'condition':<9} {'run':>3} {'pipeline s':>10} {'x ideal':>7} {'plain s':>7} {'x ideal':>7} "
-        f"{'pipe/plain':>10} {'in flight pipe':>14} {'in flight plain':>15} {'ann ms/s':>8} {'ret ms/s':>8} {'load':>5}"
+        f"{'pipe/plain':>10} {'in flight pipe':>14} {'in flight plain':>15} {'plain ms/c':>10} {'ann ms/s':>8} {'ret ms/s':>8} {'load':>5}"
     )
     print(header)
     print("-" * len(header))
@@ -393,14 +424,15 @@ def report(args: argparse.Namespace, rows: list[Row], ideal: float) -> int:
         print(
             f"{r.condition:<9} {r.run:>3} {r.pipeline_s:>10.2f} {r.pipeline_s / ideal:>7.2f} {r.plain_s:>7.2f} "
             f"{r.plain_s / ideal:>7.2f} {r.ratio:>10.2f} {f'{pm:.1f} (peak {pp})':>14} {f'{cm:.1f} (peak {cp})':>15} "
-            f"{r.annotator_ms:>8.1f} {r.retrieval_ms:>8.1f} {r.load:>5.2f}"
+            f"{r.plain_ms:>10.1f} {r.annotator_ms:>8.1f} {r.retrieval_ms:>8.1f} {r.load:>5.2f}"
             + (f"  {'; '.join(r.problems)}" if r.problems else "")
         )
     print("-" * len(header))
     print(
         "pipeline s: the commit that sends the retrievals -> the last summary written; plain s: the same request "
         "bodies from one openai client in threads, in a process of its own at the annotator worker's niceness; in flight: the stand-in's calls being answered (mean over the "
-        "batch, peak); ann/ret ms/s: the annotator and retrieval workers' CPU per summary; load: 1-minute load "
+        "batch, peak); plain ms/c: the plain client's CPU per call; ann/ret ms/s: the annotator and retrieval workers' "
+        "CPU per summary; load: 1-minute load "
         "average after the run"
     )
     print(f"reference: {REFERENCE}")
