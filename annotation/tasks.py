@@ -4,19 +4,30 @@ and owns failure: whatever a task raises ends in a `*_mark_failed` service throu
 Retries live here and only here: the model-server and OpenAlex clients make one call per attempt
 (their own retries are off by default), so a candidate costs at most MAX_ATTEMPTS calls.
 
-Generation, worst case per candidate with the defaults (docs/backends.md, "Retries and time limits"):
-    4 attempts x one call of at most LLM_TIMEOUT = 120 s           = 480 s
-  + backoff before attempts 2, 3, 4: at most 5 + 10 + 20 s        =  35 s
-  = 515 s, 4 calls; each attempt alone stays under its 240 s soft time limit (120 s + prompt and
-  database work), and a soft time limit is one more transient fault, retried like a timeout.
-Retrieval: 4 attempts x at most 60 s (the soft limit; OpenAlex waits 20 s per call, two calls when a
-long question finds nothing) + 35 s backoff = 275 s, under the sweeper's 10-minute retrieval deadline.
+Generation, per candidate with the defaults (docs/backends.md, "Retries and time limits"):
+  the model server gets the summary's time-out, LLM_TIMEOUT = 120 s, once across its attempts: each attempt's
+  call (a model-server slot waited for included) has what the earlier ones left (`spent_s`, carried by the
+  retry), and a call that spends it (a time-out) fails the summary at once, not retried: a server that hangs
+  costs one time-out, and the annotator's "try again" gives it a whole time-out again.
+    calls waiting at most 120 s in all (+ at most one read time-out more, a reply stalled at its deadline)
+  + backoff before attempts 2, 3, 4: 2.5-5 + 5-10 + 10-20 s (equal jitter)  = 17.5-35 s
+  = 155 s at most (275 s with the stall), at most 4 calls when the server answers with errors fast.
+What bounds an attempt: under prefork, the soft time limit (240 s) as well; under the threads pool (the annotator
+worker, docker-compose.yml), which enforces no time limit, the call's own time-out: the HTTP client's per read,
+and the whole reply's (kernel/reply_deadline.py), so a server trickling its reply is cut at the time-out too; the
+database waits at most DATABASE_POOL_TIMEOUT_S for a connection. A soft time limit is one more transient fault,
+retried like a timeout with the time it took counted as spent.
+Retrieval: 4 attempts x at most 60 s (the soft limit, enforced by the prefork retrieval worker; OpenAlex waits
+20 s per call, its whole reply included, two calls when a long question finds nothing: 40 s, which bounds an
+attempt on a threads worker too) + 17.5-35 s backoff = 275 s at most, under the sweeper's 10-minute retrieval
+deadline.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
+import time
 from typing import Any
 
 from celery import Task, shared_task
@@ -46,7 +57,9 @@ from kernel.tasks import FIRST, LATER, OrderedTask, unreachable_service
 GENERATION_SOFT_TIME_LIMIT_S: int = settings.GENERATION_SOFT_TIME_LIMIT_S
 RETRIEVAL_SOFT_TIME_LIMIT_S: int = settings.RETRIEVAL_SOFT_TIME_LIMIT_S
 _UNREACHABLE_DATABASE = (db.OperationalError, db.InterfaceError)
-BACKOFF_BASE_S = 5.0  # before attempt n+1: uniform(0, 5 * 2**(n-1)) s, full jitter, so 5, 10, 20 s at most
+# Before attempt n+1: uniform(c/2, c) s with c = 5 * 2**(n-1) ("equal jitter"): 2.5-5, 5-10, 10-20 s. Never at
+# once: a database or broker that just went away is not asked again in the same instant by every task it failed.
+BACKOFF_BASE_S = 5.0
 # A service's Retry-After is waited for up to this long (well under the sweeper's REQUEUE_QUEUED_AFTER).
 RETRY_AFTER_CAP_S = 120.0
 
@@ -113,11 +126,12 @@ def retrieve_query(self, query_id: int) -> None:  # type: ignore[no-untyped-def]
     time_limit=GENERATION_SOFT_TIME_LIMIT_S + 30,
     on_failure=_generation_failed,
 )
-def generate_candidate(self, candidate_id: int) -> None:  # type: ignore[no-untyped-def]
+def generate_candidate(self, candidate_id: int, spent_s: float = 0.0) -> None:  # type: ignore[no-untyped-def]
     # The broker hands a message out again only when the process holding it died without acknowledging it.
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
+    started = time.monotonic()
     try:
-        candidate_generate(candidate_id=candidate_id, redelivered=redelivered)
+        candidate_generate(candidate_id=candidate_id, redelivered=redelivered, spent_s=spent_s)
     except Exception as error:
         if not _retriable(error):
             raise
@@ -126,8 +140,14 @@ def generate_candidate(self, candidate_id: int) -> None:  # type: ignore[no-unty
             candidate_mark_failed(candidate_id=candidate_id, reason=unexpected_reason(error))
             return
         if _queued_again(candidate_id=candidate_id, reason=reason):
+            # The retry carries what this attempt waited on the model server: the summary gets its time-out
+            # once, across attempts (generation/openai_chat.py), so a server that hangs costs one time-out.
+            if isinstance(error, SoftTimeLimitExceeded):  # the call was cut short by the limit
+                spent_s += time.monotonic() - started
+            else:
+                spent_s += float(getattr(error, "waited_s", 0.0) or 0.0)
             try:
-                raise self.retry(countdown=backoff(self.request.retries, error)) from error
+                raise self.retry(countdown=backoff(self.request.retries, error), kwargs={"spent_s": spent_s}) from error
             except Reject:
                 # The retry could not be sent (the broker is out of reach): the candidate waits, queued, for
                 # the next sweep to send it again once the broker is back.
@@ -170,10 +190,11 @@ def _transient_reason(error: BaseException, soft_limit_s: int) -> str | None:
 
 
 def backoff(retries: int, error: BaseException | None = None) -> float:
-    """Exponential backoff with full jitter: at most 5, 10, 20 s before attempts 2, 3, 4; never sooner than
+    """Exponential backoff with equal jitter: 2.5-5, 5-10, 10-20 s before attempts 2, 3, 4; never sooner than
     the service's Retry-After (up to RETRY_AFTER_CAP_S), or every attempt of a rate-limited call would be
     spent inside the window the server asked to be left alone in."""
-    delay = random.uniform(0, BACKOFF_BASE_S * 2**retries)
+    cap = BACKOFF_BASE_S * 2**retries
+    delay = random.uniform(cap / 2, cap)
     retry_after = getattr(error, "retry_after", None)
     if isinstance(retry_after, int | float) and retry_after > 0:
         delay = max(delay, min(float(retry_after), RETRY_AFTER_CAP_S) + random.uniform(0, 1))

@@ -343,8 +343,8 @@ class FieldAnnotator:
 
 # --- what a question costs ----------------------------------------------------------------------------
 
-ROLES = {"gunicorn": "field-web", "celery-annotator": "field-annotator", "celery-research": "field-research",
-         "beat": "field-beat"}  # fmt: skip  # process (group) -> its connections' application_name
+ROLES = {"gunicorn": "field-web", "celery-annotator": "field-annotator", "celery-retrieval": "field-retrieval",
+         "celery-research": "field-research", "beat": "field-beat"}  # fmt: skip  # process (group) -> its connections' application_name
 
 
 def _proc_fields(pid: int) -> list[str] | None:
@@ -530,7 +530,7 @@ class Rig:
     def start_worker(self, service: str) -> None:
         """A worker as docker-compose.yml runs it (platform/celery-worker.sh with the service's environment)."""
         assert self.services is not None
-        key = "celery-annotator" if service == "worker-annotator" else "celery-research"
+        key = "celery-" + service.removeprefix("worker-")  # celery-annotator, celery-retrieval, celery-research
         log = self.work / f"{key}.log"
         log.unlink(missing_ok=True)
         extra = dict(item.split("=", 1) for item in self.args.annotator_env) if service == "worker-annotator" else {}
@@ -548,6 +548,7 @@ class Rig:
                                                       access_log=self.work / "access.log"))  # fmt: skip
         self.services.env = self.env
         self.start_worker("worker-annotator")
+        self.start_worker("worker-retrieval")
         self.start_worker("worker-research")
         self.start_beat()
         wait_for(lambda: server_up(base_url), timeout=120, what="gunicorn", procs=self.services, name="gunicorn")
@@ -559,6 +560,7 @@ class Rig:
         assert self.services is not None
         starters = {
             "celery-annotator": lambda: self.start_worker("worker-annotator"),
+            "celery-retrieval": lambda: self.start_worker("worker-retrieval"),
             "celery-research": lambda: self.start_worker("worker-research"),
             "beat": self.start_beat,
         }
@@ -991,12 +993,12 @@ def report_costs(args: argparse.Namespace, phases: list[Phase], costs: Costs) ->
             return max(0.0, b.cpu.get(name, 0.0) - a.cpu.get(name, 0.0))
 
         print(f"{p.name:<24} {asked:>5} {summaries:>5} {asked / seconds:>5.2f} {cpu('gunicorn') / asked * 1000:>8.0f} "
-              f"{cpu('celery-annotator') / summaries * 1000:>9.1f} {cpu('celery-research'):>6.1f} "
+              f"{(cpu('celery-annotator') + cpu('celery-retrieval')) / summaries * 1000:>9.1f} {cpu('celery-research'):>6.1f} "
               f"{(b.postgres_cpu - a.postgres_cpu) / asked * 1000:>7.0f} {(b.xacts - a.xacts) / asked:>6.0f} "
               f"{b.load:>4.1f}")  # fmt: skip
     print("asked: questions sent (201) in the phase after its fault; summ.: summaries done meanwhile; web ms/q: "
           "gunicorn's CPU per question asked (every request of the journey: polls, matches, choices); ann. ms/s: the "
-          "annotator worker's CPU per summary (its retrieval's share included); res. s: the research worker's CPU; "
+          "annotator and retrieval workers' CPU per summary (the retrieval's share included); res. s: the research worker's CPU; "
           "pg ms/q: the PostgreSQL server's CPU per question; xact/q: its transactions per question; load: the "
           "host's load average at the phase's end")  # fmt: skip
     roles = ", ".join(

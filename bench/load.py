@@ -901,14 +901,15 @@ def run(args: argparse.Namespace, env: dict[str, str], services: Services, port:
         return worker_env
 
     annotator_env = annotator_worker(nices[0])
-    services.env = {**db_named(env, WORKER_DB_NAME), **compose_worker_env("worker-research")}
-    services.start(
-        "celery-research", [*worker_script, "-n", f"{name}-research@%h", "--without-gossip", "--without-mingle"]
-    )
+    for role in ("retrieval", "research"):
+        services.env = {**db_named(env, WORKER_DB_NAME), **compose_worker_env(f"worker-{role}")}
+        services.start(
+            f"celery-{role}", [*worker_script, "-n", f"{name}-{role}@%h", "--without-gossip", "--without-mingle"]
+        )
     services.env = env
 
     wait_for(lambda: server_up(base_url), timeout=90, what="gunicorn", procs=services, name="gunicorn")
-    for worker in ("celery-research",):
+    for worker in ("celery-retrieval", "celery-research"):
         wait_for(
             lambda w=worker: " ready." in (work / f"{w}.log").read_text(errors="replace"),
             timeout=90,
@@ -994,7 +995,7 @@ def run_phase(
         f"\n=== {args.annotators} annotators {how} x {args.queries} queries, {pause}, "
         f"resend {args.resend:.0%}, HTML sample {min(args.html_sample, args.annotators)} ..."
     )
-    names = ("gunicorn", "celery", "celery-research")
+    names = ("gunicorn", "celery", "celery-retrieval", "celery-research")
     cpu_before = {name: services.cpu_seconds(name) for name in names}
     admin_url = f"{args.postgres}/postgres"
     pg_web = PostgresCpu(admin_url, database=args.db_name, application_name=WEB_DB_NAME)
@@ -1052,7 +1053,7 @@ def run_phase(
     print(
         f"load average (1 min) {load_before[0]:.1f} before, {load_after[0]:.1f} at the end, on {os.cpu_count()} cores; "
         f"CPU used during the run: gunicorn {cpu_used['gunicorn']:.1f}s, annotator worker {cpu_used['celery']:.1f}s, "
-        f"research worker {cpu_used['celery-research']:.1f}s, "
+        f"retrieval worker {cpu_used['celery-retrieval']:.1f}s, research worker {cpu_used['celery-research']:.1f}s, "
         f"this client {client_cpu:.1f}s (of {wall * (os.cpu_count() or 1):.0f} core-seconds); PostgreSQL backends: "
         f"the web server's {pg_web.seconds():.1f}s, the workers' {pg_workers.seconds():.1f}s; "
         f"stolen by the hypervisor for other guests: {steal:.0%} of the cores"

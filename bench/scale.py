@@ -236,7 +236,7 @@ def wait_part(args: argparse.Namespace, broker: str, database: str, work: Path) 
         def split(yields: bool) -> list[tuple[str, dict[str, Any]]]:
             env = {"RESEARCH_YIELDS_TO_ANNOTATORS": str(yields).lower(), "RESEARCH_YIELD_URL": broker}
             return [
-                ("annotator", {"queues": [settings.ANNOTATOR_QUEUE], "concurrency": args.concurrency,
+                ("annotator", {"queues": [settings.ANNOTATOR_QUEUE, settings.RETRIEVAL_QUEUE], "concurrency": args.concurrency,
                                "extra_env": env}),
                 ("research", {"queues": [settings.RESEARCH_QUEUE, settings.CELERY_TASK_DEFAULT_QUEUE],
                               "concurrency": args.concurrency, "nice": args.research_nice, "extra_env": env}),

@@ -14,6 +14,7 @@ import math
 import os
 import re
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,10 @@ from generation.config import ModelServerConfig, base_urls
 from kernel.backends import BackendError, Generation, GenerationRequest
 from modelserver import ChatClient, ChatConfig, LLMError, chat_messages
 from modelserver.client import BACKOFF_CAP_S
+
+# A summary whose earlier attempts left less than this share of its time-out is not sent again: so short a call
+# would only time out (a server that just did not answer within the whole time-out is not answering now).
+SPENT_FRACTION = 0.1
 
 SETTING_KEYS = frozenset(
     {
@@ -209,11 +214,25 @@ class OpenAIChatGeneration:
         cache_dir = self.server.cache_dir
         use_cache = bool(self.options.get("use_cache", True))
         client = _client_for(config, cache_dir)
+        # The summary's time with the model server is its time-out, once across its attempts (issue 30: a server
+        # that hung cost every summary 4 time-outs): this call, a model-server slot included, gets what the
+        # earlier attempts left (`request.spent_s`).
+        left = config.timeout - request.spent_s
+        if left < config.timeout * SPENT_FRACTION:
+            raise BackendError(self._budget_spent(config, "its earlier attempts waited that long"), transient=False)
+        started = time.monotonic()
         try:
-            result = client.complete(self.messages_for(request), use_cache=use_cache)
+            result = client.complete(self.messages_for(request), use_cache=use_cache, timeout=left)
         except LLMError as error:
+            waited = time.monotonic() - started
+            reason = f"{config.model}: {error.reason}"
+            if error.transient and left - waited < config.timeout * SPENT_FRACTION:
+                # Spent by this call (a time-out, or a slot waited for that long): the summary fails now, with
+                # the annotator's "try again" (a full time-out again) as its way forward, rather than after
+                # 3 more time-outs; retrying sooner cannot help a server that does not answer.
+                raise BackendError(f"{reason}. {self._budget_spent(config)}", transient=False) from error
             raise BackendError(
-                f"{config.model}: {error.reason}", transient=error.transient, retry_after=error.retry_after
+                reason, transient=error.transient, retry_after=error.retry_after, waited_s=waited
             ) from error
         if not result.text.strip() and result.truncated:
             raise BackendError(self._out_of_tokens(config), transient=False)
@@ -223,6 +242,14 @@ class OpenAIChatGeneration:
             usage=result.usage,
             latency_s=result.latency_s,
             finish_reason=result.finish_reason or "",
+        )
+
+    @staticmethod
+    def _budget_spent(config: ChatConfig, how: str = "") -> str:
+        how = f" ({how})" if how else ""
+        return (
+            f"The model server had this summary's time-out, {config.timeout:g} s, and did not answer within it{how}; "
+            "not asked again. Try again once the server answers (or raise the system's timeout)."
         )
 
     def _out_of_tokens(self, config: ChatConfig) -> str:

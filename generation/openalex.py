@@ -23,6 +23,7 @@ import httpx
 
 from generation.config import OpenAlexConfig
 from kernel.backends import BackendError, Document
+from kernel.reply_deadline import reply_deadline
 from kernel.response_cap import ResponseTooLarge, response_cap
 from kernel.storable import storable_json
 from kernel.text import content_words, fold_whitespace
@@ -352,8 +353,11 @@ class OpenAlexRetrieval:
         attempts = max(0, self.max_retries) + 1
         headers = {"User-Agent": f"satisfy-eval (mailto:{self.mailto})" if self.mailto else "satisfy-eval"}
         last_reason = ""
-        # The body is read through the cap (kernel/response_cap.py): a reply past it is never held whole.
-        hooks = {"request": [], "response": [response_cap(httpx, self.max_response_bytes)]}
+        # The body is read through the cap (kernel/response_cap.py): a reply past it is never held whole; and
+        # within the time-out (kernel/reply_deadline.py), which also bounds a reply trickled byte by byte, where
+        # no soft time limit would (a threads-pool worker).
+        stamp, check = reply_deadline(httpx)
+        hooks = {"request": [stamp], "response": [response_cap(httpx, self.max_response_bytes), check]}
         with httpx.Client(timeout=self.timeout, headers=headers, event_hooks=hooks) as client:
             for attempt in range(attempts):
                 retry_after: float | None = None

@@ -37,6 +37,9 @@ class GenerationRequest:
     model: str
     persona: Mapping[str, str] | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
+    spent_s: float = 0.0
+    """Seconds this summary's earlier attempts waited on the model server: a model-server backend gives the
+    summary its time-out once across attempts, so this attempt gets what remains (docs/backends.md)."""
 
 
 @dataclass(frozen=True)
@@ -52,13 +55,17 @@ class Generation:
 
 class BackendError(Exception):
     """A backend failed; `transient` says whether retrying may succeed, `retry_after` (seconds) when the
-    service asked to be called again no sooner (a 429's Retry-After)."""
+    service asked to be called again no sooner (a 429's Retry-After), `waited_s` how long the failed call
+    waited on the service (what the summary's next attempt has less of: `GenerationRequest.spent_s`)."""
 
-    def __init__(self, reason: str, *, transient: bool, retry_after: float | None = None) -> None:
+    def __init__(
+        self, reason: str, *, transient: bool, retry_after: float | None = None, waited_s: float = 0.0
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.transient = transient
         self.retry_after = retry_after
+        self.waited_s = waited_s
 
 
 class RetrievalBackend(Protocol):

@@ -88,7 +88,9 @@ def broker_warm(*, app: Any) -> float:
 
 
 # --- the order of annotator work --------------------------------------------------------------------
-# One queue carries both retrievals and generations (ANNOTATOR_QUEUE). In the order sent, a burst of
+# Retrievals have a queue of their own (RETRIEVAL_QUEUE, docs/deploy.md "Queues"), so that one never waits
+# behind generations held by a slow model server. Where one queue carries both (RETRIEVAL_QUEUE set to
+# ANNOTATOR_QUEUE, or routes that send both to one queue), the order below applies. In the order sent, a burst of
 # questions (a class starting together, a sweep re-sending a backlog) would be retrieved all before any
 # summary is written: every annotator waits for every retrieval, and the model server idles meanwhile
 # (bench/generation.py: 1.8 s of 9 s with almost no model call at 100 questions). Sent "first", a question's

@@ -29,6 +29,7 @@ from typing import Any
 
 import openai
 
+from kernel.reply_deadline import reply_deadline
 from kernel.response_cap import ResponseTooLarge, response_cap
 from kernel.storable import storable_json
 from modelserver import observe
@@ -145,8 +146,11 @@ class _HttpClient(openai.DefaultHttpxClient):
 def _http_client(timeout: float, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> openai.DefaultHttpxClient:
     import httpx2  # as above: with the SDK, not with this module
 
-    # Every reply's body, answers and errors alike, is read through the cap (kernel/response_cap.py).
-    hooks = {"request": [], "response": [response_cap(httpx2, max_response_bytes)]}
+    # Every reply's body, answers and errors alike, is read through the cap (kernel/response_cap.py), and within
+    # the call's time-out as a whole, not only per read (kernel/reply_deadline.py): the only bound on a trickled
+    # reply in a threads-pool worker, where Celery enforces no soft time limit.
+    stamp, check = reply_deadline(httpx2)
+    hooks = {"request": [stamp], "response": [response_cap(httpx2, max_response_bytes), check]}
     return _HttpClient(verify=tls_context(), timeout=timeout, event_hooks=hooks)
 
 
@@ -214,8 +218,14 @@ class ChatClient:
 
     # -- public API -------------------------------------------------------------------
 
-    def complete(self, messages: list[dict[str, str]], *, use_cache: bool = True) -> ChatResult:
+    def complete(
+        self, messages: list[dict[str, str]], *, use_cache: bool = True, timeout: float | None = None
+    ) -> ChatResult:
         """Return the model's reply to `messages`, from the cache when allowed and present.
+
+        `timeout`: the most each request may take, a model-server slot waited for included (at most the
+        configured time-out; the generation gives what remains of a summary's time with the server). None: the
+        configured time-out for the slot, and again for the reply, as the research calls have it.
 
         Raises LLMError after the retries are spent (transient) or at once (permanent).
         """
@@ -233,7 +243,7 @@ class ChatClient:
         last: LLMError | None = None
         for attempt in range(attempts):
             try:
-                result = self._call_once(messages, key)
+                result = self._call_once(messages, key, timeout)
             except LLMError as exc:
                 if not exc.transient:
                     raise
@@ -277,7 +287,7 @@ class ChatClient:
         server that was slow once for one request does not fail the others (issue 30)."""
         return f"{self._replicas[replica].rstrip('/')}#{request[:32]}"
 
-    def _call_once(self, messages: list[dict[str, str]], request: str) -> ChatResult:
+    def _call_once(self, messages: list[dict[str, str]], request: str, timeout: float | None = None) -> ChatResult:
         """One call; a replica that refuses the connection is marked down and the next one is tried."""
         tried: set[int] = set()
         while True:
@@ -292,7 +302,7 @@ class ChatClient:
             if not answering:
                 raise self._slow_error(live, request)
             try:
-                return self._call_replica(messages, answering, request)
+                return self._call_replica(messages, answering, request, timeout)
             except _ReplicaDown as down:
                 tried.add(down.index)
                 self._down_until[down.index] = time.monotonic() + self.REPLICA_COOLDOWN_S
@@ -314,24 +324,30 @@ class ChatClient:
         research = self.config.lane == "research"
         return LLMError(reason, transient=research, retry_after=left if research else None, timed_out=True)
 
-    def _call_replica(self, messages: list[dict[str, str]], candidates: list[int], request: str) -> ChatResult:
+    def _call_replica(
+        self, messages: list[dict[str, str]], candidates: list[int], request: str, timeout: float | None = None
+    ) -> ChatResult:
         cfg = self.config
+        limit = cfg.timeout if timeout is None else max(0.001, min(cfg.timeout, timeout))
         extra: dict[str, Any] = {}
         if cfg.seed is not None:
             extra["seed"] = cfg.seed
         urls = [self._replicas[i] for i in candidates]
         where = urls[0].rstrip("/")
-        started = time.perf_counter()
+        started = began = time.perf_counter()
         index = candidates[0]
         outcome = "error"
         try:
-            with self._limiter.acquire(urls, cfg.concurrency, timeout=cfg.timeout, lane=cfg.lane) as picked:
+            with self._limiter.acquire(urls, cfg.concurrency, timeout=limit, lane=cfg.lane) as picked:
                 index = candidates[picked]
                 where = self._replicas[index].rstrip("/")
                 started = time.perf_counter()
                 observe.slot_taken(lane=cfg.lane, server=where)
+                # Given a time-out, the slot's wait comes out of it; the reply is bounded as a whole, not only
+                # per read (kernel/reply_deadline.py).
+                left = None if timeout is None else max(0.001, limit - (started - began))
                 try:
-                    body_text = self._post(index, messages, extra)
+                    body_text = self._post(index, messages, extra, timeout=left)
                 finally:
                     observe.slot_given_back(lane=cfg.lane, server=where)
             outcome = "ok"
@@ -341,9 +357,7 @@ class ChatClient:
         except openai.APITimeoutError as exc:
             outcome = "timeout"
             self._limiter.mark_slow(self._slow_key(index, request), self.slow_mark_s)
-            raise LLMError(
-                f"timed out after {cfg.timeout:g}s waiting for {where}", transient=True, timed_out=True
-            ) from exc
+            raise LLMError(f"timed out after {limit:.3g}s waiting for {where}", transient=True, timed_out=True) from exc
         except openai.APIConnectionError as exc:
             outcome = "connection"
             cause = exc.__cause__ or exc
@@ -366,7 +380,9 @@ class ChatClient:
         latency = time.perf_counter() - started
         return self._parse(body_text, latency, where)
 
-    def _post(self, index: int, messages: list[dict[str, str]], extra: dict[str, Any]) -> str:
+    def _post(
+        self, index: int, messages: list[dict[str, str]], extra: dict[str, Any], *, timeout: float | None = None
+    ) -> str:
         cfg = self.config
         # The SDK's own request (headers, auth, timeout, its errors below) without its typed-parameter
         # transform, and the body as text, parsed once below: 20% less client CPU per call.
@@ -380,6 +396,7 @@ class ChatClient:
                 **extra,
             },
             cast_to=str,
+            options={"timeout": timeout} if timeout is not None else {},
         )
         return body
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Celery worker: late acks, one task at a time per slot (a process, or a thread with CELERY_POOL=threads).
 # CELERY_QUEUES (comma-separated) names the queues it consumes: unset, every queue (one worker does all);
-# a deployment runs one worker per queue (docker-compose.yml: CELERY_QUEUES=annotator, =research).
+# a deployment runs one worker per queue (docker-compose.yml: CELERY_QUEUES=annotator, =retrieval, =research).
 # The periodic sweepers run from one beat process per deployment (platform/celery-beat.sh), never here.
 set -e
 # The same settings as every other process of the host: the variables of .env (ENV_FILE) that the environment
@@ -34,8 +34,8 @@ fi
 # offline summariser) or threads (one process, CELERY_CONCURRENCY threads: for the annotator worker, whose
 # generations wait seconds on a model server and use a few milliseconds of CPU; docker-compose.yml). A threads
 # worker's default concurrency follows the model server's: LLM_CONCURRENCY slots for the calls in flight, and 4
-# more for the retrievals and for the summaries' own database work (the rule `worker slots >= model-server
-# concurrency`, docs/deploy.md "Sizing").
+# more for the retrievals (where it serves the retrieval queue too) and for the summaries' own database work (the
+# rule `worker slots >= model-server concurrency`, docs/deploy.md "Sizing").
 pool="${CELERY_POOL:-prefork}"
 case "$pool" in
   prefork) concurrency="${CELERY_CONCURRENCY:-4}" ;;

@@ -111,10 +111,12 @@ def candidate_lease_renew(*, candidate_id: int, attempt: int) -> bool:
     )
 
 
-def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candidate | None:
+def candidate_generate(*, candidate_id: int, redelivered: bool = False, spent_s: float = 0.0) -> Candidate | None:
     """Generate one candidate summary. A backend failure is raised as BackendError for the task to
     retry or record (`candidate_retry_later`, `candidate_mark_failed`); a bad prompt template is a
-    permanent BackendError with a reason an administrator can act on.
+    permanent BackendError with a reason an administrator can act on. `spent_s`: the seconds this candidate's
+    earlier attempts waited on the model server, which a model-server backend takes off this attempt's time-out
+    (`GenerationRequest.spent_s`; docs/backends.md, "Retries and time limits").
 
     Statements when the model answers (tests/annotation/test_query_counts.py pins them): the candidate
     with its system, question, persona and template; the sources; the claim, which stores the prompt and the
@@ -160,6 +162,7 @@ def candidate_generate(*, candidate_id: int, redelivered: bool = False) -> Candi
         model=system.model_name,
         persona=persona,
         settings=system.backend_settings,
+        spent_s=spent_s,
     )
     backend = get_generation_backend(system.generation_backend, system.backend_settings)
     attempt = candidate.attempts

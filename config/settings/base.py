@@ -404,18 +404,20 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # its supervisor starts it again, instead of living on deaf until its running tasks end (config/celery.py).
 CELERY_WORKER_CONSUMER = "config.celery:ExitingConsumer"
 CELERY_TASK_DEFAULT_QUEUE = "default"
-# Queues (docs/deploy.md, "Queues"). Annotator-facing work (retrieval, generation and their sweeper) goes to
-# ANNOTATOR_QUEUE, research work (scoring chunks, research jobs: reports, exports, stress tests, and their
+# Queues (docs/deploy.md, "Queues"). Annotator-facing work goes to two queues: a question's retrieval to
+# RETRIEVAL_QUEUE, its generations and their sweeper to ANNOTATOR_QUEUE, so that a retrieval never waits behind
+# generations held by a slow model server (issue 30: retrievals waited behind hanging generations). Research work (scoring chunks, research jobs: reports, exports, stress tests, and their
 # sweepers) to RESEARCH_QUEUE, so a study-wide scoring run never stands between an annotator and the
 # comparison. CELERY_TASK_ROUTES (JSON: {"task name": {"queue": "name"}}) replaces the whole table. A worker
 # consumes the queues in CELERY_QUEUES (platform/celery-worker.sh): all of them by default (bin/demo, one
-# worker), one per worker in a deployment (docker-compose.yml: worker-annotator, worker-research).
+# worker), one per worker in a deployment (docker-compose.yml: worker-annotator, worker-retrieval, worker-research).
 ANNOTATOR_QUEUE = env.str("ANNOTATOR_QUEUE", default="annotator")
+RETRIEVAL_QUEUE = env.str("RETRIEVAL_QUEUE", default="retrieval")
 RESEARCH_QUEUE = env.str("RESEARCH_QUEUE", default="research")
 CELERY_TASK_ROUTES = env.json(
     "CELERY_TASK_ROUTES",
     default={
-        "annotation.tasks.retrieve_query": {"queue": ANNOTATOR_QUEUE},
+        "annotation.tasks.retrieve_query": {"queue": RETRIEVAL_QUEUE},
         "annotation.tasks.generate_candidate": {"queue": ANNOTATOR_QUEUE},
         "annotation.tasks.sweep_generation": {"queue": ANNOTATOR_QUEUE},
         "scoring.tasks.score_chunk": {"queue": RESEARCH_QUEUE},

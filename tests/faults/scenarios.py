@@ -1124,7 +1124,7 @@ def broker_restart_with_research_queued(rig: Rig, server: Any, *, down_s: float 
     from django.utils import timezone
 
     outcome = Outcome("broker restart with research queued", f"Redis down {down_s:.0f}s")
-    annotator_queues = ["annotator", "default"]
+    annotator_queues = ["annotator", "retrieval", "default"]
     rig.pool.start("annotator", queues=annotator_queues, extra_env=dict(LONG_WINDOWS))
     study, _ = generated_study(rig, name="restart-research", annotators=2, answer=True)
     researcher = researcher_client(study)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from urllib.parse import parse_qs, urlsplit
@@ -170,6 +171,19 @@ def test_timeout_then_success() -> None:
         docs = backend(server.base_url, timeout=0.3, max_retries=1).search("summarisation", k=2)
         assert server.calls == 2
     assert len(docs) == 2
+
+
+def test_a_reply_trickled_byte_by_byte_ends_at_the_time_out() -> None:
+    # Each byte comes within the read time-out: only a limit on the whole reply ends the call (a threads-pool
+    # worker enforces no soft time limit; kernel/reply_deadline.py).
+    with openalex_standin(script=["trickle"], hang_s=60) as server:
+        started = time.monotonic()
+        with pytest.raises(BackendError) as caught:
+            backend(server.base_url, timeout=1.0).search("summarisation", k=2)
+        took = time.monotonic() - started
+        assert server.calls == 1
+    assert caught.value.transient and "did not answer within 1s" in caught.value.reason
+    assert took < 3.0, took  # the body alone would take minutes
 
 
 def test_bad_request_fails_fast_with_openalex_message() -> None:

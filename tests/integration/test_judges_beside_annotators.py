@@ -41,7 +41,12 @@ def _start(pool: WorkerPool, tmp_path: Path, *, annotator_concurrency: int) -> N
         "RESEARCH_YIELD_MAX_PAUSE_S": "60",
         "JUDGE_CACHE_DIR": str(tmp_path / "judge-cache"),
     }
-    pool.start("annotator", queues=[django_settings.ANNOTATOR_QUEUE], concurrency=annotator_concurrency, extra_env=env)
+    pool.start(
+        "annotator",
+        queues=[django_settings.ANNOTATOR_QUEUE, django_settings.RETRIEVAL_QUEUE],
+        concurrency=annotator_concurrency,
+        extra_env=env,
+    )
     pool.start(
         "research",
         queues=[django_settings.RESEARCH_QUEUE, django_settings.CELERY_TASK_DEFAULT_QUEUE],

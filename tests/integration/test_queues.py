@@ -1,23 +1,27 @@
-"""Queues for real: annotator work and research work on separate queues, each consumed by its own worker as
-a deployment runs them, a question's summaries written before the next question is retrieved, and a scoring run that keeps at most RESEARCH_MAX_INFLIGHT_CHUNKS unfinished chunks
-in the broker however many chunks it has (on Redis and on RabbitMQ)."""
+"""Queues for real: annotator, retrieval and research work on separate queues, each consumed by its own worker
+as a deployment runs them: a question is retrieved while the generations wait on a slow model, and a scoring run
+keeps at most RESEARCH_MAX_INFLIGHT_CHUNKS unfinished chunks in the broker however many chunks it has (on Redis
+and on RabbitMQ)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
 
-from annotation.models import Candidate, Query
+from annotation.models import Query
 from annotation.services.query import query_submit
 from scoring import services
 from scoring.models import ScoringRun
 from studies.models import Study
 from tests.annotation.factories import StudyFactory, join
-from tests.integration.test_worker import QUESTION, describe, settled
+from tests.integration.test_worker import QUESTION, describe, openai_study, settled
+from tests.integration.test_worker import ask as ask_openai
 from tests.integration.worker import WorkerPool, wait_for
+from tests.support.openai_standin import openai_standin
 
 pytestmark = [pytest.mark.worker, pytest.mark.timeout(180)]
 
@@ -32,7 +36,7 @@ def ask(study: Study, n: int) -> Query:
 def test_research_work_waits_for_its_own_worker_and_a_long_run_never_floods_the_broker(
     celery_workers: WorkerPool, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    celery_workers.start("annotator", queues=[django_settings.ANNOTATOR_QUEUE])
+    celery_workers.start("annotator", queues=[django_settings.ANNOTATOR_QUEUE, django_settings.RETRIEVAL_QUEUE])
     study = StudyFactory(slug="queued")
     queries = [ask(study, n) for n in range(QUERIES)]
     for query in queries:
@@ -72,29 +76,32 @@ def test_research_work_waits_for_its_own_worker_and_a_long_run_never_floods_the_
     assert 1 <= most <= INFLIGHT + 1
 
 
-def test_questions_asked_together_are_finished_one_by_one_not_all_retrieved_first(
-    celery_workers: WorkerPool,
+def test_a_new_question_is_retrieved_while_every_generation_slot_waits_on_a_slow_model(
+    redis_workers: WorkerPool,
 ) -> None:
-    """Four annotators ask at the same moment while one worker process serves the queue. Sent in that order,
-    all four retrievals would run before any summary: the first annotator would wait for everyone's
-    sources. A question's generations go ahead of the retrievals still waiting (kernel/tasks.py), so the
-    first question retrieved is ready before the second retrieval ends."""
-    study = StudyFactory(slug="one-by-one")
-    queries = [ask(study, n) for n in range(4)]  # queued before any worker runs: four retrievals waiting
-    celery_workers.start("annotator", queues=[django_settings.ANNOTATOR_QUEUE], concurrency=1)
-    for query in queries:
-        wait_for(lambda q=query: settled(q), timeout=90, message=describe(query, celery_workers))
-
-    def retrieved_at(query: Query) -> Any:  # the retrieval queues the candidates as its last step
-        return min(Candidate.objects.filter(query=query).values_list("queued_at", flat=True))
-
-    def written_at(query: Query) -> Any:
-        return max(Candidate.objects.filter(query=query).values_list("finished_at", flat=True))
-
-    by_retrieval = sorted(queries, key=retrieved_at)
-    for earlier, later in zip(by_retrieval, by_retrieval[1:], strict=False):
-        assert written_at(earlier) < retrieved_at(later), (
-            f"question {earlier.pk}'s summaries were written after question {later.pk} was retrieved:\n"
-            + celery_workers.logs()[-4000:]
-        )
-    assert all(Query.objects.get(pk=q.pk).status == Query.Status.READY for q in queries)
+    """Issue 30: with the model server hanging, retrievals waited behind the hanging generations in the one
+    annotator queue. Here the annotator worker's 4 slots all wait on a model server that holds every answer,
+    and 4 more summaries are queued behind them; a question asked now is retrieved by the retrieval worker (its
+    sources stored, its summaries queued) within seconds. Redis only: routing is the same on both brokers."""
+    redis_workers.start("annotator", pool="threads", concurrency=4, queues=[django_settings.ANNOTATOR_QUEUE])
+    redis_workers.start("retrieval", concurrency=1, queues=[django_settings.RETRIEVAL_QUEUE])
+    hold = threading.Event()
+    with openai_standin(hold=hold, hang_s=60) as standin:
+        try:
+            study = openai_study(standin, slug="slow-model", timeout=60)
+            busy = [ask_openai(study), ask_openai(study)]  # 8 summaries: 4 at the model server, 4 waiting
+            wait_for(lambda: standin.in_flight == 4, timeout=30, message=describe(busy[0], redis_workers))
+            late = ask_openai(study)
+            wait_for(
+                lambda: Query.objects.get(pk=late.pk).status == Query.Status.GENERATING,
+                timeout=10,
+                message=describe(late, redis_workers),
+            )
+            assert late.documents.count() == 10
+            # Still held: the retrieval did not wait for a slot to come free.
+            assert standin.in_flight == 4 and standin.completions == 4
+        finally:
+            hold.set()
+        for query in [*busy, late]:
+            wait_for(lambda q=query: settled(q), timeout=60, message=describe(query, redis_workers))
+    assert all(Query.objects.get(pk=q.pk).status == Query.Status.READY for q in [*busy, late])

@@ -40,7 +40,7 @@ def test_sixteen_summaries_wait_on_the_model_at_once_in_one_process_of_four_conn
         "threads",
         pool="threads",
         concurrency=16,
-        queues=[django_settings.ANNOTATOR_QUEUE],
+        queues=[django_settings.ANNOTATOR_QUEUE, django_settings.RETRIEVAL_QUEUE],
         extra_env={
             "DATABASE_URL": f"{url}?application_name={APPLICATION}",
             "DATABASE_POOL_MAX_SIZE": "4",

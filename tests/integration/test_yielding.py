@@ -49,7 +49,12 @@ def test_a_scoring_chunk_waits_for_the_annotator_work_in_flight_on_its_host(
         "RESEARCH_YIELDS_TO_ANNOTATORS": "false" if mode == "off" else "true",
         "RESEARCH_YIELD_MAX_PAUSE_S": "1" if mode == "bounded" else "60",
     }
-    celery_workers.start("annotator", queues=[django_settings.ANNOTATOR_QUEUE], concurrency=4, extra_env=env)
+    celery_workers.start(
+        "annotator",
+        queues=[django_settings.ANNOTATOR_QUEUE, django_settings.RETRIEVAL_QUEUE],
+        concurrency=4,
+        extra_env=env,
+    )
     research = celery_workers.start(
         "research",
         queues=[django_settings.RESEARCH_QUEUE, django_settings.CELERY_TASK_DEFAULT_QUEUE],

@@ -61,7 +61,7 @@ def test_the_rendered_configuration_with_the_example_environment_follows_the_spe
     assert "celery@$HOSTNAME " in config["services"]["worker-annotator"]["healthcheck"]["test"][1]
 
 
-APP_SERVICES = ("web", "worker-annotator", "worker-research", "beat")
+APP_SERVICES = ("web", "worker-annotator", "worker-retrieval", "worker-research", "beat")
 
 
 def test_env_passes_a_managed_database_and_broker_through_to_every_app_service(tmp_path: Path) -> None:
@@ -135,6 +135,13 @@ def test_one_worker_per_queue_and_exactly_one_beat() -> None:
     assert set(consumed) == routed, "every routed queue has a worker and no worker waits on an unrouted one"
     assert all(len(names) == 1 for names in consumed.values()), consumed
     assert consumed[settings.ANNOTATOR_QUEUE] != consumed[settings.RESEARCH_QUEUE]
+    # Issue 30: retrievals waited behind generations held by a hanging model server. A question's retrieval has a
+    # queue and a worker of its own, prefork (its soft time limit enforced, its CPU-bound search on every core).
+    assert settings.CELERY_TASK_ROUTES["annotation.tasks.retrieve_query"] == {"queue": settings.RETRIEVAL_QUEUE}
+    assert settings.CELERY_TASK_ROUTES["annotation.tasks.generate_candidate"] == {"queue": settings.ANNOTATOR_QUEUE}
+    (retrieval,) = consumed[settings.RETRIEVAL_QUEUE]
+    assert retrieval not in consumed[settings.ANNOTATOR_QUEUE] + consumed[settings.RESEARCH_QUEUE]
+    assert services[retrieval]["environment"].get("CELERY_POOL", "prefork") == "prefork"
     assert [name for name, s in services.items() if s.get("command") == ["beat"]] == ["beat"]
 
 
@@ -144,7 +151,7 @@ def test_the_image_leaves_secrets_environments_and_history_out() -> None:
         assert entry in ignored, entry
 
 
-@pytest.mark.parametrize("service", ["web", "worker-annotator", "worker-research", "beat"])
+@pytest.mark.parametrize("service", APP_SERVICES)
 def test_app_services_use_the_repository_image(service: str) -> None:
     assert compose()["services"][service]["build"]["dockerfile"] == "platform/Dockerfile"
 
@@ -189,7 +196,7 @@ def test_the_bm25_index_is_on_a_volume_the_web_server_the_workers_and_manage_sha
     mounted = {
         name: {volume.split(":")[0] for volume in service.get("volumes", []) if volume.split(":")[1] == index_dir}
         for name, service in services.items()
-        if name in ("web", "worker-annotator", "worker-research")
+        if name in ("web", "worker-annotator", "worker-retrieval", "worker-research")
     }
     assert all(len(sources) == 1 for sources in mounted.values()), mounted
     assert len(set.union(*mounted.values())) == 1, mounted  # one named volume, the same for all three

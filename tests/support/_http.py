@@ -8,8 +8,10 @@ body), "drop" (close the connection without answering),
 "flood" (200 with a chunked body, no Content-Length, that never ends: written until the client hangs up),
 "announced" (200 whose Content-Length says 1 GiB; the body is then written until the client hangs up),
 "bomb" (200 with a gzip body of 64 KiB that decodes to 64 MiB of spaces inside a JSON object),
-"badgzip" (200 that says Content-Encoding: gzip over a body that is not gzip).
-What a flood or an announced body saw is kept in the script: `streamed` (body bytes the stand-in wrote)
+"badgzip" (200 that says Content-Encoding: gzip over a body that is not gzip),
+"trickle" (200 whose body, 1 KiB of JSON, comes a byte every TRICKLE_EVERY_S: every read waits well under any
+time-out, and the whole takes minutes, until the client hangs up or hang_s passes).
+What a flood, an announced or a trickled body saw is kept in the script: `streamed` (body bytes the stand-in wrote)
 and `hung_up` (set when the client closed the connection before the body ended).
 """
 
@@ -44,8 +46,10 @@ KNOWN_FAULTS = frozenset(
         "announced",
         "bomb",
         "badgzip",
+        "trickle",
     }
 )
+TRICKLE_EVERY_S = 0.2
 # Where a flood stops if the client never hangs up (a cap that does not work): far past any cap a test sets.
 FLOOD_MAX_BYTES = 256 * 1024 * 1024
 _FLOOD_CHUNK = b" " * (64 * 1024)
@@ -139,6 +143,9 @@ class StandInHandler(BaseHTTPRequestHandler):
         if fault == "drop":
             self.close_connection = True
             return
+        if fault == "trickle":
+            self.trickle_until_hang_up(script)
+            return
         if fault in ("flood", "announced"):
             self.stream_until_hang_up(script, chunked=fault == "flood")
             return
@@ -176,6 +183,24 @@ class StandInHandler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 script.streamed += len(_FLOOD_CHUNK)
         except OSError:  # BrokenPipeError, ConnectionResetError: the client hung up mid-body
+            script.hung_up.set()
+
+    def trickle_until_hang_up(self, script: FaultScript) -> None:
+        """A 200 whose JSON body is written a byte at a time, TRICKLE_EVERY_S apart, for at most hang_s."""
+        self.close_connection = True
+        body = b'{"id": "trickle", "padding": "' + b" " * 1000 + b'"}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            for i in range(len(body)):
+                if self.server.closing.wait(TRICKLE_EVERY_S if i else 0) or i * TRICKLE_EVERY_S > self.server.hang_s:
+                    return
+                self.wfile.write(body[i : i + 1])
+                self.wfile.flush()
+                script.streamed += 1
+        except OSError:  # the client hung up mid-body
             script.hung_up.set()
 
     def read_body(self) -> bytes:
