@@ -7,8 +7,10 @@ Retries live here and only here: the model-server and OpenAlex clients make one 
 Generation, per candidate with the defaults (docs/backends.md, "Retries and time limits"):
   the model server gets the summary's time-out, LLM_TIMEOUT = 120 s, once across its attempts: each attempt's
   call (a model-server slot waited for included) has what the earlier ones left (`spent_s`, carried by the
-  retry), and a call that spends it (a time-out) fails the summary at once, not retried: a server that hangs
-  costs one time-out, and the annotator's "try again" gives it a whole time-out again.
+  retry), and a call that spends it (a time-out) on a server that answered nothing else meanwhile fails the
+  summary at once, not retried: a server that hangs costs one time-out, and the annotator's "try again" gives it
+  a whole time-out again. A time-out while the server answered other calls (busy, a latency tail) is retried
+  with a whole time-out, up to MAX_ATTEMPTS calls (the worst case below then is 4 x 120 s + backoff).
     calls waiting at most 120 s in all (+ at most one read time-out more, a reply stalled at its deadline)
   + backoff before attempts 2, 3, 4: 2.5-5 + 5-10 + 10-20 s (equal jitter)  = 17.5-35 s
   = 155 s at most (275 s with the stall), at most 4 calls when the server answers with errors fast.

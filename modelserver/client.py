@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -56,6 +57,17 @@ _UNSTORABLE_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
 # Statuses a retry can fix: request timeout, conflict/lock, too early, rate limit, server side.
 _TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
 BACKOFF_CAP_S = 20.0
+# When each model server (a replica's base URL) last answered a call of this process (time.monotonic()): what
+# tells a server that hangs from one that is busy, or slow on one request (`LLMError.server_answering`).
+_last_answer: dict[str, float] = {}
+
+
+def _answered_while_waiting(urls: list[str], asked_at: float) -> bool:
+    """Whether one of `urls` answered a call of this process in the second half of a wait that began at
+    `asked_at`: an answer from before a hang began (in the first half) does not make a hung server look alive."""
+    since = asked_at + (time.monotonic() - asked_at) / 2
+    return any(_last_answer.get(url.rstrip("/"), -math.inf) > since for url in urls)
+
 
 # A chat completion is a few KiB (a long one with logprobs some hundreds): 8 MiB is far above any real reply
 # and far below what would trouble a worker (docs/backends.md, "Response size caps").
@@ -278,6 +290,7 @@ class ChatClient:
             status=last.status,
             retry_after=last.retry_after,  # for a caller that retries later (the generation task)
             timed_out=last.timed_out,
+            server_answering=last.server_answering,
         )
 
     # -- one HTTP call ------------------------------------------------------------------
@@ -335,6 +348,7 @@ class ChatClient:
         urls = [self._replicas[i] for i in candidates]
         where = urls[0].rstrip("/")
         started = began = time.perf_counter()
+        asked_at = time.monotonic()
         index = candidates[0]
         outcome = "error"
         try:
@@ -353,11 +367,20 @@ class ChatClient:
             outcome = "ok"
         except LimitTimeout as exc:
             outcome = "no_slot"
-            raise LLMError(f"{exc} (the model-server limit is {cfg.concurrency} per replica)", transient=True) from exc
+            raise LLMError(
+                f"{exc} (the model-server limit is {cfg.concurrency} per replica)",
+                transient=True,
+                server_answering=_answered_while_waiting(urls, asked_at),
+            ) from exc
         except openai.APITimeoutError as exc:
             outcome = "timeout"
             self._limiter.mark_slow(self._slow_key(index, request), self.slow_mark_s)
-            raise LLMError(f"timed out after {limit:.3g}s waiting for {where}", transient=True, timed_out=True) from exc
+            raise LLMError(
+                f"timed out after {limit:.3g}s waiting for {where}",
+                transient=True,
+                timed_out=True,
+                server_answering=_answered_while_waiting(urls, asked_at),
+            ) from exc
         except openai.APIConnectionError as exc:
             outcome = "connection"
             cause = exc.__cause__ or exc
@@ -378,6 +401,7 @@ class ChatClient:
         finally:
             observe.call_ended(lane=cfg.lane, server=where, seconds=time.perf_counter() - started, outcome=outcome)
         latency = time.perf_counter() - started
+        _last_answer[where] = time.monotonic()
         return self._parse(body_text, latency, where)
 
     def _post(

@@ -70,6 +70,7 @@ class LLMError(Exception):
         status: int | None = None,
         retry_after: float | None = None,
         timed_out: bool = False,
+        server_answering: bool = False,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -78,3 +79,7 @@ class LLMError(Exception):
         self.retry_after = retry_after
         self.timed_out = timed_out
         """The server did not answer within the time-out (`ChatClient` then marks it slow)."""
+        self.server_answering = server_answering
+        """In the second half of this call's wait (for a slot, or for its reply), the server answered other calls of
+        this process: it is busy, or slow on this one request, not hung (`ChatClient`; the generation then tries
+        again)."""
