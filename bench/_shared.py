@@ -30,6 +30,21 @@ PROCESS_SETTINGS = (
     "ENV_FILE",
 )
 
+# The generation benchmarks' study (bench/generation.py, bench/overhead.py): two stand-in models, each with and
+# without the persona, and the persona every annotator describes.
+SYSTEMS = [
+    {"label": f"{model}-{condition}", "model_name": model, "condition": condition}
+    for model in ("standin-llama-3.3-70b", "standin-deepseek-v3.1")
+    for condition in ("persona", "generic")
+]
+PERSONA = {
+    "role": "PhD student",
+    "domain": "Nursing",
+    "expertise": "intermediate",
+    "research_area": "occupational health",
+    "use_case": "literature review",
+}
+
 QUESTIONS = [
     "How does rotating night shift work affect sleep and medication errors in nurses?",
     "How durable is protection from mRNA vaccines against severe disease?",

@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from _shared import (  # bench/ is the script directory
+    PERSONA,
     QUESTIONS,
     REPO,
+    SYSTEMS,
     VENV_BIN,
     celery_worker_argv,
     check_db_name,
@@ -44,18 +46,6 @@ from _shared import (  # bench/ is the script directory
 )
 
 TARGET_RATIO = 1.3
-SYSTEMS = [
-    {"label": f"{model}-{condition}", "model_name": model, "condition": condition}
-    for model in ("standin-llama-3.3-70b", "standin-deepseek-v3.1")
-    for condition in ("persona", "generic")
-]
-PERSONA = {
-    "role": "PhD student",
-    "domain": "Nursing",
-    "expertise": "intermediate",
-    "research_area": "occupational health",
-    "use_case": "literature review",
-}
 
 
 # --- processes -------------------------------------------------------------------------------------

@@ -31,8 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from _shared import (  # bench/ is the script directory
+    PERSONA,
     QUESTIONS,
     REPO,
+    SYSTEMS,
     check_db_name,
     flush_broker,
     group_cpu_seconds,
@@ -50,18 +52,6 @@ REFERENCE = (
     "issue 30, before: pipeline 1.53 / 1.62 / 1.92x ideal quiet, plain client 1.12-1.13x in the same minutes; "
     "busy host 8-11x, 5-7 of 16 calls in flight"
 )
-SYSTEMS = [
-    {"label": f"{model}-{condition}", "model_name": model, "condition": condition}
-    for model in ("standin-llama-3.3-70b", "standin-deepseek-v3.1")
-    for condition in ("persona", "generic")
-]
-PERSONA = {
-    "role": "PhD student",
-    "domain": "Nursing",
-    "expertise": "intermediate",
-    "research_area": "occupational health",
-    "use_case": "literature review",
-}
 
 
 def compose_worker_env(service: str) -> dict[str, str]:
