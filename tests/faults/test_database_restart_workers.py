@@ -59,13 +59,13 @@ def beat(url: str, *, every: float = 2.0) -> Iterator[None]:
             thread.join(timeout=10)
 
 
-def worker(site: Site, redis: RedisServer, folder: Path, *, queue: str, pool: str, **env: str) -> CeleryWorker:
+def worker(site: Site, redis: RedisServer, folder: Path, *, queues: list[str], pool: str, **env: str) -> CeleryWorker:
     return CeleryWorker(
         database_url=site.cluster.url,
         broker=redis.url,
         log_dir=folder,
-        name=queue,
-        queues=[queue],
+        name=queues[0],
+        queues=queues,
         pool=pool,
         concurrency=8 if pool == "threads" else 1,
         extra_env={"LLM_CACHE": "off", "JUDGE_CACHE_DIR": str(folder / "judge-cache"), **env},
@@ -114,7 +114,7 @@ def test_a_scoring_chunk_keeps_its_judged_scores_across_a_database_restart(
         return "4"
 
     flush_broker(own_redis.url)
-    research = worker(site, own_redis, tmp_path, queue="research", pool="prefork", DATABASE_POOL=database_pool)
+    research = worker(site, own_redis, tmp_path, queues=["research"], pool="prefork", DATABASE_POOL=database_pool)
     with openai_standin(judge, hang_s=120) as server, beat(own_redis.url):
         research.start()
         try:
@@ -205,7 +205,7 @@ def test_summaries_whose_database_went_away_as_the_model_answered_end_done(
     site = own_site
     release = threading.Event()
     flush_broker(own_redis.url)
-    annotators = worker(site, own_redis, tmp_path, queue="annotator", pool="threads")
+    annotators = worker(site, own_redis, tmp_path, queues=["annotator", "retrieval"], pool="threads")
     with openai_standin(hold=release, hang_s=90) as server, systems_on(site, server.base_url), beat(own_redis.url):
         annotators.start()
         try:

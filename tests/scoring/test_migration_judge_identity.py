@@ -3,31 +3,24 @@
 from __future__ import annotations
 
 import pytest
-from django.db import IntegrityError, connection, transaction
-from django.db.migrations.executor import MigrationExecutor
+from django.db import IntegrityError, transaction
 
 from annotation.models import Candidate
 from tests.analysis.conftest import played_study  # noqa: F401 - the fixture: a study with real candidates
+from tests.support.migrations import migrate_to, migrated_back
 
 BEFORE = [("scoring", "0002_background_leases")]
 AFTER = [("scoring", "0003_judge_identity")]
 
 
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
 @pytest.mark.django_db(transaction=True)
 def test_old_scores_survive_and_judges_are_keyed(played_study):  # noqa: F811
     candidate = Candidate.objects.filter(query__participation__study=played_study).first()
-    try:
-        old = _migrate(BEFORE).get_model("scoring", "CandidateScore")
+    with migrated_back(BEFORE) as apps:
+        old = apps.get_model("scoring", "CandidateScore")
         old.objects.create(candidate_id=candidate.pk, metric="geval_overall", version="prompt rubric/1", value=4.0)
         old.objects.create(candidate_id=candidate.pk, metric="rouge1", version="rouge-score 0.1.2", value=0.5)
-        new = _migrate(AFTER).get_model("scoring", "CandidateScore")
+        new = migrate_to(AFTER).get_model("scoring", "CandidateScore")
         kept = {(s.metric, s.value, s.judge_model, s.judge_server, s.prompt_version) for s in new.objects.all()}
         assert kept == {("geval_overall", 4.0, "", "", ""), ("rouge1", 0.5, "", "", "")}
         # Another judge's score of the same candidate and metric is a new row, not a clash...
@@ -44,10 +37,3 @@ def test_old_scores_survive_and_judges_are_keyed(played_study):  # noqa: F811
         # ...while the same key twice is still refused by the database.
         with pytest.raises(IntegrityError), transaction.atomic():
             new.objects.create(candidate_id=candidate.pk, metric="rouge1", version="rouge-score 0.1.2", value=0.6)
-    finally:
-        _migrate([("scoring", max_leaf())])
-
-
-def max_leaf() -> str:
-    executor = MigrationExecutor(connection)
-    return next(name for app, name in executor.loader.graph.leaf_nodes() if app == "scoring")

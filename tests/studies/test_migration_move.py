@@ -8,11 +8,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from annotation.models import Participation
 from studies.models import Invitation, PromptTemplate, Study, StudyAuditLog, StudyMembership
+from tests.support.migrations import latest, migrate_to, migrated_back
 
 # Before the move: annotation's last migration holding the models, and the studies app not yet applied.
 BEFORE = [
@@ -26,22 +25,9 @@ BEFORE = [
 ]
 
 
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    ContentType.objects.clear_cache()
-    return executor.loader.project_state([target for target in targets if target[1]]).apps
-
-
-def _latest() -> list[tuple[str, str]]:
-    return MigrationExecutor(connection).loader.graph.leaf_nodes()
-
-
 @pytest.mark.django_db(transaction=True)
 def test_rows_and_granted_permissions_survive_the_move():
-    try:
-        old = _migrate(BEFORE)
+    with migrated_back(BEFORE) as old:
         assert old.get_model("annotation", "Study")._meta.db_table == "annotation_study"
         user_model = old.get_model("auth", "User")
         owner = user_model.objects.create(username="owner")
@@ -83,7 +69,7 @@ def test_rows_and_granted_permissions_survive_the_move():
         group.permissions.add(change_study)
         owner.groups.add(group)
 
-        _migrate(_latest())
+        migrate_to(latest())
 
         moved = Study.objects.get(slug="kept")
         assert moved.title == "Kept across the move" and moved.queries_per_annotator == 4
@@ -99,8 +85,6 @@ def test_rows_and_granted_permissions_survive_the_move():
         assert member.has_perm("studies.change_study")
         assert not member.has_perm("annotation.change_study")
         assert not ContentType.objects.filter(app_label="annotation", model="study").exists()
-    finally:
-        _migrate(_latest())
 
 
 @pytest.mark.django_db
