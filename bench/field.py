@@ -202,6 +202,8 @@ class Log:
     failures_seen: int = 0
     # What the annotator was shown failed, as the API said it: (status, failure_reason, candidates' states)
     failure_reasons: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    # Each failure shown: (when its wait began, the candidates' states), to tell the phases' failures apart
+    failures: list[tuple[float, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     def add(self, attr: str, item: Any) -> None:
@@ -317,6 +319,7 @@ class FieldAnnotator:
                 with self.log.lock:
                     self.log.failures_seen += 1
                     self.log.failure_reasons[(str(status["status"]), str(status.get("failure_reason")), states)] += 1
+                    self.log.failures.append((started, states))
                 self.pause(self.rng.uniform(2.0, 5.0))
                 self.send("retry", "POST", f"/api/v1/queries/{qid}/retry/", expect=(200, 201, 202, 409))
                 started = self.open_wait = time.monotonic()
@@ -962,6 +965,15 @@ def report(args: argparse.Namespace, rig: Rig, log: Log, phases: list[Phase], st
         print("  failed requests (route, status: count): " + ", ".join(f"{r} {s}: {n}" for (r, s), n in bad.items()))
     for (shown, reason, states), n in log.failure_reasons.most_common(8):
         print(f"  failure shown {n} times: status {shown}, reason {reason!r}, candidates [{states}]")
+    if log.failures:
+        # By the phase the wait began in (as q->1st counts a question by when it was asked); "all" when every
+        # summary of the question had failed (a hang's), "some" when only some had.
+        split = []
+        for p in phases:
+            shown = [states for start, states in log.failures if in_phase(start, p)]
+            every = sum(1 for states in shown if states and all(c == "failed" for c in states.split(",")))
+            split.append(f"{p.name} {len(shown)} ({every} all, {len(shown) - every} some)")
+        print("  failures shown by the phase their wait began in: " + "; ".join(split))
     for line in failed_in_db:
         print(f"  in the database: {line}")
     for line in log.problems[:20]:
