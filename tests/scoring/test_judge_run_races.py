@@ -121,3 +121,36 @@ def test_a_failing_pairwise_run_keeps_the_votes_a_concurrent_run_commits(played_
     votes = list(PairwiseVote.objects.values_list("match_id", "order", "choice"))
     assert len(votes) == 2 * len(chunk)
     assert "" not in {choice for *_, choice in votes}, "the failed run wiped votes the other run had committed"
+
+
+def test_two_copies_of_one_chunk_storing_at_once_count_it_once(played_study, monkeypatch):  # noqa: F811
+    # A chunk whose store waits out a database outage longer than its run's lease (kernel.db.database_retried)
+    # can be sent again by the sweeper while the first copy is still storing: both copies then store at once,
+    # each on its own connection. The run counts the chunk once and holds one score per candidate.
+    with monkeypatch.context() as patch:
+        patch.setattr(services, "_send_chunks", lambda **_: None)  # the test is the worker: it runs the chunks
+        run = services.scoring_run_start(study=played_study, metrics=["rouge1"])
+    (chunk,) = run.chunks
+
+    stored = threading.Event()
+
+    def first_copy() -> int:
+        """Stores and counts the chunk, and commits only once the other copy's store waits on it (or after 10 s)."""
+        with transaction.atomic():
+            counted = services.scoring_run_chunk(run_id=run.pk, candidate_ids=chunk, chunk_index=0)
+            stored.set()
+            deadline = time.monotonic() + 10
+            while not _blocking_another_connection() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return counted
+
+    def second_copy() -> int:
+        assert stored.wait(60), "the first copy never stored its chunk"
+        return services.scoring_run_chunk(run_id=run.pk, candidate_ids=chunk, chunk_index=0)
+
+    results = at_once(first_copy, second_copy, timeout=120)
+    assert results == [len(chunk), 0], results  # the first copy counted it; the second found it counted
+    run.refresh_from_db()
+    assert (run.status, run.done, run.chunks_done) == (ScoringRun.Status.DONE, len(chunk), [0])
+    scores = CandidateScore.objects.filter(metric="rouge1", candidate_id__in=chunk)
+    assert sorted(scores.values_list("candidate_id", flat=True)) == sorted(chunk)
