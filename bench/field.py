@@ -22,8 +22,10 @@ import logging
 import math
 import os
 import random
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -62,6 +64,7 @@ from load import (
 
 STUCK_S = 60.0  # an annotator without a way forward (a comparison, or a failure with "try again") this long
 Z99 = 2.3263  # the standard normal's 99th percentile
+CLIENT_CHECK_S = 0.25  # how often the stand-in looks whether a waiting call's client has gone
 JUDGE_MODEL = "field-judge"
 SYSTEM_MODELS = ("field-model-one", "field-model-two")
 
@@ -73,7 +76,10 @@ SYSTEM_MODELS = ("field-model-one", "field-model-two")
 class ModelServer:
     """An OpenAI-compatible server whose answers take a log-normal time (median, p99) once one of `cap` slots is
     free (vLLM's max_num_seqs: the rest wait in its queue), and that can hang: no answer leaves before
-    `hang_until`. Records per call its start, its own (drawn) latency, its time in the server and its purpose."""
+    `hang_until`. A request whose client has gone (a time-out, a killed worker) is dropped, waiting or running,
+    and frees its slot, as vLLM's chat route does (`with_cancellation`, vllm/entrypoints/utils.py: a client's
+    disconnect cancels the handler, which aborts the request in the engine). Records per answered call its
+    start, its own (drawn) latency, its time in the server and its purpose; per dropped call its purpose."""
 
     cap: int
     median_s: float
@@ -84,6 +90,7 @@ class ModelServer:
     calls: list[tuple[float, float, float, str]] = field(default_factory=list)  # (arrived, drawn, in server, who)
     in_flight: int = 0
     peak: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)  # purpose -> calls whose client went away
 
     def __post_init__(self) -> None:
         self.slots = threading.BoundedSemaphore(self.cap)
@@ -105,22 +112,35 @@ class ModelServer:
         F = 0.95^(1/n) (4 summaries: z = 2.24, 18.5 s for median 3 s, p99 20 s; one call's p95 is 11.5 s)."""
         return self.median_s * math.exp(NormalDist().inv_cdf(0.95 ** (1 / summaries)) * self.sigma)
 
-    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+    def answer(self, body: dict[str, Any], gone: Callable[[], bool]) -> dict[str, Any] | None:
+        """The reply, or None once `gone()` says the client has closed the connection (no reply is sent)."""
         arrived = time.monotonic()
         who = "judge" if body.get("model") == JUDGE_MODEL else "annotator"
         drawn = self.draw()
         with self.lock:
             self.in_flight += 1
             self.peak = max(self.peak, self.in_flight)
+        answered = False
         try:
-            with self.slots:
-                time.sleep(drawn)
-                while time.monotonic() < self.hang_until:
-                    time.sleep(0.2)
+            while not self.slots.acquire(timeout=CLIENT_CHECK_S):
+                if gone():
+                    return None
+            try:
+                due = time.monotonic() + drawn
+                while (left := max(due, self.hang_until) - time.monotonic()) > 0:
+                    time.sleep(min(left, CLIENT_CHECK_S))
+                    if gone():
+                        return None
+            finally:
+                self.slots.release()
+            answered = True
         finally:
             with self.lock:
                 self.in_flight -= 1
-                self.calls.append((arrived, drawn, time.monotonic() - arrived, who))
+                if answered:
+                    self.calls.append((arrived, drawn, time.monotonic() - arrived, who))
+                else:
+                    self.dropped[who] += 1
         # A judge is asked for a 1-5 rating (scoring.core.judges.parse_rating reads a lone integer).
         text = "4" if who == "judge" else (
             "The sources agree on the main finding [1], with a second study adding nuance on who benefits [2]. "
@@ -167,7 +187,19 @@ class ModelServer:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
                     return
-                self._send(200, model.answer(body))
+                reply = model.answer(body, gone=self._client_gone)
+                if reply is not None:
+                    self._send(200, reply)
+
+            def _client_gone(self) -> bool:
+                """Whether the client closed its end: the socket reads as at its end (or reset) while no
+                reply has been sent (an HTTP/1.1 client sends nothing more on the connection meanwhile)."""
+                try:
+                    if not select.select([self.connection], [], [], 0)[0]:
+                        return False
+                    return self.connection.recv(1, socket.MSG_PEEK) == b""
+                except OSError:
+                    return True
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True
@@ -947,7 +979,8 @@ def report(args: argparse.Namespace, rig: Rig, log: Log, phases: list[Phase], st
           f"{0:>10} {0:>4} {0:>3} {0:>4}")  # fmt: skip
     print(f"questions whose id never reached the database: {len(lost_questions)}; duplicated judgments: "
           f"{len(dup_judgments)}; failures shown to annotators (then 'try again'): {log.failures_seen}; "
-          f"model server peak in flight {rig.model.peak} (cap {args.model_cap}); judge calls "
+          f"model server peak in flight {rig.model.peak} (cap {args.model_cap}), calls dropped as their client went "
+          f"away {sum(rig.model.dropped.values())} ({dict(rig.model.dropped)}); judge calls "
           f"{sum(1 for c in rig.model.calls if c[3] == 'judge')}, run {judge_run or '-'}; "
           f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}; {time.monotonic() - t0:.0f} s in all")  # fmt: skip
     print("q->1st: from sending a question to its first comparison shown (by when it was asked); choice: answer's "
