@@ -262,6 +262,7 @@ class FieldAnnotator:
         self.rng = random.Random(f"{seed}:{number}")
         self.api = httpx.Client(base_url=base_url, timeout=timeout, headers={"Accept": "application/json"})
         self.open_wait: float | None = None
+        self.open_question: int | None = None
 
     def pause(self, seconds: float) -> None:
         if self.stop.wait(max(0.0, seconds)):
@@ -300,7 +301,8 @@ class FieldAnnotator:
             self.journey()
         except Stop:
             if self.open_wait is not None:
-                self.log.add("waits", (self.number, self.open_wait, time.monotonic(), "open at the end"))
+                self.log.add("waits", (self.number, self.open_wait, time.monotonic(),
+                                       f"open at the end, question {self.open_question}"))  # fmt: skip
         except Exception as error:  # one annotator failing must not stop the others; it is reported
             self.log.add("problems", f"annotator {self.number} stopped: {error!r}")
             if self.open_wait is not None:
@@ -323,6 +325,7 @@ class FieldAnnotator:
                               expect=(201,)).json()  # fmt: skip
             with self.log.lock:
                 self.log.questions[client_token] = query["id"]
+            self.open_question = query["id"]
             match = self.wait_for_comparison(query["id"], asked)
             if match is not None:
                 self.rank(query["id"], match)
@@ -339,14 +342,14 @@ class FieldAnnotator:
                 r = self.send("current-match", "GET", f"/api/v1/queries/{qid}/current-match/", expect=(200, 204))
                 if r.status_code == 200:
                     now = time.monotonic()
-                    self.log.add("waits", (self.number, started, now, "comparison"))
+                    self.log.add("waits", (self.number, started, now, f"comparison, question {qid}"))
                     self.log.add("first_comparison", (asked, now - asked))
                     self.open_wait = None
                     return dict(r.json())
             elif status["status"] == "failed" or status.get("failed"):
                 # The page says what failed and offers "try again": a way forward; the annotator takes it.
                 now = time.monotonic()
-                self.log.add("waits", (self.number, started, now, "failure shown"))
+                self.log.add("waits", (self.number, started, now, f"failure shown, question {qid}"))
                 states = ",".join(sorted(str(c.get("status")) for c in status.get("candidates") or []))
                 with self.log.lock:
                     self.log.failures_seen += 1
@@ -888,6 +891,34 @@ def run(args: argparse.Namespace, rig: Rig, work: Path) -> int:
     return code
 
 
+def _late_waits(log: Log, phases: list[Phase], blame: Callable[[float], Phase | None], t0: float) -> list[str]:
+    """Each wait still open 60 s after its fault ended, with its question's summaries as stored (status,
+    attempts, when queued, started and finished, seconds from the fault's end; the last failure's reason): what
+    the annotator was waiting for, where the table only counts them."""
+    from annotation.models import Candidate
+
+    wall = time.time() - time.monotonic()  # a stored time's monotonic equivalent: its epoch seconds - wall
+    lines = []
+    for number, start, end, how in log.waits:
+        phase = blame(start)
+        if end - start <= STUCK_S or phase is None or end <= phase.fault_end + STUCK_S:
+            continue
+        lines.append(f"annotator {number} waited {end - start:.0f} s ({how}), from {start - phase.fault_end:+.0f} s"
+                     f" to {end - phase.fault_end:+.0f} s of the end of '{phase.name}' ({phase.fault_end - t0:.0f} s)")  # fmt: skip
+        qid = how.rsplit("question ", 1)[-1]
+        if not qid.isdigit():
+            continue
+
+        def at(moment: Any, fault_end: float = phase.fault_end) -> str:
+            return "-" if moment is None else f"{moment.timestamp() - wall - fault_end:+.0f}"
+
+        for c in Candidate.objects.filter(query_id=int(qid)).order_by("pk"):
+            lines.append(f"  candidate {c.pk}: {c.status}, {c.attempts} attempts, queued {at(c.queued_at)} started "
+                         f"{at(c.started_at)} finished {at(c.finished_at)}, model {c.latency_s or 0:.1f} s; "
+                         f"{c.failure_reason[:140]!r}")  # fmt: skip
+    return lines
+
+
 def report(args: argparse.Namespace, rig: Rig, log: Log, phases: list[Phase], study_id: int,
            judge_run: dict[str, Any], t0: float) -> int:  # fmt: skip
     from django.db import connections
@@ -1003,12 +1034,18 @@ def report(args: argparse.Namespace, rig: Rig, log: Log, phases: list[Phase], st
         # summary of the question had failed (a hang's), "some" when only some had.
         split = []
         for p in phases:
-            shown = [states for start, states in log.failures if in_phase(start, p)]
-            every = sum(1 for states in shown if states and all(c == "failed" for c in states.split(",")))
-            split.append(f"{p.name} {len(shown)} ({every} all, {len(shown) - every} some)")
+            of_phase = [states for start, states in log.failures if in_phase(start, p)]
+            every = sum(1 for states in of_phase if states and all(c == "failed" for c in states.split(",")))
+            split.append(f"{p.name} {len(of_phase)} ({every} all, {len(of_phase) - every} some)")
         print("  failures shown by the phase their wait began in: " + "; ".join(split))
     for line in failed_in_db:
         print(f"  in the database: {line}")
+    try:
+        late = _late_waits(log, phases, blame, t0)
+    except Exception as error:  # noqa: BLE001 - a diagnostic; the verdict above stands without it
+        late = [f"the late waits' summaries could not be read: {error!r}"]
+    for line in late:
+        print(f"  {line}")
     for line in log.problems[:20]:
         print(f"  problem: {line}")
     if lost_questions or dup_judgments:
