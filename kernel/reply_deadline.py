@@ -11,40 +11,15 @@ Plain Python: works with httpx and with httpx2 (the OpenAI SDK's).
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import Any
+
+from kernel.guarded_stream import guarded_stream
 
 __all__ = ["reply_deadline"]
 
 _KEY = "satisfy_reply_deadline"
-
-
-class _TimedChunks:
-    """The body's chunks; the first one read past the deadline raises the library's ReadTimeout."""
-
-    def __init__(self, chunks: Iterable[bytes], close: Callable[[], None], deadline: float, error: Any) -> None:
-        self._chunks = chunks
-        self._close = close
-        self._deadline = deadline
-        self._error = error
-
-    def __iter__(self) -> Iterator[bytes]:
-        for chunk in self._chunks:
-            if time.monotonic() > self._deadline:
-                # The client closes the reply on an error while reading it, and with it the connection.
-                raise self._error()
-            yield chunk
-
-    def close(self) -> None:
-        self._close()
-
-
-@functools.cache
-def _stream_class(http: Any) -> Any:
-    # The client checks that a reply's stream is its own library's SyncByteStream: one subclass per library.
-    return type("TimedStream", (_TimedChunks, http.SyncByteStream), {})
 
 
 def reply_deadline(http: Any) -> tuple[Callable[[Any], None], Callable[[Any], None]]:
@@ -52,7 +27,6 @@ def reply_deadline(http: Any) -> tuple[Callable[[Any], None], Callable[[Any], No
     by the request's read time-out, counted from when the request is sent:
     ``stamp, check = reply_deadline(http); http.Client(event_hooks={"request": [stamp], "response": [check]})``.
     A request without a read time-out is left unbounded, as the client would leave it."""
-    stream_class = _stream_class(http)
 
     def stamp(request: Any) -> None:
         read = (request.extensions.get("timeout") or {}).get("read")
@@ -74,6 +48,12 @@ def reply_deadline(http: Any) -> tuple[Callable[[Any], None], Callable[[Any], No
 
         if time.monotonic() > deadline:
             raise error()
-        response.stream = stream_class(response.stream, response.stream.close, deadline, error)
+
+        def in_time(chunk: bytes) -> None:
+            # The first chunk of the body read past the deadline ends the reply.
+            if time.monotonic() > deadline:
+                raise error()
+
+        response.stream = guarded_stream(http, response.stream, response.stream.close, in_time)
 
     return stamp, check

@@ -10,9 +10,10 @@ megabytes of gzip can decode to gigabytes. Plain Python: works with httpx and wi
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import Any
+
+from kernel.guarded_stream import guarded_stream
 
 __all__ = ["ResponseTooLarge", "response_cap", "size_text"]
 
@@ -45,35 +46,6 @@ def size_text(n: int) -> str:
     return f"{n} bytes"
 
 
-class _CappedChunks:
-    """The body's chunks, counted; the chunk that passes the cap raises instead of being handed on."""
-
-    def __init__(self, chunks: Iterable[bytes], close: Callable[[], None], limit: int) -> None:
-        self._chunks = chunks
-        self._close = close
-        self._limit = limit
-
-    def __iter__(self) -> Iterator[bytes]:
-        received = 0
-        limit = self._limit
-        for chunk in self._chunks:
-            received += len(chunk)
-            if received > limit:
-                # The client closes the reply on any error while reading it, which closes this stream (below)
-                # and with it the connection: the rest of the body is never read.
-                raise ResponseTooLarge(limit)
-            yield chunk
-
-    def close(self) -> None:
-        self._close()
-
-
-@functools.cache
-def _stream_class(http: Any) -> Any:
-    # The client checks that a reply's stream is its own library's SyncByteStream: one subclass per library.
-    return type("CappedStream", (_CappedChunks, http.SyncByteStream), {})
-
-
 def response_cap(http: Any, limit: int) -> Callable[[Any], None]:
     """A response event hook for an `http` (the httpx or httpx2 module) client that reads at most `limit` bytes
     of each reply's body and raises ResponseTooLarge past them:
@@ -81,13 +53,21 @@ def response_cap(http: Any, limit: int) -> Callable[[Any], None]:
     body, so it costs one header look-up and one wrapper per reply."""
     if limit < 1:
         raise ValueError(f"a response cap must be at least 1 byte, not {limit}")
-    stream_class = _stream_class(http)
 
     def cap(response: Any) -> None:
         headers = response.headers
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise ResponseTooLarge(limit, declared=int(declared))
+        received = 0
+
+        def within(chunk: bytes) -> None:
+            # The chunk that passes the cap raises instead of being handed on.
+            nonlocal received
+            received += len(chunk)
+            if received > limit:
+                raise ResponseTooLarge(limit)
+
         encoding = headers.get("content-encoding")
         if encoding and encoding.strip().lower() != "identity":
             # Decoded here, with the library's own decoders, so that the count is of what the body becomes.
@@ -96,8 +76,8 @@ def response_cap(http: Any, limit: int) -> Callable[[Any], None]:
             )
             del headers["content-encoding"]
             headers.pop("content-length", None)
-            response.stream = stream_class(encoded.iter_bytes(), encoded.close, limit)
+            response.stream = guarded_stream(http, encoded.iter_bytes(), encoded.close, within)
         else:
-            response.stream = stream_class(response.stream, response.stream.close, limit)
+            response.stream = guarded_stream(http, response.stream, response.stream.close, within)
 
     return cap
